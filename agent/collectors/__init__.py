@@ -1,0 +1,1 @@
+"""Collectors: each turns one source into plain snapshot data, with no judgement."""

@@ -1,0 +1,172 @@
+"""The NVML source, collected in a forked worker so that a hung GPU cannot hang us.
+
+NVML calls can block forever (a GPU off the bus leaves the caller in uninterruptible
+sleep). The worker is forked before the other sources start, closes every inherited
+descriptor except its result pipe (so it never holds Slurm's stdout/stderr open), reads
+each GPU in its own thread and streams one JSON line per finished GPU. The parent reads
+until the deadline, then SIGKILLs the worker and names the GPUs that never answered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import SourceStats
+from ..model.gpu import Gpu, NvmlInfo
+from ..serde import from_jsonable, to_jsonable
+from ..sources import SourceEnv
+from .nvml_read import CountingNvml, GpuReader, read_p2p, read_system, resolve_remotes
+
+_RESULT_FD = 3
+
+
+def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None]) -> None:
+    """Everything NVML says about this node, streamed through ``emit`` as it arrives."""
+    nv = CountingNvml(nv_module)
+    info = NvmlInfo()
+    ok = read_system(nv, info)
+    emit({"t": "system", "data": to_jsonable(info)})
+    if not ok or not info.device_count:
+        emit({"t": "end", "calls": nv.calls})
+        return
+    lock = threading.Lock()
+    readers = [GpuReader(nv, i) for i in range(info.device_count)]
+
+    def work(reader: GpuReader) -> None:
+        with lock:
+            emit({"t": "begin", "gpu": reader.gpu.index})
+        gpu = reader.read()
+        resolve_remotes(reader)
+        with lock:
+            emit({"t": "gpu", "data": to_jsonable(gpu)})
+
+    threads = [threading.Thread(target=work, args=(r,), daemon=True) for r in readers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    emit({"t": "p2p", "data": read_p2p(nv, readers)})
+    emit({"t": "end", "calls": nv.calls})
+
+
+@dataclass
+class PendingNvml:
+    """A running worker; ``result`` collects what it said by the deadline."""
+
+    pid: int
+    fd: int
+    started: float
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def result(self, stats: SourceStats, deadline: float) -> NvmlInfo:
+        buffer = b""
+        eof = False
+        while not eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                break
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                eof = True
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            self.lines.extend(json.loads(line) for line in complete if line.strip())
+        os.close(self.fd)
+        self._stop(eof)
+        stats.seconds = round(time.monotonic() - self.started, 4)
+        return self._assemble(stats, finished=eof)
+
+    def _stop(self, finished: bool) -> None:
+        if not finished:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for _ in range(20):
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if done:
+                return
+            time.sleep(0.005)
+        # A process in uninterruptible sleep cannot die yet: leave it; init reaps it later.
+
+    def _assemble(self, stats: SourceStats, finished: bool) -> NvmlInfo:
+        info = NvmlInfo()
+        begun: set[int] = set()
+        gpus: dict[int, Gpu] = {}
+        for msg in self.lines:
+            kind = msg.get("t")
+            if kind == "system":
+                info = from_jsonable(NvmlInfo, msg["data"])
+            elif kind == "begin":
+                begun.add(int(msg["gpu"]))
+            elif kind == "gpu":
+                gpu = from_jsonable(Gpu, msg["data"])
+                gpus[gpu.index] = gpu
+            elif kind == "p2p":
+                info.p2p_nvlink = dict(msg["data"])
+            elif kind == "end":
+                stats.calls = int(msg["calls"])
+            elif kind == "crash":
+                stats.status = "error"
+                stats.error = info.errors["worker"] = str(msg["error"])
+        if not finished:
+            stats.status = "timeout"
+            if not self.lines:
+                info.errors["init"] = "NVML did not answer (nvmlInit hung)"
+            count = info.device_count or 0
+            info.unanswered = sorted(set(range(count)) - set(gpus))
+            stats.error = ("no answer from GPU(s) " + ",".join(map(str, info.unanswered))
+                           if info.unanswered else "NVML did not finish in time")
+            for index in info.unanswered:
+                gpus[index] = Gpu(index=index, responsive=False, lost="timeout")
+        info.gpus = [gpus[i] for i in sorted(gpus)]
+        return info
+
+
+def start(env: SourceEnv) -> PendingNvml:
+    """Fork the worker. Call before starting threads: the child must not inherit locks."""
+    module = env.nvml()  # imported in the parent, so the child imports nothing
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        try:
+            os.close(read_fd)
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            if write_fd != _RESULT_FD:
+                os.dup2(write_fd, _RESULT_FD)
+            os.closerange(_RESULT_FD + 1, 65536)
+            out = os.fdopen(_RESULT_FD, "w", buffering=1)
+
+            def emit(message: dict[str, Any]) -> None:
+                out.write(json.dumps(message) + "\n")
+
+            try:
+                read_all(module, emit)
+            except Exception as exc:  # noqa: BLE001 - reported to the parent as data
+                emit({"t": "crash", "error": f"{type(exc).__name__}: {exc}"[:300]})
+            out.flush()
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    return PendingNvml(pid=pid, fd=read_fd, started=time.monotonic())
+
+
+def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> NvmlInfo:
+    return start(env).result(stats, deadline)

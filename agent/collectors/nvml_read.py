@@ -1,0 +1,365 @@
+"""Reading NVML for one node, in-process: the calls, batched, and what each answer means.
+
+This module only talks to a pynvml-like module object (real pynvml or the simulator)
+and returns plain data. It runs inside the isolated worker (nvml.py), where a hung call
+can be abandoned; nothing here knows about deadlines.
+
+Call budget (per GPU, H100): handle, name, UUID, serial, PCI info, board part, VBIOS,
+InfoROM version and validity, architecture, memory, temperature, slowdown threshold,
+clock events, P-state, current PCIe gen and width, persistence, MIG, processes, remapper
+histogram, fabric info, SRAM status, unrepairable flag, and ONE field-value batch for
+every counter and every per-link value. Max PCIe gen/width come from sysfs (the PCI
+source), not NVML: the same numbers, two calls fewer per GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import uuid as uuidlib
+from collections.abc import Callable
+from typing import Any
+
+from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
+
+# Error names that mean "this part or driver does not have it", not "broken".
+UNSUPPORTED = frozenset({"NotSupported", "FunctionNotFound", "NoPermission",
+                         "ArgumentVersionMismatch", "NVMLLibraryMismatchError"})
+FATAL = frozenset({"GpuIsLost", "ResetRequired"})
+
+ARCH_HOPPER = 9
+ARCH_BLACKWELL = 10
+
+# Device-scope fields read in the one batch (NVML_FI_DEV_*; hardware.md §1.5-1.10).
+DEVICE_FIELDS: dict[str, int] = {
+    "ecc_current": 1, "ecc_pending": 2,
+    "ecc_sbe_volatile": 3, "ecc_dbe_volatile": 4, "ecc_sbe_aggregate": 5, "ecc_dbe_aggregate": 6,
+    "retired_sbe": 29, "retired_dbe": 30, "retired_pending": 31,
+    "remapped_cor": 142, "remapped_unc": 143, "remap_pending": 144, "remap_failure": 145,
+    "memory_temp": 82, "recovery_action": 230, "pcie_replay": 94,
+    "nvlink_count": 91, "nvswitch_links": 147,
+    "power_average": 185, "power_current_limit": 190, "power_default_limit": 189,
+}
+# Per-link fields (scope = link). Blackwell dropped the DL replay/recovery/CRC counters
+# (nvml.h on fields 161-163: "unsupported for Blackwell+"), so each generation asks for its own.
+LINK_STATE, LINK_VERSION, LINK_SPEED = 165, 166, 164
+LINK_ERRORS_LEGACY = {"replay": 161, "recovery": 162, "crc": 163}
+LINK_ERRORS_NVLINK5 = {"recovery_failed": 214, "recovery": 215, "rcv_errors": 208,
+                       "local_link_integrity": 211, "symbol_errors": 221}
+REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch", 255: "unknown"}
+
+# nvmlValueType_t -> union member
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
+                 6: "usVal"}
+
+
+def error_name(exc: BaseException) -> str:
+    """``NVMLError_GpuIsLost`` -> ``GpuIsLost``; other exceptions keep their class name."""
+    name = type(exc).__name__
+    return name.removeprefix("NVMLError_")
+
+
+class CountingNvml:
+    """Wraps a pynvml-like module and counts every nvml* call made through it."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self._counter = itertools.count()
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if name.startswith("nvml") and callable(value):
+            def counted(*args: Any) -> Any:
+                self.calls = next(self._counter) + 1
+                return value(*args)
+            return counted
+        return value
+
+
+class GpuReader:
+    """Reads one GPU; each failed value lands in ``unsupported`` or ``errors``."""
+
+    def __init__(self, nv: Any, index: int) -> None:
+        self.nv = nv
+        self.gpu = Gpu(index=index)
+        self.handle: Any = None
+
+    def call(self, key: str, func: str, *args: Any) -> Any:
+        try:
+            return getattr(self.nv, func)(*args)
+        except Exception as exc:  # noqa: BLE001 - every NVML error becomes data
+            name = error_name(exc)
+            if name in FATAL:
+                self.gpu.lost = self.gpu.lost or name
+                self.gpu.errors[key] = name
+            elif name in UNSUPPORTED:
+                self.gpu.unsupported[key] = name
+            else:
+                self.gpu.errors[key] = f"{name}: {exc}"[:200]
+            return None
+
+    def read(self) -> Gpu:
+        g = self.gpu
+        self.handle = self.call("handle", "nvmlDeviceGetHandleByIndex", g.index)
+        if self.handle is None:
+            g.responsive = g.lost is None
+            return g
+        h = self.handle
+        g.name = self.call("name", "nvmlDeviceGetName", h)
+        g.uuid = self.call("uuid", "nvmlDeviceGetUUID", h)
+        g.serial = self.call("serial", "nvmlDeviceGetSerial", h)
+        pci = self.call("pci", "nvmlDeviceGetPciInfo", h)
+        if pci is not None:
+            g.pci_bdf = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
+        g.board_part_number = self.call("board_part_number", "nvmlDeviceGetBoardPartNumber", h)
+        g.vbios = self.call("vbios", "nvmlDeviceGetVbiosVersion", h)
+        g.inforom_image = self.call("inforom_image", "nvmlDeviceGetInforomImageVersion", h)
+        self._inforom_validity()
+        g.architecture = self.call("architecture", "nvmlDeviceGetArchitecture", h)
+        mem = self.call("memory", "nvmlDeviceGetMemoryInfo", h)
+        g.memory_total_bytes = int(mem.total) if mem is not None else None
+        g.temperature_c = self.call("temperature", "nvmlDeviceGetTemperature", h, 0)
+        g.slowdown_temperature_c = self.call(
+            "slowdown_temperature", "nvmlDeviceGetTemperatureThreshold", h, 1)
+        g.clock_event_reasons = self.call(
+            "clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h)
+        g.performance_state = self.call("performance_state", "nvmlDeviceGetPerformanceState", h)
+        g.pcie_gen_current = self.call("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h)
+        g.pcie_width_current = self.call("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", h)
+        persistence = self.call("persistence_mode", "nvmlDeviceGetPersistenceMode", h)
+        g.persistence_mode = None if persistence is None else bool(persistence)
+        mig = self.call("mig_mode", "nvmlDeviceGetMigMode", h)
+        if mig is not None:
+            g.mig_enabled, g.mig_pending = bool(mig[0]), bool(mig[1])
+        self._processes()
+        self._histogram()
+        self._fabric()
+        if g.architecture is not None and g.architecture >= ARCH_HOPPER:
+            self._sram()
+            flag = self.call("unrepairable_memory", "nvmlDeviceGetUnrepairableMemoryFlag_v1", h)
+            g.unrepairable_memory = None if flag is None else bool(flag)
+        if g.architecture is not None and g.architecture >= ARCH_BLACKWELL:
+            self._platform()
+        self._fields()
+        g.responsive = g.lost is None
+        return g
+
+    def _inforom_validity(self) -> None:
+        try:
+            self.nv.nvmlDeviceValidateInforom(self.handle)
+            self.gpu.inforom_valid = True
+        except Exception as exc:  # noqa: BLE001
+            name = error_name(exc)
+            if name == "CorruptedInforom":
+                self.gpu.inforom_valid = False
+            elif name in UNSUPPORTED:
+                self.gpu.unsupported["inforom_valid"] = name
+            else:
+                self.gpu.errors["inforom_valid"] = name
+
+    def _processes(self) -> None:
+        procs = self.call("processes", "nvmlDeviceGetComputeRunningProcesses", self.handle)
+        if procs is not None:
+            self.gpu.processes = [
+                GpuProcess(pid=int(p.pid), used_memory_bytes=p.usedGpuMemory) for p in procs]
+
+    def _histogram(self) -> None:
+        hist = self.call("remap_histogram", "nvmlDeviceGetRowRemapperHistogram", self.handle)
+        if hist is not None:
+            self.gpu.remap_histogram = {k: int(getattr(hist, k))
+                                        for k in ("max", "high", "partial", "low", "none")}
+
+    def _fabric(self) -> None:
+        struct_type = getattr(self.nv, "c_nvmlGpuFabricInfo_v3_t", None) or \
+            self.nv.c_nvmlGpuFabricInfoV_t
+        info = struct_type()
+        ok = self.call("fabric", "nvmlDeviceGetGpuFabricInfoV", self.handle, ctypes.byref(info))
+        if ok is None and "fabric" in {**self.gpu.unsupported, **self.gpu.errors}:
+            return
+        raw_uuid = bytes(info.clusterUuid)
+        self.gpu.fabric = FabricInfo(
+            state=int(info.state) & 0xFF,
+            status=int(info.status),
+            cluster_uuid=str(uuidlib.UUID(bytes=raw_uuid)),
+            clique_id=int(info.cliqueId),
+            health_mask=int(info.healthMask),
+            health_summary=int(getattr(info, "healthSummary", 0)) or None,
+        )
+
+    def _sram(self) -> None:
+        status = self.nv.c_nvmlEccSramErrorStatus_v1_t()
+        status.version = getattr(self.nv, "nvmlEccSramErrorStatus_v1", 0x1000068)
+        if self.call("sram", "nvmlDeviceGetSramEccErrorStatus", self.handle,
+                     ctypes.byref(status)) is not None:
+            self.gpu.sram_threshold_exceeded = bool(status.bThresholdExceeded)
+
+    def _platform(self) -> None:
+        info = self.nv.c_nvmlPlatformInfo_v2_t()
+        if self.call("platform", "nvmlDeviceGetPlatformInfo", self.handle,
+                     ctypes.byref(info)) is None:
+            return
+        raw = bytes(memoryview(info))
+        # pynvml declares the byte fields as c_char: read them from the raw struct.
+        chassis = bytes(info.chassisSerialNumber).split(b"\0")[0]
+        base = type(info).slotNumber.offset
+        self.gpu.platform = {
+            "chassis_serial": chassis.decode("ascii", errors="replace"),
+            "slot": raw[base], "tray_index": raw[base + 1], "host_id": raw[base + 2],
+            "module_id": raw[base + 4],
+        }
+
+    def _fields(self) -> None:
+        """One batch: every device counter, then every per-link value."""
+        g = self.gpu
+        device_ids = list(DEVICE_FIELDS.values())
+        values = self.call("fields", "nvmlDeviceGetFieldValues", self.handle, device_ids)
+        if values is None:
+            return
+        got = {name: _field_value(values[i]) for i, name in enumerate(DEVICE_FIELDS)}
+        for name, (value, err) in got.items():
+            if err is not None:
+                (g.unsupported if err in UNSUPPORTED else g.errors)[name] = err
+        val = {k: v for k, (v, _) in got.items()}
+        g.ecc_enabled = _flag(val["ecc_current"])
+        g.ecc_pending = _flag(val["ecc_pending"])
+        g.ecc_volatile_corrected = _int(val["ecc_sbe_volatile"])
+        g.ecc_volatile_uncorrected = _int(val["ecc_dbe_volatile"])
+        g.ecc_aggregate_corrected = _int(val["ecc_sbe_aggregate"])
+        g.ecc_aggregate_uncorrected = _int(val["ecc_dbe_aggregate"])
+        g.retired_pages_sbe = _int(val["retired_sbe"])
+        g.retired_pages_dbe = _int(val["retired_dbe"])
+        g.retired_pending = _flag(val["retired_pending"])
+        g.remapped_corrected = _int(val["remapped_cor"])
+        g.remapped_uncorrected = _int(val["remapped_unc"])
+        g.remap_pending = _flag(val["remap_pending"])
+        g.remap_failure = _flag(val["remap_failure"])
+        g.memory_temperature_c = _int(val["memory_temp"])
+        g.recovery_action = _int(val["recovery_action"])
+        g.pcie_replay_count = _int(val["pcie_replay"])
+        g.nvlink_count = _int(val["nvlink_count"])
+        g.nvswitch_link_count = _int(val["nvswitch_links"])
+        g.power_draw_w = _watts(val["power_average"])
+        g.power_limit_w = _watts(val["power_current_limit"])
+        g.power_default_limit_w = _watts(val["power_default_limit"])
+        if g.nvlink_count:
+            self._links(g.nvlink_count)
+        elif g.nvlink_count == 0 or "nvlink_count" in g.unsupported:
+            g.unsupported.setdefault("nvlink", "NotSupported")
+
+    def _links(self, count: int) -> None:
+        errors = LINK_ERRORS_NVLINK5 if (self.gpu.architecture or 0) >= ARCH_BLACKWELL \
+            else LINK_ERRORS_LEGACY
+        per_link = [("state", LINK_STATE), ("version", LINK_VERSION), ("speed", LINK_SPEED),
+                    *errors.items()]
+        request = [(fid, link) for link in range(count) for _, fid in per_link]
+        values = self.call("nvlink_fields", "nvmlDeviceGetFieldValues", self.handle, request)
+        if values is None:
+            return
+        width = len(per_link)
+        for link in range(count):
+            entry = NvLink(link=link)
+            for j, (name, _) in enumerate(per_link):
+                value, err = _field_value(values[link * width + j])
+                if err is not None:
+                    if err not in UNSUPPORTED:
+                        self.gpu.errors[f"nvlink{link}.{name}"] = err
+                    continue
+                if name == "state":
+                    entry.active = int(value) == 1
+                elif name == "version":
+                    entry.version = int(value)
+                elif name == "speed":
+                    entry.speed_mbps = int(value)
+                else:
+                    entry.errors[name] = int(value)
+            self.gpu.nvlinks.append(entry)
+
+    def remote(self, link: NvLink) -> None:
+        """Per-link peer details: asked only when the fast path (field 147) disagrees."""
+        kind = self.call(f"nvlink{link.link}.remote_type",
+                         "nvmlDeviceGetNvLinkRemoteDeviceType", self.handle, link.link)
+        if kind is not None:
+            link.remote_type = REMOTE_TYPES.get(int(kind), "unknown")
+        pci = self.call(f"nvlink{link.link}.remote_pci",
+                        "nvmlDeviceGetNvLinkRemotePciInfo", self.handle, link.link)
+        if pci is not None:
+            link.remote_bdf = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
+
+
+def _field_value(entry: Any) -> tuple[Any, str | None]:
+    ret = int(entry.nvmlReturn)
+    if ret != 0:
+        return None, _RETURN_NAMES.get(ret, f"NVML error {ret}")
+    member = _VALUE_MEMBER.get(int(entry.valueType), "ullVal")
+    return getattr(entry.value, member), None
+
+
+_RETURN_NAMES = {3: "NotSupported", 4: "NoPermission", 13: "FunctionNotFound",
+                 15: "GpuIsLost", 16: "ResetRequired", 2: "InvalidArgument", 999: "Unknown"}
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _flag(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def _watts(value: Any) -> float | None:
+    return None if value is None else round(float(value) / 1000.0, 3)
+
+
+def read_system(nv: Any, info: NvmlInfo) -> bool:
+    """Initialise NVML and read the driver-wide values; False when NVML is unusable."""
+    try:
+        nv.nvmlInit()
+    except Exception as exc:  # noqa: BLE001
+        info.library_error = error_name(exc)
+        info.library_message = str(exc)
+        return False
+    for key, func, attr in (("driver_version", "nvmlSystemGetDriverVersion", "driver_version"),
+                            ("cuda_driver_version", "nvmlSystemGetCudaDriverVersion_v2",
+                             "cuda_driver_version"),
+                            ("device_count", "nvmlDeviceGetCount", "device_count")):
+        try:
+            setattr(info, attr, getattr(nv, func)())
+        except Exception as exc:  # noqa: BLE001
+            info.errors[key] = error_name(exc)
+    return True
+
+
+def read_p2p(nv: Any, readers: list[GpuReader]) -> dict[str, str]:
+    """NVLink P2P status of every GPU pair (the matrix is symmetric: i < j only)."""
+    status_names = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported",
+                    3: "topology_not_supported", 4: "disabled_by_regkey", 5: "not_supported",
+                    6: "unknown"}
+    index = int(getattr(nv, "NVML_P2P_CAPS_INDEX_NVLINK", 2))
+    result: dict[str, str] = {}
+    usable = [r for r in readers if r.handle is not None and r.gpu.lost is None]
+    for a, b in itertools.combinations(usable, 2):
+        key = f"{a.gpu.index}-{b.gpu.index}"
+        try:
+            result[key] = status_names.get(int(nv.nvmlDeviceGetP2PStatus(
+                a.handle, b.handle, index)), "unknown")
+        except Exception as exc:  # noqa: BLE001
+            result[key] = f"error:{error_name(exc)}"
+    return result
+
+
+def resolve_remotes(reader: GpuReader) -> None:
+    """Field 147 counts the links that end on an NVSwitch. When it equals the active links,
+    every peer is a switch and no per-link call is needed; otherwise (direct GPU links,
+    a miscabled link, no field 147) ask each active link for its peer."""
+    gpu = reader.gpu
+    active = [link for link in gpu.nvlinks if link.active]
+    if active and gpu.nvswitch_link_count == len(active):
+        for link in active:
+            link.remote_type = "switch"
+        return
+    for link in active:
+        reader.remote(link)
+
+
+Emit = Callable[[dict[str, Any]], None]

@@ -1,0 +1,193 @@
+"""Configuration: one YAML file, validated when loaded, merged over defaults and profile.
+
+Precedence, lowest first: built-in check defaults < platform profile thresholds < config
+file < command-line flags. Every error names the file, the key and what was expected, so
+a bad config push fails loudly in one line instead of draining a cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+DEFAULT_PATH = Path("/etc/clusterdiag/config.yaml")
+
+# Each leaf is (types, default). A nested dict is a section.
+_NUM = (int, float)
+_OPT_STR = (str, type(None))
+SCHEMA: dict[str, Any] = {
+    "profile": ((str,), "auto"),
+    "level": ((str,), "quick"),
+    "budget_s": (_NUM, 10.0),
+    "full_interval_s": (_NUM, 3.0),
+    "node_name": (_OPT_STR, None),
+    "checks": ((dict,), {}),
+    "prolog": {
+        "drain": ((bool,), True),
+        "budget_s": (_NUM, 8.0),
+        "fail_closed": ((bool,), False),
+        "max_report_age_s": ((int, float, type(None)), None),
+        "scontrol": (_OPT_STR, None),
+    },
+    "epilog": {
+        "grace_s": (_NUM, 15.0),
+        "drain": ((bool,), True),
+    },
+    "healthcheck": {
+        "drain": ((bool,), True),
+        "resume": ((bool,), True),
+    },
+    "agent": {
+        "listen": ((str,), "127.0.0.1:9464"),
+        "interval_s": (_NUM, 30.0),
+        "state_dir": ((str,), "/var/lib/clusterdiag"),
+        "token_file": (_OPT_STR, None),
+        "allow_unauthenticated": ((bool,), False),
+        "tls_cert": (_OPT_STR, None),
+        "tls_key": (_OPT_STR, None),
+    },
+}
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
+               list: "a list", dict: "a mapping", type(None): "null"}
+
+
+def _describe(types: tuple[type, ...]) -> str:
+    names = [_TYPE_NAMES.get(t, t.__name__) for t in types if not (t is int and float in types)]
+    return " or ".join(names)
+
+
+def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+def _unknown(where: str, key: str, choices: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, choices, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(f"{where}: unknown key {key!r}{hint}")
+
+
+def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _defaults(v) if isinstance(v, dict) else copy.deepcopy(v[1])
+            for k, v in schema.items()}
+
+
+def _validate_section(data: Any, schema: Mapping[str, Any], where: str, prefix: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {prefix or 'top level'} must be a mapping")
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if key not in schema:
+            raise _unknown(where, name, [f"{prefix}{k}" for k in schema])
+        spec = schema[key]
+        if isinstance(spec, dict):
+            _validate_section(value, spec, where, f"{name}.")
+        elif not _type_ok(value, spec[0]):
+            raise ConfigError(f"{where}: key {name!r} must be {_describe(spec[0])}, "
+                              f"got {type(value).__name__} {value!r}")
+
+
+def _param_types(default: Any) -> tuple[type, ...]:
+    if default is None:
+        return (str, int, float, list, dict, bool, type(None))
+    if isinstance(default, bool):
+        return (bool,)
+    if isinstance(default, (int, float)):
+        return (int, float)
+    return (type(default),)
+
+
+def validate_check_params(checks: Any, where: str, catalog: Mapping[str, Mapping[str, Any]]
+                          ) -> None:
+    """``checks:`` maps a catalog id to ``enabled`` plus that check's own parameters."""
+    if not isinstance(checks, dict):
+        raise ConfigError(f"{where}: 'checks' must be a mapping of check id to settings")
+    for check_id, settings in checks.items():
+        if check_id not in catalog:
+            raise _unknown(where, f"checks.{check_id}", [f"checks.{c}" for c in catalog])
+        if settings is None:
+            continue
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{where}: 'checks.{check_id}' must be a mapping")
+        params = catalog[check_id]
+        for key, value in settings.items():
+            name = f"checks.{check_id}.{key}"
+            if key == "enabled":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{where}: key {name!r} must be true/false")
+                continue
+            if key not in params:
+                raise _unknown(where, name, [f"checks.{check_id}.{k}"
+                                             for k in [*params, "enabled"]])
+            types = _param_types(params[key])
+            if not _type_ok(value, types):
+                raise ConfigError(f"{where}: key {name!r} must be {_describe(types)}, "
+                                  f"got {type(value).__name__} {value!r}")
+
+
+@dataclass
+class Config:
+    """The merged settings; ``path`` is the file they came from, if any."""
+
+    data: dict[str, Any] = field(default_factory=lambda: _defaults(SCHEMA))
+    path: str | None = None
+
+    def section(self, name: str) -> dict[str, Any]:
+        section: dict[str, Any] = self.data[name]
+        return section
+
+    def enabled(self, check_id: str) -> bool:
+        return bool((self.data["checks"].get(check_id) or {}).get("enabled", True))
+
+    def check_params(self, check_id: str, defaults: Mapping[str, Any],
+                     profile_thresholds: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        params = dict(defaults)
+        params.update(profile_thresholds or {})
+        own = self.data["checks"].get(check_id) or {}
+        params.update({k: v for k, v in own.items() if k != "enabled"})
+        return params
+
+
+def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]]) -> Config:
+    """Load ``path`` (or the default file when it exists); defaults when neither."""
+    if path is None:
+        if not DEFAULT_PATH.is_file():
+            return Config()
+        path = DEFAULT_PATH
+    where = f"config {path}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise ConfigError(f"{where}: malformed YAML{at}: {problem}") from None
+    if data is None:
+        data = {}
+    _validate_section(data, SCHEMA, where, "")
+    validate_check_params(data.get("checks", {}), where, catalog)
+    merged = _defaults(SCHEMA)
+    for key, value in data.items():
+        if isinstance(merged.get(key), dict) and key != "checks":
+            merged[key].update(value)
+        else:
+            merged[key] = value
+    if merged["level"] not in ("quick", "full"):
+        raise ConfigError(f"{where}: key 'level' must be quick or full, got {merged['level']!r}")
+    return Config(merged, str(path))

@@ -1,0 +1,59 @@
+"""The Snapshot: everything a node run read, as plain data with no judgement in it.
+
+Checks import this package and nothing else from ``agent``. A snapshot survives a JSON
+round trip unchanged, so it can be saved, shipped and re-evaluated offline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..serde import from_jsonable, to_jsonable
+from .gpu import NvmlInfo
+from .host import HostInfo
+from .ib import IbDevice
+from .kernel import KernelLog
+from .nccl import NcclInfo
+from .pci import PciDevice
+
+SNAPSHOT_SCHEMA = "clusterdiag/snapshot/v1"
+
+
+@dataclass
+class SourceStats:
+    """What collecting one source cost, and how it ended."""
+
+    calls: int = 0
+    seconds: float = 0.0
+    status: str = "ok"  # ok | timeout | error | not_collected
+    error: str | None = None
+    files_read: int = 0
+
+
+@dataclass
+class Snapshot:
+    node: str
+    taken_at: float
+    simulated: bool = False
+    level: str = "quick"
+    sources: dict[str, SourceStats] = field(default_factory=dict)
+    host: HostInfo | None = None
+    pci: list[PciDevice] | None = None
+    nvml: NvmlInfo | None = None
+    kernel_log: KernelLog | None = None
+    infiniband: list[IbDevice] | None = None
+    nccl: NcclInfo | None = None
+    schema: str = SNAPSHOT_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = to_jsonable(self)
+        return result
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Snapshot:
+        snap: Snapshot = from_jsonable(cls, data)
+        return snap
+
+
+__all__ = ["SNAPSHOT_SCHEMA", "Snapshot", "SourceStats"]

@@ -1,0 +1,128 @@
+"""GPUs, NVLinks and the NVSwitch fabric as NVML reports them.
+
+A value NVML does not support on this part is ``None`` with its name in ``unsupported``
+(with the NVML error name as the reason); any other failure goes to ``errors``. Checks
+tell "not supported here" (skip) from "broken" (fail) by that difference alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class GpuProcess:
+    pid: int
+    name: str | None = None
+    used_memory_bytes: int | None = None
+
+
+@dataclass
+class NvLink:
+    link: int
+    active: bool | None = None
+    version: int | None = None  # NVML enum: 4 = NVLink 3 (A100), 6 = NVLink 4 (H100), 7 = NVLink 5
+    speed_mbps: int | None = None
+    remote_type: str | None = None  # gpu | switch | ibmnpu | unknown
+    remote_bdf: str | None = None
+    errors: dict[str, int] = field(default_factory=dict)  # counter name -> value
+
+
+@dataclass
+class FabricInfo:
+    state: int  # NVML_GPU_FABRIC_STATE_*: 0 not supported, 1 not started, 2 in progress, 3 completed
+    status: int  # an nvmlReturn_t; meaningful when state is completed
+    cluster_uuid: str
+    clique_id: int
+    health_mask: int | None = None
+    health_summary: int | None = None
+
+
+@dataclass
+class Gpu:
+    index: int
+    pci_bdf: str | None = None
+    name: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    board_part_number: str | None = None
+    vbios: str | None = None
+    inforom_image: str | None = None
+    inforom_valid: bool | None = None
+    architecture: int | None = None
+    memory_total_bytes: int | None = None
+    minor_number: int | None = None
+    # ECC and memory health
+    ecc_enabled: bool | None = None
+    ecc_pending: bool | None = None
+    ecc_volatile_corrected: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pending: bool | None = None
+    remapped_corrected: int | None = None
+    remapped_uncorrected: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    remap_histogram: dict[str, int] | None = None  # max, high, partial, low, none
+    sram_threshold_exceeded: bool | None = None
+    unrepairable_memory: bool | None = None
+    recovery_action: int | None = None
+    # thermal and power
+    temperature_c: int | None = None
+    memory_temperature_c: int | None = None
+    slowdown_temperature_c: int | None = None
+    shutdown_temperature_c: int | None = None
+    clock_event_reasons: int | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    power_default_limit_w: float | None = None
+    power_enforced_limit_w: float | None = None
+    performance_state: int | None = None
+    # PCIe
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay_count: int | None = None
+    # modes and use
+    persistence_mode: bool | None = None
+    mig_enabled: bool | None = None
+    mig_pending: bool | None = None
+    processes: list[GpuProcess] | None = None
+    # NVLink and fabric
+    nvlink_count: int | None = None
+    nvswitch_link_count: int | None = None
+    nvlinks: list[NvLink] = field(default_factory=list)
+    fabric: FabricInfo | None = None
+    platform: dict[str, str | int] | None = None
+    # how the reading went
+    responsive: bool = True
+    lost: str | None = None  # GpuIsLost | ResetRequired | timeout
+    unsupported: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class NvmlEvent:
+    gpu_index: int | None
+    event_type: int
+    xid: int | None = None
+    time: float | None = None
+
+
+@dataclass
+class NvmlInfo:
+    library_error: str | None = None  # LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch, ...
+    library_message: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: int | None = None  # 12040 = CUDA 12.4
+    nvml_version: str | None = None
+    device_count: int | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    p2p_nvlink: dict[str, str] = field(default_factory=dict)  # "0-1" -> ok | not_supported | ...
+    unanswered: list[int] = field(default_factory=list)  # GPU indices whose calls did not return
+    events: list[NvmlEvent] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)

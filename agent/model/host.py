@@ -1,0 +1,76 @@
+"""The host itself: CPUs, memory, disks, mounts, services, clock, kernel, processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Mount:
+    mountpoint: str
+    fstype: str
+    device: str
+    options: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DiskUsage:
+    path: str
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+    inodes_total: int | None = None
+    inodes_free: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class EdacController:
+    name: str  # mc0
+    corrected: int | None = None
+    uncorrected: int | None = None
+
+
+@dataclass
+class StuckProcess:
+    pid: int
+    name: str
+    start_ticks: int  # /proc/<pid>/stat field 22: identifies the process across samples
+    wchan: str | None = None
+
+
+@dataclass
+class ServiceState:
+    name: str
+    active: str | None = None  # ActiveState: active, inactive, failed, ...
+    sub: str | None = None
+    load: str | None = None  # LoadState: loaded, not-found, ...
+    error: str | None = None
+
+
+@dataclass
+class ClockSync:
+    method: str | None = None  # timedatectl, chronyc, ntpq, adjtimex
+    synchronized: bool | None = None
+    detail: str | None = None
+
+
+@dataclass
+class HostInfo:
+    hostname: str
+    kernel_release: str | None = None
+    dmi_product_name: str | None = None
+    os_release: str | None = None
+    cpu_count: int | None = None
+    memory_total_bytes: int | None = None
+    boot_time: float | None = None
+    cmdline: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    disks: list[DiskUsage] = field(default_factory=list)
+    edac: list[EdacController] = field(default_factory=list)
+    dstate: list[StuckProcess] = field(default_factory=list)
+    services: list[ServiceState] = field(default_factory=list)
+    has_systemd: bool = False
+    clock: ClockSync | None = None
+    modules: list[str] = field(default_factory=list)  # loaded kernel modules (/sys/module)
+    memlock_limit_bytes: int | None = None  # -1 = unlimited
+    unknown: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,124 @@
+"""One node run: select checks, collect what they need once, judge, report.
+
+The runner owns everything the checks must not: levels, budgets, sampling twice for
+rates, profile resolution, and turning a check that raised into an ``error`` finding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from .. import checks as catalog
+from ..checks.detect import detect_profile
+from ..checks.finding import Finding, Status
+from ..checks.profile import Profile, load_profile
+from ..checks.registry import CheckContext, CheckSpec
+from ..reports.node import NodeReport, inventory, iso
+from . import __version__
+from .collect import SOURCES, collect_snapshot
+from .config import Config
+from .model import Snapshot
+from .sources import SourceEnv
+
+
+@dataclass
+class RunOptions:
+    level: str = "quick"
+    mode: str = "run"
+    patterns: tuple[str, ...] = ()
+    budget_s: float = 10.0
+    profile: str = "auto"
+    full_interval_s: float = 3.0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def plan(config: Config, options: RunOptions) -> tuple[list[CheckSpec], list[Finding]]:
+    """The checks to run, and the skip findings for those selected but not run."""
+    run: list[CheckSpec] = []
+    skipped: list[Finding] = []
+    for spec in catalog.select(options.patterns):
+        reason = None
+        if not config.enabled(spec.id):
+            reason = "disabled in config"
+        elif options.level not in spec.levels:
+            reason = ("judges counters over time: needs two samples (--level full)" if spec.rate
+                      else "active test: runs at --level full")
+        elif options.mode in spec.skip_in:
+            reason = f"does not apply in the {options.mode}"
+        if reason:
+            skipped.append(replace(Finding.skip("node", reason), check=spec.id))
+        else:
+            run.append(spec)
+    return run, skipped
+
+
+def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str]:
+    if name != "auto":
+        return load_profile(name), "config", "set by configuration"
+    found = detect_profile(snap)
+    return load_profile(found.name), ("detected" if found.confident else "ambiguous"), found.reason
+
+
+def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
+    missing = [n for n in spec.needs if n in SOURCES and getattr(ctx.snapshot, n) is None]
+    if missing:
+        why = "; ".join(f"{n}: {ctx.snapshot.sources[n].error or ctx.snapshot.sources[n].status}"
+                        for n in missing if n in ctx.snapshot.sources)
+        return [replace(Finding.error("node", f"source not collected ({why or 'skipped'})"),
+                        check=spec.id)]
+    try:
+        findings = list(spec.func(ctx))
+    except Exception as exc:  # noqa: BLE001 - a broken check is a finding, not a crash
+        return [replace(Finding.error("node", f"check raised {_one_line(exc)}"), check=spec.id)]
+    if not findings:
+        findings = [Finding.error("node", "check produced no finding")]
+    return [replace(f, check=spec.id) for f in findings]
+
+
+def sources_for(specs: Iterable[CheckSpec], profile: str) -> set[str]:
+    names = {n for spec in specs for n in spec.needs}
+    if profile == "auto":
+        names |= {"pci", "nvml", "host"}
+    return names & set(SOURCES)
+
+
+def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
+    started = time.time()
+    deadline = time.monotonic() + options.budget_s
+    specs, findings = plan(config, options)
+    names = sources_for(specs, options.profile)
+    previous: Snapshot | None = None
+    if options.level == "full" and any(s.rate for s in specs):
+        sampled = {n for n in names if SOURCES[n].counters}
+        previous = collect_snapshot(env, sampled, deadline, options.level)
+        time.sleep(max(0.0, min(options.full_interval_s, deadline - time.monotonic() - 1.0)))
+    snap = collect_snapshot(env, names, deadline, options.level)
+    profile, source, reason = resolve_profile(options.profile, snap)
+    for spec in specs:
+        ctx = CheckContext(
+            snapshot=snap, profile=profile, level=options.level, mode=options.mode,
+            now=time.time(), previous=previous, profile_source=source, profile_reason=reason,
+            params=config.check_params(spec.id, spec.params, profile.thresholds.get(spec.id)),
+        )
+        findings.extend(judge(spec, ctx))
+    order = {s: i for i, s in enumerate((Status.FAIL, Status.ERROR, Status.WARN, Status.PASS,
+                                         Status.SKIP))}
+    findings.sort(key=lambda f: (order[f.status], f.check, f.component))
+    return NodeReport(
+        node=env.node,
+        profile={"name": profile.name, "auto_detected": source != "config", "reason": reason,
+                 "provisional": profile.provisional},
+        version=__version__, started_at=iso(started),
+        duration_s=round(time.time() - started, 3), level=options.level, mode=options.mode,
+        findings=findings, inventory=inventory(snap),
+        sources={k: {"status": v.status, "calls": v.calls, "seconds": v.seconds,
+                     "files_read": v.files_read, "error": v.error}
+                 for k, v in snap.sources.items()},
+        simulated=snap.simulated,
+    )

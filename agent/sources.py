@@ -1,0 +1,93 @@
+"""The ways a node is read, bundled so that each can be handed in.
+
+Real hardware and the simulator differ only here: the filesystem root, the kernel log,
+the pynvml module, the command runner, the environment and the library finder. No
+collector or check knows which it got.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+
+@dataclass
+class CommandResult:
+    argv: list[str]
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None  # not found, timed out, ...
+
+
+class CommandRunner(Protocol):
+    def __call__(self, argv: list[str], timeout_s: float) -> CommandResult: ...
+
+
+# Prologs run with no PATH: look where distributions install system tools.
+_SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def find_program(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) else None
+    path = (environ or os.environ).get("PATH", "")
+    for directory in [*path.split(os.pathsep), *_SYSTEM_DIRS]:
+        candidate = os.path.join(directory, name)
+        if directory and os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def run_command(argv: list[str], timeout_s: float) -> CommandResult:
+    """Run a program (never a shell) with a deadline; the child cannot hold our pipes."""
+    program = find_program(argv[0])
+    if program is None:
+        return CommandResult(argv, None, error=f"{argv[0]}: not found")
+    try:
+        proc = subprocess.run(
+            [program, *argv[1:]], capture_output=True, text=True, errors="replace",
+            timeout=timeout_s, stdin=subprocess.DEVNULL, check=False, start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        return CommandResult(argv, None, error=f"{argv[0]}: no answer within {timeout_s:g} s")
+    except OSError as exc:
+        return CommandResult(argv, None, error=f"{argv[0]}: {exc.strerror or exc}")
+    return CommandResult(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+def find_library(name: str) -> str | None:
+    return ctypes.util.find_library(name)
+
+
+def real_nvml() -> ModuleType:
+    import pynvml
+
+    return pynvml
+
+
+@dataclass
+class SourceEnv:
+    """Everything collectors may read. ``params`` gives collectors the check parameters
+    that say what to look at (paths to watch, services to ask about)."""
+
+    node: str = field(default_factory=socket.gethostname)
+    root: Path = Path("/")
+    kernel_log_file: Path | None = None
+    nvml: Callable[[], Any] = real_nvml
+    runner: CommandRunner = run_command
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    find_library: Callable[[str], str | None] = find_library
+    simulated: bool = False
+    params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    kernel_lookback_s: float = 7200.0
+
+    def wants(self, check_id: str, key: str, default: Any = None) -> Any:
+        return self.params.get(check_id, {}).get(key, default)

@@ -1,0 +1,68 @@
+"""Reading /sys and /proc files under an injectable root, never raising for bad content.
+
+Every reader returns ``(value, reason)``: a value when the file held what we expected,
+otherwise ``None`` and a short reason ("missing", "permission denied", "garbage 'x'")
+that the collector records as unknown, so one bad file costs one value, not the report.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+Read = tuple[str | None, str | None]
+
+
+class FileCounter:
+    """Counts files read, for the snapshot's ``sources.*.files_read``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def read_text(path: Path, counter: FileCounter | None = None, limit: int = 1 << 20) -> Read:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit)
+    except FileNotFoundError:
+        return None, "missing"
+    except PermissionError:
+        return None, "permission denied"
+    except IsADirectoryError:
+        return None, "is a directory"
+    except OSError as exc:
+        return None, exc.strerror or type(exc).__name__
+    if counter is not None:
+        counter.count += 1
+    return data.decode("utf-8", errors="replace").strip(), None
+
+
+def parse_int(text: str | None, base: int = 0) -> tuple[int | None, str | None]:
+    if text is None:
+        return None, "missing"
+    word = text.split()[0] if text.split() else ""
+    try:
+        return int(word, base), None
+    except ValueError:
+        return None, f"garbage {text[:40]!r}"
+
+
+def read_int(path: Path, counter: FileCounter | None = None, base: int = 0
+             ) -> tuple[int | None, str | None]:
+    text, reason = read_text(path, counter)
+    if text is None:
+        return None, reason
+    return parse_int(text, base)
+
+
+def list_dir(path: Path) -> list[str]:
+    """Entries of a directory, sorted; empty when it is missing or unreadable."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def under(root: Path, absolute: str) -> Path:
+    """``/sys/class/x`` under ``root``."""
+    return root / absolute.lstrip("/")

@@ -1,0 +1,7 @@
+"""The check catalog. This import list is its table of contents: a family not imported
+here does not exist."""
+
+from . import detect
+from .registry import REGISTRY, CheckContext, CheckSpec, check, select
+
+__all__ = ["REGISTRY", "CheckContext", "CheckSpec", "check", "detect", "select"]

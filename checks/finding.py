@@ -1,0 +1,104 @@
+"""The Finding: one judgement about one component, in a form that groups across nodes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    SKIP = "skip"
+    WARN = "warn"
+    ERROR = "error"
+    FAIL = "fail"
+
+    @property
+    def rank(self) -> int:
+        # skip never hides pass in a verdict; error ("could not tell") is below a definite fail.
+        return _RANK[self]
+
+
+_RANK = {Status.SKIP: 0, Status.PASS: 1, Status.WARN: 2, Status.ERROR: 3, Status.FAIL: 4}
+
+
+def worst(statuses: Any) -> Status:
+    """The worst status of an iterable of statuses (SKIP when empty)."""
+    result = Status.SKIP
+    for status in statuses:
+        if status.rank > result.rank:
+            result = status
+    return result
+
+
+class Action(str, enum.Enum):
+    NONE = "none"
+    RESET_GPU = "reset_gpu"
+    REBOOT = "reboot"
+    DRAIN = "drain"
+    RMA = "rma"
+    RESEAT_CABLE = "reseat_cable"
+    FIX_CONFIG = "fix_config"
+    INVESTIGATE = "investigate"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """``message`` is stable text with no per-node noise (no counts that differ between
+    nodes, no timestamps): identical problems must group across a cluster. Numbers go in
+    ``observed``/``expected``."""
+
+    status: Status
+    component: str
+    message: str
+    observed: Any = None
+    expected: Any = None
+    action: Action = Action.NONE
+    check: str = ""
+
+    @classmethod
+    def passed(cls, component: str, message: str, observed: Any = None,
+               expected: Any = None) -> Finding:
+        return cls(Status.PASS, component, message, observed, expected)
+
+    @classmethod
+    def skip(cls, component: str, message: str) -> Finding:
+        return cls(Status.SKIP, component, message)
+
+    @classmethod
+    def warn(cls, component: str, message: str, observed: Any = None, expected: Any = None,
+             action: Action = Action.INVESTIGATE) -> Finding:
+        return cls(Status.WARN, component, message, observed, expected, action)
+
+    @classmethod
+    def fail(cls, component: str, message: str, observed: Any = None, expected: Any = None,
+             action: Action = Action.INVESTIGATE) -> Finding:
+        return cls(Status.FAIL, component, message, observed, expected, action)
+
+    @classmethod
+    def error(cls, component: str, message: str) -> Finding:
+        return cls(Status.ERROR, component, message, action=Action.INVESTIGATE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "status": self.status.value,
+            "component": self.component,
+            "message": self.message,
+            "observed": self.observed,
+            "expected": self.expected,
+            "action": self.action.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            status=Status(data["status"]),
+            component=str(data["component"]),
+            message=str(data["message"]),
+            observed=data.get("observed"),
+            expected=data.get("expected"),
+            action=Action(data.get("action", "none")),
+            check=str(data.get("check", "")),
+        )

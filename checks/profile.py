@@ -1,0 +1,87 @@
+"""Platform profiles: what a healthy node of a given kind has, loaded from YAML data.
+
+Profiles are data, not code, so a site can read them (``clusterdiag profiles show``)
+and the numbers carry their sources as comments in the YAML files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+PROFILE_PACKAGE = "clusterdiag.checks.profiles"
+
+
+class UnknownProfileError(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown profile {name!r}; known: {', '.join(profile_names())}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str = ""
+    provisional: bool = False  # no real capture confirms every number
+    dmi_products: tuple[str, ...] = ()
+    # GPUs
+    gpu_models: tuple[str, ...] = ()  # exact NVML names
+    gpu_count: int | None = None
+    gpu_memory_gib: int | None = None
+    gpu_pcie_gen: int | None = None
+    gpu_pcie_width: int | None = None
+    gpu_power_limit_w: int | None = None
+    # NVLink and fabric
+    nvlinks_per_gpu: int = 0
+    nvlink_version: int | None = None  # NVML enum (6 = NVLink 4)
+    nvswitch: bool = False
+    nvswitch_count: int | None = None
+    fabric_manager: bool = False
+    nvl72: bool = False
+    imex: bool = False
+    # networking
+    compute_hcas: int | None = None
+    hca_rate_gbps: float | None = None
+    hca_link_layer: str | None = None
+    nic_pcie_gen: int | None = None
+    nic_pcie_width: int | None = None
+    gpu_nic_distance: tuple[str, ...] = ()  # acceptable nvidia-smi topo levels to its own NIC
+    allreduce_busbw_gbps: float | None = None
+    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def has_expectations(self) -> bool:
+        return bool(self.gpu_models or self.gpu_count)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+_TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_nic_distance"}
+
+
+@cache
+def profile_names() -> tuple[str, ...]:
+    files = resources.files(PROFILE_PACKAGE).iterdir()
+    return tuple(sorted(f.name[:-5] for f in files if f.name.endswith(".yaml")))
+
+
+@cache
+def load_profile(name: str) -> Profile:
+    if name not in profile_names():
+        raise UnknownProfileError(name)
+    text = resources.files(PROFILE_PACKAGE).joinpath(f"{name}.yaml").read_text()
+    data = yaml.safe_load(text) or {}
+    known = {f.name for f in fields(Profile)}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"profile {name}: unknown keys {sorted(unknown)}")
+    kwargs = {k: tuple(v) if k in _TUPLE_FIELDS else v for k, v in data.items()}
+    return Profile(name=name, **{k: v for k, v in kwargs.items() if k != "name"})

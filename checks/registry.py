@@ -1,0 +1,105 @@
+"""The check catalog: declared units, registered explicitly, looked up by id or glob.
+
+A check is a plain function of a :class:`CheckContext` that yields findings. Its
+declaration says what it needs (sources), at which levels it runs, its default
+parameters (overridable by profile and config) and the remedy ``checks explain`` shows.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent.model import Snapshot
+from .finding import Action, Finding
+from .profile import Profile
+
+LEVELS = ("quick", "full")
+MODES = ("run", "prolog", "epilog", "healthcheck", "agent")
+
+
+@dataclass
+class CheckContext:
+    snapshot: Snapshot
+    profile: Profile
+    params: Mapping[str, Any]
+    level: str = "quick"
+    mode: str = "run"
+    now: float = 0.0
+    previous: Snapshot | None = None  # an earlier sample of the same node, for rates
+    history: Mapping[str, Any] = field(default_factory=dict)  # the daemon's persisted state
+    profile_source: str = "config"  # config | detected | ambiguous
+    profile_reason: str = ""
+
+
+CheckFunc = Callable[[CheckContext], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    func: CheckFunc
+    summary: str
+    needs: tuple[str, ...]
+    remedy: str
+    params: Mapping[str, Any]
+    rate: bool  # judges counters over time: skipped at quick, needs two samples
+    active: bool  # runs a workload (e.g. all_reduce_perf): full only
+    skip_in: frozenset[str]  # modes where it does not apply (fabric.imex in the prolog)
+    actions: tuple[Action, ...]  # what it can ask for when it fails or warns
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return ("full",) if (self.rate or self.active) else LEVELS
+
+
+REGISTRY: dict[str, CheckSpec] = {}
+
+
+class DuplicateCheckError(RuntimeError):
+    """Two checks registered under one id: a programming error caught at import."""
+
+
+def check(
+    check_id: str,
+    *,
+    needs: Iterable[str],
+    remedy: str,
+    params: Mapping[str, Any] | None = None,
+    rate: bool = False,
+    active: bool = False,
+    skip_in: Iterable[str] = (),
+    actions: Iterable[Action] = (),
+) -> Callable[[CheckFunc], CheckFunc]:
+    """Register ``func`` as check ``check_id``; its docstring's first line is its summary."""
+
+    def register(func: CheckFunc) -> CheckFunc:
+        if check_id in REGISTRY:
+            raise DuplicateCheckError(f"check {check_id!r} registered twice")
+        doc = (func.__doc__ or "").strip().splitlines()
+        REGISTRY[check_id] = CheckSpec(
+            id=check_id,
+            func=func,
+            summary=doc[0] if doc else check_id,
+            needs=tuple(needs),
+            remedy=remedy,
+            params=dict(params or {}),
+            rate=rate,
+            active=active,
+            skip_in=frozenset(skip_in),
+            actions=tuple(actions),
+        )
+        return func
+
+    return register
+
+
+def select(patterns: Iterable[str] | None) -> list[CheckSpec]:
+    """The registered checks whose id matches any glob (all when no pattern), in id order."""
+    pats = [p.strip() for p in (patterns or []) if p.strip()]
+    specs = sorted(REGISTRY.values(), key=lambda s: s.id)
+    if not pats:
+        return specs
+    return [s for s in specs if any(fnmatch.fnmatchcase(s.id, p) for p in pats)]

@@ -1,0 +1,1 @@
+"""Report models and renderers; no hardware access here."""

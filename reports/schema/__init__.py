@@ -1,0 +1,1 @@
+"""JSON Schema files for the published report formats."""
