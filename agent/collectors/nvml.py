@@ -43,8 +43,12 @@ def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None]) -> None:
     def work(reader: GpuReader) -> None:
         with lock:
             emit({"t": "begin", "gpu": reader.gpu.index})
-        gpu = reader.read()
-        resolve_remotes(reader)
+        try:
+            gpu = reader.read()
+            resolve_remotes(reader)
+        except Exception as exc:  # noqa: BLE001 - our bug on one GPU must not lose the rest
+            gpu = reader.gpu
+            gpu.errors["reader"] = f"{type(exc).__name__}: {exc}"[:200]
         with lock:
             emit({"t": "gpu", "data": to_jsonable(gpu)})
 

@@ -199,9 +199,11 @@ class GpuReader:
         if self.call("platform", "nvmlDeviceGetPlatformInfo", self.handle,
                      ctypes.byref(info)) is None:
             return
+        # pynvml declares the byte fields as c_char (decoded to str, cut at the first NUL):
+        # read them from the raw struct instead.
         raw = bytes(memoryview(info))
-        # pynvml declares the byte fields as c_char: read them from the raw struct.
-        chassis = bytes(info.chassisSerialNumber).split(b"\0")[0]
+        start = type(info).chassisSerialNumber.offset
+        chassis = raw[start:start + 16].split(b"\0")[0]
         base = type(info).slotNumber.offset
         self.gpu.platform = {
             "chassis_serial": chassis.decode("ascii", errors="replace"),

@@ -51,7 +51,6 @@ class Gpu:
     inforom_valid: bool | None = None
     architecture: int | None = None
     memory_total_bytes: int | None = None
-    minor_number: int | None = None
     # ECC and memory health
     ecc_enabled: bool | None = None
     ecc_pending: bool | None = None
@@ -74,18 +73,14 @@ class Gpu:
     temperature_c: int | None = None
     memory_temperature_c: int | None = None
     slowdown_temperature_c: int | None = None
-    shutdown_temperature_c: int | None = None
     clock_event_reasons: int | None = None
     power_draw_w: float | None = None
     power_limit_w: float | None = None
     power_default_limit_w: float | None = None
-    power_enforced_limit_w: float | None = None
     performance_state: int | None = None
     # PCIe
     pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
     pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
     pcie_replay_count: int | None = None
     # modes and use
     persistence_mode: bool | None = None

@@ -1,0 +1,99 @@
+"""Kernel-log events: what the kernel and the drivers said, parsed but not judged.
+
+One event per matching log line, in log order, with no de-duplication: a single GPU fault
+prints a burst of identical Xid lines (16 Xid 13 lines within 2 ms in gpud's
+``dmesg.decode.iso.log``), and whether that is one problem or sixteen is the checks'
+call. Every event keeps ``raw`` so a finding can quote the evidence and a saved snapshot
+can be re-parsed by a later version.
+
+Times: ``time`` is epoch seconds, set only when the line carries an absolute wall time
+(ISO, ``dmesg -T`` ctime, a syslog/journal prefix whose month we can read) or when it is
+a ``/dev/kmsg`` record and the boot time is known. ``uptime_s`` is the kernel's monotonic
+clock (``[  123.456]`` or the kmsg microsecond field). A line may carry both or neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class XidEvent:
+    """``NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after ...``.
+
+    ``pci_bdf`` is normalised to ``dddd:bb:dd.f`` (lower case, function ``.0`` when the
+    driver omits it) so it joins with NVML's bus id and sysfs. ``pid``/``process`` are None
+    when the driver printed ``<unknown>`` or no such field; ``message`` is the text after
+    them. ``gpu_instance`` is the MIG GPU instance of ``(PCI:... GPU-I:05)`` lines.
+    """
+
+    xid: int
+    pci_bdf: str
+    pid: int | None
+    process: str | None
+    message: str
+    raw: str
+    gpu_instance: int | None = None
+    time: float | None = None
+    uptime_s: float | None = None
+
+
+@dataclass
+class SxidEvent:
+    """``nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up``.
+
+    ``message`` is the text after the code, severity word included (``Fatal, ...``); the
+    driver also prints ``Severity ...`` and ``Data {...}`` continuation lines with the same
+    code, which are events too. ``switch_device`` is the kernel device name
+    (``nvidia-nvswitch1``) so a finding can name the switch, not only its bus id.
+    """
+
+    sxid: int
+    pci_bdf: str
+    message: str
+    raw: str
+    time: float | None = None
+    uptime_s: float | None = None
+    switch_device: str | None = None
+
+
+@dataclass
+class KernelEvent:
+    """Another kernel line a check cares about; ``kind`` says which family.
+
+    Kinds: ``mce``, ``hung_task``, ``soft_lockup``, ``hard_lockup``, ``nmi``,
+    ``gpu_reset``, ``mlx5_health``, ``pcie_slot_power``, ``module_temperature``, ``aer``
+    (see ``agent/kernel_log.py`` for the line formats and where each comes from).
+    ``message`` is the text after the timestamp/host prefix; ``device`` is the normalised
+    PCI bus id the line names (for ``aer``, the device that reported the error), or the
+    GPU UUID for a ``gpu_reset`` acknowledgement that names only a UUID.
+    """
+
+    kind: str
+    message: str
+    raw: str
+    device: str | None = None
+    time: float | None = None
+    uptime_s: float | None = None
+
+
+@dataclass
+class KernelLog:
+    """Everything read from one kernel-log source.
+
+    ``source`` says where it came from (``file:/path``, ``kmsg``, ``journal``);
+    ``lines_read`` counts records/lines read whether or not they matched; ``unknown`` maps
+    a part that could not be read (``file``, ``kmsg``) to the reason, so an empty event
+    list is never mistaken for a clean log.
+    """
+
+    source: str
+    xids: list[XidEvent] = field(default_factory=list)
+    sxids: list[SxidEvent] = field(default_factory=list)
+    events: list[KernelEvent] = field(default_factory=list)
+    lines_read: int = 0
+    boot_time: float | None = None
+    unknown: dict[str, str] = field(default_factory=dict)
+
+
+__all__ = ["KernelEvent", "KernelLog", "SxidEvent", "XidEvent"]

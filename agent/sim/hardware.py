@@ -1,0 +1,191 @@
+"""The simulated node's hardware state: what each NVML call and sysfs file will answer.
+
+Built from a platform profile and its layout, then changed by faults. Counters that a
+fault makes move are (base, rate per second) pairs read against a fixed epoch, so two
+samples a few seconds apart see them grow, whichever process reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid as uuidlib
+from dataclasses import dataclass, field
+
+from ...checks.profile import Profile
+from .layout import LAYOUTS, Layout
+
+# NVML constants used by the state (values from nvml.h; hardware.md §1).
+NOT_SUPPORTED = 3
+REMOTE_SWITCH = 2
+FABRIC_COMPLETED = 3
+# Per-link error counters each generation has (field ids; Blackwell dropped 161-163).
+LINK_COUNTERS = (161, 162, 163)
+LINK_COUNTERS_NVLINK5 = (214, 215, 208, 211, 221)
+
+
+@dataclass
+class Counter:
+    base: int = 0
+    rate_per_s: float = 0.0
+
+    def value(self, epoch: float) -> int:
+        return self.base + int(self.rate_per_s * max(0.0, time.time() - epoch))
+
+
+@dataclass
+class SimLink:
+    state: int = 1
+    version: int = 6
+    speed_mbps: int = 26562
+    remote_type: int = REMOTE_SWITCH
+    remote_bdf: str = ""
+    errors: dict[int, Counter] = field(default_factory=dict)  # field id -> counter
+
+
+@dataclass
+class SimFabric:
+    state: int = FABRIC_COMPLETED
+    status: int = 0
+    cluster_uuid: bytes = bytes(16)
+    clique_id: int = 0
+    health_mask: int = 0
+    health_summary: int = 0
+
+
+@dataclass
+class SimGpu:
+    index: int
+    bdf: str
+    numa: int
+    name: str
+    uuid: str
+    serial: str
+    architecture: int
+    memory_bytes: int
+    vbios: str
+    board_part: str
+    inforom: str
+    inforom_valid: bool = True
+    temperature: int = 41
+    slowdown_temp: int = 87
+    shutdown_temp: int = 92
+    clock_reasons: int = 0x1  # GpuIdle
+    pstate: int = 0
+    pcie_gen: int = 5
+    pcie_width: int = 16
+    persistence: int = 1
+    mig: tuple[int, int] = (0, 0)
+    processes: list[tuple[int, int]] = field(default_factory=list)  # (pid, used bytes)
+    histogram: dict[str, int] = field(default_factory=lambda: {
+        "max": 2560, "high": 0, "partial": 0, "low": 0, "none": 0})
+    fabric: SimFabric | None = None
+    sram_exceeded: int = 0
+    unrepairable: int = 0
+    fields: dict[int, float | int | None] = field(default_factory=dict)  # None: NotSupported
+    counters: dict[int, Counter] = field(default_factory=dict)
+    links: list[SimLink] = field(default_factory=list)
+    hang: bool = False
+    lost: int | None = None  # an NVML error code every device call raises
+    call_errors: dict[str, int] = field(default_factory=dict)  # function -> NVML error code
+    in_nvml: bool = True
+
+
+@dataclass
+class SimNode:
+    name: str
+    profile: Profile
+    layout: Layout
+    gpus: list[SimGpu]
+    epoch: float = field(default_factory=time.time)
+    driver_error: int | None = None  # NVML error code nvmlInit raises
+    driver_version: str = ""
+    cuda_version: int = 0
+    services: dict[str, str] = field(default_factory=dict)  # unit -> ActiveState
+    kernel_lines: list[tuple[float, str]] = field(default_factory=list)  # (age s, message)
+    cmdline: str = "BOOT_IMAGE=/vmlinuz ro quiet"
+    modules: list[str] = field(default_factory=list)
+    memlock_kib: int | None = None  # None = unlimited
+    proc_names: dict[int, str] = field(default_factory=dict)
+    p2p: dict[tuple[int, int], int] = field(default_factory=dict)
+    rack: str | None = None
+    nvswitch_bdfs: list[str] = field(default_factory=list)
+
+    @property
+    def nvml_gpus(self) -> list[SimGpu]:
+        return [g for g in self.gpus if g.in_nvml]
+
+
+def _stable_uuid(*parts: str) -> str:
+    digest = hashlib.sha256("/".join(parts).encode()).digest()
+    return str(uuidlib.UUID(bytes=digest[:16]))
+
+
+def _stable_serial(name: str, index: int) -> str:
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    return f"1652023{int(digest[:8], 16) % 10**5:05d}{index}"
+
+
+def _device_fields(profile: Profile, arch: int) -> dict[int, float | int | None]:
+    nvswitch_links = profile.nvlinks_per_gpu if (profile.nvswitch or profile.nvl72) else 0
+    return {
+        1: 1, 2: 1, 3: 0, 4: 0, 5: 0, 6: 0,
+        # Retired pages are a pre-Ampere mechanism: N/A on every profile we model
+        # (real H100 nvidia-smi -q: "Retired Pages ... N/A").
+        29: None, 30: None, 31: None,
+        142: 0, 143: 0, 144: 0, 145: 0,
+        82: 48 if arch >= 8 else None,
+        230: 0, 94: 0,
+        91: profile.nvlinks_per_gpu if profile.nvlinks_per_gpu else None,
+        147: nvswitch_links if profile.nvlinks_per_gpu else None,
+        185: 72_000, 190: (profile.gpu_power_limit_w or 350) * 1000,
+        189: (profile.gpu_power_limit_w or 350) * 1000,
+    }
+
+
+def build_node(name: str, profile: Profile, rack: str | None = None,
+               cluster_uuid: bytes | None = None, clique_id: int = 0) -> SimNode:
+    """A healthy node of ``profile``: every answer what the real parts give."""
+    layout = LAYOUTS[profile.name]
+    gpus: list[SimGpu] = []
+    for i, slot in enumerate(layout.gpus):
+        gpu = SimGpu(
+            index=i, bdf=slot.bdf, numa=slot.numa, name=layout.gpu_name,
+            uuid="GPU-" + _stable_uuid(name, slot.bdf), serial=_stable_serial(name, i),
+            architecture=layout.architecture, memory_bytes=layout.memory_bytes,
+            vbios=layout.vbios, board_part=layout.board_part, inforom=layout.inforom,
+            pcie_gen=profile.gpu_pcie_gen or 4, pcie_width=profile.gpu_pcie_width or 16,
+            fields=_device_fields(profile, layout.architecture),
+        )
+        if profile.nvlinks_per_gpu:
+            version = profile.nvlink_version or 6
+            speed = 53125 if version >= 7 else 26562
+            counters = LINK_COUNTERS_NVLINK5 if layout.architecture >= 10 else LINK_COUNTERS
+            gpu.links = [SimLink(version=version, speed_mbps=speed,
+                                 remote_bdf=layout.nvswitch_bdfs[link % len(layout.nvswitch_bdfs)]
+                                 if layout.nvswitch_bdfs else "",
+                                 errors={fid: Counter() for fid in counters})
+                         for link in range(profile.nvlinks_per_gpu)]
+        if layout.architecture >= 9:  # Hopper+: fabric info exists (zeros off NVL72)
+            gpu.fabric = SimFabric()
+            if profile.nvl72:
+                gpu.fabric.cluster_uuid = cluster_uuid or uuidlib.UUID(
+                    _stable_uuid("rack", rack or name)).bytes
+                gpu.fabric.clique_id = clique_id or 32766
+                gpu.fabric.health_mask = 0x1 << 12 | 0x2 | 0x2 << 2 | 0x2 << 4 | 0x2 << 6 | 1 << 8
+                gpu.fabric.health_summary = 1
+        gpus.append(gpu)
+    services = {"nvidia-persistenced.service": "active"}
+    if profile.fabric_manager:
+        services["nvidia-fabricmanager.service"] = "active"
+    if profile.imex:
+        services["nvidia-imex.service"] = "active"
+    modules = ["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_peermem", "mlx5_core", "mlx5_ib",
+               "ib_core"]
+    node = SimNode(name=name, profile=profile, layout=layout, gpus=gpus,
+                   driver_version=layout.host.driver, cuda_version=layout.host.cuda,
+                   services=services, modules=modules, rack=rack,
+                   nvswitch_bdfs=list(layout.nvswitch_bdfs))
+    if profile.nvlinks_per_gpu:
+        node.p2p = {(a.index, b.index): 0 for a in gpus for b in gpus if a.index < b.index}
+    return node

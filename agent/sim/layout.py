@@ -1,0 +1,94 @@
+"""Where things sit on each simulated platform: PCI addresses, NUMA nodes, NIC pairing,
+and the NVML identity strings the real parts report.
+
+Sources: DGX H100 user guide network table (hardware.md §4: ibp24s0..ibp220s0 give the
+compute NIC buses), GB200 PCI domains 0008/0009/0018/0019 from real XID logs (gpud tests)
+and NIC domains 0000/0002/0010/0012 (Mission Control guide), DGX A100 buses from the real
+A100 topo capture's ordering. Layouts without a real capture are marked provisional in
+their profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    bdf: str
+    numa: int
+    nic_bdf: str | None  # the compute NIC sharing its PCIe switch (None on NVL72: SYS)
+    ibdev: str | None
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    cpu_count: int
+    memory_total_kib: int
+    driver: str
+    cuda: int
+    cpulists: tuple[str, ...]  # per NUMA node
+
+
+@dataclass(frozen=True)
+class Layout:
+    gpu_name: str
+    architecture: int  # NVML_DEVICE_ARCH_*
+    memory_bytes: int
+    vbios: str
+    board_part: str
+    inforom: str
+    gpus: tuple[GpuSlot, ...]
+    nvswitch_bdfs: tuple[str, ...]
+    dmi_product: str
+    host: HostLayout
+
+
+_H100_BUSES = ((0x1B, 0x18, "mlx5_0"), (0x43, 0x40, "mlx5_3"), (0x52, 0x4F, "mlx5_4"),
+               (0x61, 0x5E, "mlx5_5"), (0x9D, 0x9A, "mlx5_6"), (0xC3, 0xC0, "mlx5_9"),
+               (0xD1, 0xCE, "mlx5_10"), (0xDF, 0xDC, "mlx5_11"))
+
+
+def _hgx(nvswitches: int, with_nics: bool = True) -> tuple[tuple[GpuSlot, ...], tuple[str, ...]]:
+    slots = tuple(GpuSlot(f"0000:{g:02x}:00.0", 0 if i < 4 else 1,
+                          f"0000:{n:02x}:00.0" if with_nics else None,
+                          dev if with_nics else None)
+                  for i, (g, n, dev) in enumerate(_H100_BUSES))
+    switches = tuple(f"0000:{0x05 + i:02x}:00.0" for i in range(nvswitches))
+    return slots, switches
+
+
+_GIB = 1 << 30
+_H100_GPUS, _H100_SWITCHES = _hgx(4)
+_A100_GPUS, _A100_SWITCHES = _hgx(6)
+_B200_GPUS, _B200_SWITCHES = _hgx(2)
+_PCIE_GPUS, _ = _hgx(0, with_nics=False)
+_NVL72_GPUS = tuple(GpuSlot(bdf, numa, None, None) for bdf, numa in (
+    ("0008:01:00.0", 0), ("0009:01:00.0", 0), ("0018:01:00.0", 1), ("0019:01:00.0", 1)))
+
+_X86 = HostLayout(224, 2_113_323_008, "590.48.01", 13010, ("0-55,112-167", "56-111,168-223"))
+_GRACE = HostLayout(144, 1_009_000_000, "590.48.01", 13010, ("0-71", "72-143"))
+
+LAYOUTS: dict[str, Layout] = {
+    "dgx-h100": Layout("NVIDIA H100 80GB HBM3", 9, 80 * _GIB, "96.00.A5.00.01",
+                       "692-2G520-0200-000", "G520.0200.00.05", _H100_GPUS, _H100_SWITCHES,
+                       "DGXH100", _X86),
+    "dgx-h200": Layout("NVIDIA H200", 9, 141 * _GIB, "96.00.AF.00.01", "692-2G520-0280-000",
+                       "G520.0280.00.02", _H100_GPUS, _H100_SWITCHES,
+                       "DGXH200", _X86),
+    "dgx-a100": Layout("NVIDIA A100-SXM4-80GB", 7, 80 * _GIB, "92.00.45.00.06",
+                       "692-2G506-0210-002", "G506.0210.00.04", _A100_GPUS, _A100_SWITCHES,
+                       "DGXA100", _X86),
+    "dgx-b200": Layout("NVIDIA B200", 10, 180 * _GIB, "97.00.4B.00.01", "692-2G525-0220-000",
+                       "G525.0220.00.03", _B200_GPUS, _B200_SWITCHES,
+                       "DGXB200", _X86),
+    "gb200-nvl72": Layout("NVIDIA GB200", 10, 186 * _GIB, "97.00.82.00.0F",
+                          "692-2G548-0200-000", "G548.0201.00.06", _NVL72_GPUS, (),
+                          "GB200 NVL", _GRACE),
+    "gb300-nvl72": Layout("NVIDIA GB300", 10, 279 * _GIB, "97.10.2A.00.01",
+                          "692-2G558-0200-000", "G558.0200.00.01", _NVL72_GPUS, (),
+                          "GB300 NVL", _GRACE),
+    "hgx-h100-pcie": Layout("NVIDIA H100 PCIe", 9, 80 * _GIB, "96.00.30.00.01",
+                            "900-21010-0000-000", "G520.0210.00.03", _PCIE_GPUS, (),
+                            "SYS-421GE-TNRT", _X86),
+}

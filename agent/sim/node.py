@@ -1,0 +1,76 @@
+"""A simulated node as a SourceEnv: its own filesystem tree, NVML module and commands."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ...checks.profile import load_profile
+from ..config import Config
+from ..errors import UsageError
+from ..sources import CommandResult, SourceEnv
+from .faults import FAULTS
+from .hardware import SimNode, build_node
+from .nvml import build_module
+from .spec import ClusterSpec, NodeSpec, load_spec
+from .tree import write_tree
+
+
+def build(spec: NodeSpec) -> SimNode:
+    node = build_node(spec.name, load_profile(spec.profile), rack=spec.rack,
+                      clique_id=spec.clique)
+    for fault in spec.faults:
+        FAULTS[fault["kind"]].apply(node, fault)
+    return node
+
+
+def command_runner(node: SimNode) -> Any:
+    """Answers the commands collectors run, from the simulated state."""
+
+    def run(argv: list[str], timeout_s: float) -> CommandResult:
+        program = argv[0].rsplit("/", 1)[-1]
+        if program == "systemctl" and "show" in argv:
+            units = [a for a in argv[1:] if not a.startswith("-") and a != "show"]
+            blocks = []
+            for unit in units:
+                state = node.services.get(unit)
+                load = "loaded" if state is not None else "not-found"
+                blocks.append(f"Id={unit}\nActiveState={state or 'inactive'}\n"
+                              f"SubState={'running' if state == 'active' else 'dead'}\n"
+                              f"LoadState={load}\n")
+            return CommandResult(argv, 0, "\n".join(blocks))
+        if program == "timedatectl":
+            return CommandResult(argv, 0, "yes\n")
+        return CommandResult(argv, None, error=f"{program}: not found")
+
+    return run
+
+
+def make_root(node: SimNode) -> Path:
+    root = Path(tempfile.mkdtemp(prefix=f"clusterdiag-sim-{node.name}-"))
+    atexit.register(shutil.rmtree, root, True)
+    write_tree(node, root)
+    return root
+
+
+def env_for(spec: NodeSpec) -> SourceEnv:
+    node = build(spec)
+    module = build_module(node)
+    return SourceEnv(node=spec.name, root=make_root(node), nvml=lambda: module,
+                     runner=command_runner(node), environ={}, find_library=lambda name: None,
+                     simulated=True)
+
+
+def pick(cluster: ClusterSpec, name: str | None) -> NodeSpec:
+    if name is None:
+        return next(iter(cluster.nodes.values()))
+    if name not in cluster.nodes:
+        raise UsageError(f"--node {name}: not in the simulation spec {cluster.source}")
+    return cluster.nodes[name]
+
+
+def simulated_env(arg: str, name: str | None, config: Config) -> SourceEnv:
+    return env_for(pick(load_spec(arg), name))

@@ -1,0 +1,127 @@
+"""Simulation specs: nodes by node set with a profile each, plus faults (DESIGN §7).
+
+Anything the spec names that the node does not have — an unknown key or fault kind, a
+GPU, link or HCA out of range — is an error (exit 2, one line), never silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+from ...checks.profile import UnknownProfileError, load_profile
+from ..errors import UsageError
+from .faults import FAULTS
+from .layout import LAYOUTS
+
+_NODE_KEYS = {"names", "profile", "rack", "clique"}
+_FAULT_COMMON = {"node", "kind"}
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    profile: str
+    rack: str | None = None
+    clique: int = 0
+    faults: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ClusterSpec:
+    nodes: dict[str, NodeSpec]
+    source: str
+
+
+def _bad(where: str, message: str) -> UsageError:
+    return UsageError(f"simulation spec {where}: {message}")
+
+
+def load_spec(arg: str) -> ClusterSpec:
+    """A profile name (one healthy node) or a YAML spec file."""
+    if arg in LAYOUTS:
+        name = f"{arg}-sim"
+        return ClusterSpec({name: NodeSpec(name, arg)}, arg)
+    path = Path(arg)
+    if arg == "demo":
+        text = resources.files("clusterdiag.agent.sim").joinpath("demo.yaml").read_text()
+    elif path.is_file():
+        text = path.read_text()
+    else:
+        known = ", ".join(sorted(LAYOUTS))
+        raise UsageError(f"--simulate {arg}: neither a profile ({known}) nor a spec file")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _bad(arg, f"malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    return parse_spec(data, arg)
+
+
+def parse_spec(data: Any, where: str) -> ClusterSpec:
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise _bad(where, "needs a 'nodes' list")
+    unknown = set(data) - {"nodes", "faults"}
+    if unknown:
+        raise _bad(where, f"unknown key {sorted(unknown)[0]!r}")
+    nodes: dict[str, NodeSpec] = {}
+    for entry in data["nodes"]:
+        if not isinstance(entry, dict) or "names" not in entry or "profile" not in entry:
+            raise _bad(where, "each node entry needs 'names' and 'profile'")
+        extra = set(entry) - _NODE_KEYS
+        if extra:
+            raise _bad(where, f"unknown node key {sorted(extra)[0]!r}")
+        if entry["profile"] not in LAYOUTS:
+            try:
+                load_profile(entry["profile"])
+            except UnknownProfileError as exc:
+                raise _bad(where, str(exc)) from None
+            raise _bad(where, f"profile {entry['profile']!r} cannot be simulated")
+        try:
+            names = list(NodeSet(str(entry["names"])))
+        except NodeSetParseError as exc:
+            raise _bad(where, f"bad node set {entry['names']!r}: {exc}") from None
+        for name in names:
+            nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"),
+                                   int(entry.get("clique", 0)))
+    for fault in data.get("faults") or []:
+        _add_fault(nodes, fault, where)
+    return ClusterSpec(nodes, where)
+
+
+def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
+    if not isinstance(fault, dict) or "node" not in fault or "kind" not in fault:
+        raise _bad(where, "each fault needs 'node' and 'kind'")
+    kind = FAULTS.get(str(fault["kind"]))
+    if kind is None:
+        raise _bad(where, f"unknown fault kind {fault['kind']!r}")
+    allowed = _FAULT_COMMON | set(kind.keys) | set(kind.options) | {"gpu"}
+    extra = set(fault) - allowed
+    if extra:
+        raise _bad(where, f"fault {kind.kind}: unknown key {sorted(extra)[0]!r}")
+    missing = set(kind.keys) - set(fault)
+    if missing:
+        raise _bad(where, f"fault {kind.kind}: needs key {sorted(missing)[0]!r}")
+    try:
+        targets = list(NodeSet(str(fault["node"])))
+    except NodeSetParseError as exc:
+        raise _bad(where, f"bad node set {fault['node']!r}: {exc}") from None
+    for name in targets:
+        node = nodes.get(name)
+        if node is None:
+            raise _bad(where, f"fault {kind.kind}: no node {name!r} in the spec")
+        layout = LAYOUTS[node.profile]
+        if "gpu" in fault and not 0 <= int(fault["gpu"]) < len(layout.gpus):
+            raise _bad(where, f"fault {kind.kind}: {name} has no GPU {fault['gpu']}")
+        if "link" in fault:
+            links = load_profile(node.profile).nvlinks_per_gpu
+            if not 0 <= int(fault["link"]) < links:
+                raise _bad(where, f"fault {kind.kind}: {name} GPU {fault.get('gpu')} has no "
+                                  f"NVLink {fault['link']}")
+        if kind.profiles and node.profile not in kind.profiles:
+            raise _bad(where, f"fault {kind.kind}: does not apply to {node.profile} ({name})")
+        node.faults.append(dict(fault))

@@ -1,0 +1,169 @@
+"""Lays out a simulated node as a filesystem tree: /sys, /proc, /dev, /etc under a root.
+
+The collectors read this tree exactly as they read a real one, through --root. PCI
+devices are real directories under /sys/devices with /sys/bus/pci/devices symlinks, so
+the parent chain (root port, PCIe switch, device) resolves the way the kernel's does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from .hardware import SimNode
+
+_GPU_CLASS, _NIC_CLASS, _SWITCH_CLASS, _BRIDGE_CLASS = "0x030200", "0x020700", "0x068000", \
+    "0x060400"
+_GEN_SPEED = {3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
+_SPEED_GEN = {8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _bus(bdf: str, delta: int) -> str:
+    domain, bus, _ = bdf.split(":")
+    return f"{domain}:{(int(bus, 16) + delta) % 256:02x}"
+
+
+class PciTree:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.devices = root / "sys/bus/pci/devices"
+        self.devices.mkdir(parents=True, exist_ok=True)
+
+    def add(self, chain: list[str], bdf: str, vendor: str, device: str, pci_class: str,
+            numa: int, cpulist: str, gen: int, width: int, driver: str | None,
+            max_gen: int | None = None, max_width: int | None = None) -> Path:
+        domain = bdf.split(":")[0]
+        host = self.root / "sys/devices" / f"pci{domain}:{chain[0].split(':')[1]}"
+        path = host
+        for hop in [*chain, bdf]:
+            path = path / hop
+            if hop != bdf and not (path / "vendor").exists():
+                self._fill(path, "0x10b5" if hop != chain[0] else "0x8086", "0xc030",
+                           _BRIDGE_CLASS, numa, cpulist, gen, width, "pcieport")
+                self._link(hop, path)
+        self._fill(path, vendor, device, pci_class, numa, cpulist, gen, width, driver,
+                   max_gen, max_width)
+        self._link(bdf, path)
+        return path
+
+    def _link(self, bdf: str, path: Path) -> None:
+        link = self.devices / bdf
+        if not link.exists():
+            os.symlink(os.path.relpath(path, self.devices), link)
+
+    def _fill(self, path: Path, vendor: str, device: str, pci_class: str, numa: int,
+              cpulist: str, gen: int, width: int, driver: str | None,
+              max_gen: int | None = None, max_width: int | None = None) -> None:
+        files = {"vendor": vendor, "device": device, "class": pci_class,
+                 "numa_node": str(numa), "local_cpulist": cpulist,
+                 "current_link_speed": _GEN_SPEED.get(gen, "Unknown"),
+                 "current_link_width": str(width),
+                 "max_link_speed": _GEN_SPEED.get(max_gen or gen, "Unknown"),
+                 "max_link_width": str(max_width or width),
+                 "aer_dev_correctable": "RxErr 0\nBadTLP 0\nBadDLLP 0\nTOTAL_ERR_COR 0\n",
+                 "aer_dev_nonfatal": "Undefined 0\nCmpltTO 0\nTOTAL_ERR_NONFATAL 0\n",
+                 "aer_dev_fatal": "Undefined 0\nSurpriseDown 0\nTOTAL_ERR_FATAL 0\n"}
+        for name, text in files.items():
+            _write(path / name, text + ("\n" if not text.endswith("\n") else ""))
+        if pci_class == _BRIDGE_CLASS:
+            _write_config(path / "config", acs_ctrl=0)
+        if driver:
+            target = self.root / "sys/bus/pci/drivers" / driver
+            target.mkdir(parents=True, exist_ok=True)
+            if not (path / "driver").exists():
+                os.symlink(os.path.relpath(target, path), path / "driver")
+
+
+def _write_config(path: Path, acs_ctrl: int) -> None:
+    """4 KiB of config space with one ACS extended capability at 0x100."""
+    data = bytearray(4096)
+    data[0:4] = (0x10B5 | 0xC030 << 16).to_bytes(4, "little")
+    data[0x100:0x104] = (0x000D | 1 << 16 | 0 << 20).to_bytes(4, "little")
+    data[0x104:0x106] = (0x5F).to_bytes(2, "little")  # capabilities
+    data[0x106:0x108] = acs_ctrl.to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+
+
+def set_acs(root: Path, bdf: str, acs_ctrl: int) -> None:
+    _write_config(root / "sys/bus/pci/devices" / bdf / "config", acs_ctrl)
+
+
+def gpu_chain(bdf: str, nic_bdf: str | None) -> list[str]:
+    """Root port, switch upstream port, downstream port above a GPU (PXB to its NIC)."""
+    first = bdf if nic_bdf is None else min(bdf, nic_bdf)
+    return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", f"{_bus(bdf, -1)}:00.0"]
+
+
+def nic_chain(nic_bdf: str, gpu_bdf: str) -> list[str]:
+    first = min(gpu_bdf, nic_bdf)
+    return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", f"{_bus(nic_bdf, -1)}:00.0"]
+
+
+def write_tree(node: SimNode, root: Path) -> None:
+    layout, profile = node.layout, node.profile
+    pci = PciTree(root)
+    for gpu in node.gpus:
+        slot = layout.gpus[gpu.index]
+        cpulist = layout.host.cpulists[slot.numa]
+        pci.add(gpu_chain(gpu.bdf, slot.nic_bdf), gpu.bdf, "0x10de", "0x2330", _GPU_CLASS,
+                slot.numa, cpulist, gpu.pcie_gen, gpu.pcie_width, "nvidia",
+                profile.gpu_pcie_gen, profile.gpu_pcie_width)
+        if slot.nic_bdf:
+            pci.add(nic_chain(slot.nic_bdf, gpu.bdf), slot.nic_bdf, "0x15b3", "0x1021",
+                    _NIC_CLASS, slot.numa, cpulist, profile.nic_pcie_gen or 5,
+                    profile.nic_pcie_width or 16, "mlx5_core")
+    for i, bdf in enumerate(node.nvswitch_bdfs):
+        pci.add([f"{_bus(bdf, -2)}:01.0", f"{_bus(bdf, -1)}:00.0"], bdf, "0x10de", "0x22a3",
+                _SWITCH_CLASS, 0 if i < len(node.nvswitch_bdfs) / 2 else 1,
+                layout.host.cpulists[0], 4, 2, "nvidia")
+    _write_host(node, root)
+
+
+def _write_host(node: SimNode, root: Path) -> None:
+    host = node.layout.host
+    boot_time = int(node.epoch) - 86_400
+    cpus = "".join(f"cpu{i} 100 0 100 10000 0 0 0 0 0 0\n" for i in range(host.cpu_count))
+    _write(root / "proc/stat", f"cpu  1000 0 1000 100000 0 0 0 0 0 0\n{cpus}btime {boot_time}\n")
+    _write(root / "proc/meminfo", f"MemTotal:       {host.memory_total_kib} kB\n"
+                                  f"MemFree:        {host.memory_total_kib // 2} kB\n")
+    _write(root / "proc/cmdline", node.cmdline + "\n")
+    _write(root / "proc/sys/kernel/osrelease", "5.15.0-1063-nvidia\n")
+    mounts = ("/dev/nvme0n1p2 / ext4 rw,relatime 0 0\ntmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0\n"
+              "tmpfs /tmp tmpfs rw,nosuid,nodev 0 0\n")
+    _write(root / "proc/mounts", mounts)
+    _write(root / "proc/self/mounts", mounts)
+    memlock = "unlimited" if node.memlock_kib is None else str(node.memlock_kib * 1024)
+    _write(root / "proc/self/limits",
+           "Limit                     Soft Limit           Hard Limit           Units     \n"
+           f"Max locked memory         {memlock:<20} {memlock:<20} bytes     \n")
+    for pid, name in node.proc_names.items():
+        _write(root / f"proc/{pid}/comm", name + "\n")
+        _write(root / f"proc/{pid}/stat", f"{pid} ({name}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 "
+                                          "10 10 0 0 20 0 1 0 5000 0 0\n")
+    _write(root / "sys/class/dmi/id/product_name", node.layout.dmi_product + "\n")
+    _write(root / "etc/os-release", 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\n')
+    for mc in ("mc0", "mc1"):
+        _write(root / f"sys/devices/system/edac/mc/{mc}/ce_count", "0\n")
+        _write(root / f"sys/devices/system/edac/mc/{mc}/ue_count", "0\n")
+    for module in node.modules:
+        _write(root / f"sys/module/{module}/initstate", "live\n")
+    (root / "run/systemd/system").mkdir(parents=True, exist_ok=True)
+    (root / "tmp").mkdir(exist_ok=True)
+    write_kmsg(node, root)
+
+
+def write_kmsg(node: SimNode, root: Path) -> None:
+    """Kernel messages as /dev/kmsg records (priority,seq,usec,flags;text)."""
+    boot_time = int(node.epoch) - 86_400
+    now = time.time()
+    lines = []
+    for seq, (age_s, message) in enumerate(node.kernel_lines):
+        usec = int((now - age_s - boot_time) * 1e6)
+        lines.append(f"4,{seq},{usec},-;{message}\n")
+    _write(root / "dev/kmsg", "".join(lines))
