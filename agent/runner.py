@@ -89,9 +89,12 @@ def sources_for(specs: Iterable[CheckSpec], profile: str) -> set[str]:
 
 
 def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
+    """Collect what the selected checks need (twice for rates at full), then judge."""
     started = time.time()
     deadline = time.monotonic() + options.budget_s
-    specs, findings = plan(config, options)
+    specs, _ = plan(config, options)
+    # Collectors learn what to look at (paths, units) from the same parameters checks get.
+    env.params = {spec.id: config.check_params(spec.id, spec.params) for spec in specs}
     names = sources_for(specs, options.profile)
     previous: Snapshot | None = None
     if options.level == "full" and any(s.rate for s in specs):
@@ -99,6 +102,14 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
         previous = collect_snapshot(env, sampled, deadline, options.level)
         time.sleep(max(0.0, min(options.full_interval_s, deadline - time.monotonic() - 1.0)))
     snap = collect_snapshot(env, names, deadline, options.level)
+    return evaluate(snap, config, options, previous=previous, started=started)
+
+
+def evaluate(snap: Snapshot, config: Config, options: RunOptions,
+             previous: Snapshot | None = None, started: float | None = None) -> NodeReport:
+    """Judge a snapshot: the same path for a live run and a saved snapshot re-read offline."""
+    started = time.time() if started is None else started
+    specs, findings = plan(config, options)
     profile, source, reason = resolve_profile(options.profile, snap)
     for spec in specs:
         ctx = CheckContext(
@@ -111,11 +122,12 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
                                          Status.SKIP))}
     findings.sort(key=lambda f: (order[f.status], f.check, f.component))
     return NodeReport(
-        node=env.node,
+        node=snap.node,
         profile={"name": profile.name, "auto_detected": source != "config", "reason": reason,
                  "provisional": profile.provisional},
         version=__version__, started_at=iso(started),
-        duration_s=round(time.time() - started, 3), level=options.level, mode=options.mode,
+        duration_s=round(max(0.0, time.time() - started), 3), level=options.level,
+        mode=options.mode,
         findings=findings, inventory=inventory(snap),
         sources={k: {"status": v.status, "calls": v.calls, "seconds": v.seconds,
                      "files_read": v.files_read, "error": v.error}

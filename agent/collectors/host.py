@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from ..sysfs import FileCounter, list_dir, parse_int, read_int, read_text, under
 
 DEFAULT_DISK_PATHS = ("/", "/tmp")
 COMMAND_TIMEOUT_S = 3.0
+STATVFS_TIMEOUT_S = 1.0
 _SERVICE_PROPERTIES = "Id,ActiveState,SubState,LoadState"
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -74,7 +76,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> HostInfo:
     info.boot_time = _boot_time(ctx)
     info.cmdline = _cmdline(ctx)
     info.mounts = _mounts(ctx)
-    info.disks = [_disk(ctx, p) for p in env.wants("host.disk", "paths", DEFAULT_DISK_PATHS)]
+    info.disks = _disks(ctx, list(env.wants("host.disk", "paths", DEFAULT_DISK_PATHS)))
     info.edac = _edac(ctx)
     info.dstate = _dstate(ctx)
     info.modules = _modules(ctx)
@@ -233,6 +235,26 @@ def _disk(ctx: _Ctx, path: str) -> DiskUsage:
     return DiskUsage(path, total_bytes=vfs.f_blocks * vfs.f_frsize,
                      free_bytes=vfs.f_bavail * vfs.f_frsize,
                      inodes_total=vfs.f_files, inodes_free=vfs.f_favail)
+
+
+def _disks(ctx: _Ctx, paths: list[str]) -> list[DiskUsage]:
+    """Measure ``paths`` in a daemon thread, waiting at most 1 s.
+
+    statvfs on a mount whose NFS/Lustre server is gone blocks in the kernel for as long
+    as the server stays away, the classic way a health checker hangs. Waiting in a side
+    thread turns that into one error per unmeasured path and keeps the rest of the host.
+    """
+    measured: dict[str, DiskUsage] = {}
+
+    def measure() -> None:
+        for path in paths:
+            measured[path] = _disk(ctx, path)
+
+    worker = threading.Thread(target=measure, daemon=True, name="host-statvfs")
+    worker.start()
+    worker.join(max(0.0, min(STATVFS_TIMEOUT_S, ctx.deadline - time.monotonic())))
+    late = f"no answer within {STATVFS_TIMEOUT_S:g} s (hung filesystem?)"
+    return [measured.get(path) or DiskUsage(path, error=late) for path in paths]
 
 
 def _edac(ctx: _Ctx) -> list[EdacController]:

@@ -156,6 +156,8 @@ def build_node(name: str, profile: Profile, rack: str | None = None,
             vbios=layout.vbios, board_part=layout.board_part, inforom=layout.inforom,
             pcie_gen=profile.gpu_pcie_gen or 4, pcie_width=profile.gpu_pcie_width or 16,
             fields=_device_fields(profile, layout.architecture),
+            # Hopper and later report 89 °C slowdown (real H200); A100 parts 85 °C.
+            slowdown_temp=89 if layout.architecture >= 9 else 85,
         )
         if profile.nvlinks_per_gpu:
             version = profile.nvlink_version or 6

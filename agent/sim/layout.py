@@ -73,8 +73,9 @@ LAYOUTS: dict[str, Layout] = {
     "dgx-h100": Layout("NVIDIA H100 80GB HBM3", 9, 80 * _GIB, "96.00.A5.00.01",
                        "692-2G520-0200-000", "G520.0200.00.05", _H100_GPUS, _H100_SWITCHES,
                        "DGXH100", _X86),
-    "dgx-h200": Layout("NVIDIA H200", 9, 141 * _GIB, "96.00.AF.00.01", "692-2G520-0280-000",
-                       "G520.0280.00.02", _H100_GPUS, _H100_SWITCHES,
+    # Identity strings and memory size as a real H200 reported them (tests/fixtures/real).
+    "dgx-h200": Layout("NVIDIA H200", 9, 150_754_820_096, "96.00.A5.00.1A",
+                       "692-2G520-0282-001", "G520.0282.02.02", _H100_GPUS, _H100_SWITCHES,
                        "DGXH200", _X86),
     "dgx-a100": Layout("NVIDIA A100-SXM4-80GB", 7, 80 * _GIB, "92.00.45.00.06",
                        "692-2G506-0210-002", "G506.0210.00.04", _A100_GPUS, _A100_SWITCHES,

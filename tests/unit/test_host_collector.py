@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -135,6 +136,27 @@ def test_disk_usage_for_wanted_paths_with_error_for_missing() -> None:
     assert disks["/tmp"].error is None
     assert disks["/scratch"].error == "No such file or directory"
     assert disks["/scratch"].total_bytes is None
+
+
+def test_hung_statvfs_costs_only_the_disks(monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    real_statvfs = os.statvfs
+
+    def statvfs(path: str | Path) -> os.statvfs_result:
+        if str(path).endswith("nfs"):
+            release.wait(10)
+        return real_statvfs(path)
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    started = time.monotonic()
+    try:
+        info, _, _ = collect("healthy", params={"host.disk": {"paths": ["/", "/nfs", "/tmp"]}})
+    finally:
+        release.set()
+    assert time.monotonic() - started < host.STATVFS_TIMEOUT_S + 1.0
+    assert [d.error is None for d in info.disks] == [True, False, False]
+    assert "hung filesystem" in (info.disks[1].error or "")
+    assert info.cpu_count == 8
 
 
 def test_default_disk_paths() -> None:

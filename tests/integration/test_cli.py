@@ -1,0 +1,186 @@
+"""The real command in a subprocess: exit codes 0/1/2/3 and no traceback for users."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+SCHEMA = json.loads((REPO / "reports/schema/node-report.v1.json").read_text())
+
+
+def _no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_healthy_simulated_node_exits_0_and_report_validates() -> None:
+    proc = run_cli("run", "--simulate", "dgx-h100", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert report["verdict"] in ("pass", "warn")
+    assert report["profile"] == {"name": "dgx-h100", "auto_detected": True,
+                                 "reason": report["profile"]["reason"], "provisional": False}
+    assert len(report["inventory"]["gpus"]) == 8
+
+
+def test_a_fail_exits_1(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"
+                    "faults:\n  - {node: n1, kind: gpu_lost, gpu: 2}\n")
+    proc = run_cli("run", "--simulate", str(spec), "--format", "json")
+    assert proc.returncode == 1, proc.stdout
+    report = json.loads(proc.stdout)
+    jsonschema.validate(report, SCHEMA)
+    fails = [f for f in report["findings"] if f["status"] == "fail"]
+    assert any(f["check"] == "gpu.responsive" and f["component"] == "gpu2" for f in fails)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("run", "--config", "/nonexistent/config.yaml"), "no such file"),
+    (("run", "--profile", "dgx-h999"), "unknown profile 'dgx-h999'; known:"),
+    (("run", "--simulate", "nonsense"), "neither a profile"),
+    (("run", "--level", "slow"), "Invalid value for '--level'"),
+    (("checks", "explain", "gpu.nope"), "unknown check"),
+    (("profiles", "show", "nope"), "unknown profile"),
+    (("agent",), "not built yet"),
+    (("demo",), "not built yet"),
+])
+def test_usage_and_config_errors_exit_2_in_one_line(args: tuple[str, ...], needle: str) -> None:
+    proc = run_cli(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert needle in proc.stderr
+    _no_traceback(proc)
+
+
+def test_bad_config_value_names_file_and_key(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("prolog:\n  budget_s: forever\n")
+    proc = run_cli("run", "--config", str(config))
+    assert proc.returncode == 2
+    assert str(config) in proc.stderr and "prolog.budget_s" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    _no_traceback(proc)
+
+
+def test_spec_naming_a_gpu_the_node_lacks_exits_2(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - {names: 'n[1-2]', profile: gb200-nvl72}\n"
+                    "faults:\n  - {node: n2, kind: gpu_lost, gpu: 4}\n")
+    proc = run_cli("run", "--simulate", str(spec))
+    assert proc.returncode == 2
+    assert "n2 has no GPU 4" in proc.stderr
+    _no_traceback(proc)
+
+
+def test_unknown_fault_kind_and_key_exit_2(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"
+                    "faults:\n  - {node: n1, kind: gpu_lost, gpu: 1, colour: red}\n")
+    proc = run_cli("run", "--simulate", str(spec))
+    assert proc.returncode == 2 and "unknown key 'colour'" in proc.stderr
+    spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"
+                    "faults:\n  - {node: n1, kind: gpu_on_fire}\n")
+    proc = run_cli("run", "--simulate", str(spec))
+    assert proc.returncode == 2 and "unknown fault kind 'gpu_on_fire'" in proc.stderr
+
+
+def test_unreadable_root_exits_3() -> None:
+    proc = run_cli("run", "--root", "/nonexistent/tree")
+    assert proc.returncode == 3
+    assert "--root" in proc.stderr
+    _no_traceback(proc)
+
+
+def test_this_machine_without_gpu_exits_0_and_skips_gpu_families() -> None:
+    if Path("/proc/driver/nvidia").exists():
+        pytest.skip("this machine has an NVIDIA driver")
+    proc = run_cli("run", "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    gpu_side = [f for f in report["findings"]
+                if f["check"].split(".")[0] in ("gpu", "nvlink", "fabric", "nvswitch")]
+    assert gpu_side, "the GPU families must report, not vanish"
+    for finding in gpu_side:
+        assert finding["status"] == "skip", finding
+    responsive = next(f for f in gpu_side if f["check"] == "gpu.responsive")
+    assert "no NVIDIA GPU" in responsive["message"]
+
+
+def test_checks_list_and_explain() -> None:
+    listing = run_cli("checks", "list")
+    assert listing.returncode == 0
+    assert "host.disk" in listing.stdout
+    explain = run_cli("checks", "explain", "host.disk")
+    assert explain.returncode == 0
+    assert "remedy:" in explain.stdout and "min_free_pct" in explain.stdout
+
+
+def test_profiles_list_and_show() -> None:
+    listing = run_cli("profiles", "list")
+    for name in ("dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72",
+                 "hgx-h100-pcie", "generic"):
+        assert name in listing.stdout
+    shown = run_cli("profiles", "show", "dgx-h100")
+    assert "nvlinks_per_gpu: 18" in shown.stdout
+
+
+def test_table_is_plain_when_piped_and_failures_come_first(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"
+                    "faults:\n  - {node: n1, kind: gpu_lost, gpu: 0}\n")
+    proc = run_cli("run", "--simulate", str(spec))
+    assert "\x1b[" not in proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("  ")
+             and line.split()[0] in ("FAIL", "PASS", "SKIP", "WARN", "ERROR")]
+    statuses = [line.split()[0] for line in lines]
+    assert statuses[0] == "FAIL"
+    assert statuses.index("PASS") > max(i for i, s in enumerate(statuses) if s == "FAIL")
+    assert proc.stdout.splitlines()[0].startswith("n1: NOT READY")
+
+
+def test_hung_gpu_cannot_hang_the_command(tmp_path: Path) -> None:
+    """The simulated hang blocks forever and ignores SIGTERM: the command must still return
+    within its budget, close its pipes (EOF), and leave nothing holding them."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"
+                    "faults:\n  - {node: n1, kind: gpu_hang, gpu: 5}\n")
+    budget = 4.0
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusterdiag.agent", "run", "--simulate", str(spec),
+         "--budget", str(budget), "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    chunks: dict[int, bytes] = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}
+    open_fds = set(chunks)
+    while open_fds and time.monotonic() - started < budget + 10:
+        ready, _, _ = select.select(list(open_fds), [], [], 0.5)
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if data:
+                chunks[fd] += data
+            else:
+                open_fds.discard(fd)
+    elapsed = time.monotonic() - started
+    assert not open_fds, "output pipes still open: something left behind holds them"
+    assert proc.wait(timeout=5) == 1
+    assert elapsed < budget + 3, elapsed
+    report = json.loads(chunks[proc.stdout.fileno()])
+    hung = [f for f in report["findings"] if f["check"] == "gpu.responsive"
+            and f["status"] == "fail"]
+    assert [f["component"] for f in hung] == ["gpu5"]
+    assert hung[0]["action"] == "reboot"
+    # The other seven GPUs still answered and were judged.
+    passes = {f["component"] for f in report["findings"] if f["check"] == "gpu.responsive"
+              and f["status"] == "pass"}
+    assert passes == {f"gpu{i}" for i in range(8) if i != 5}

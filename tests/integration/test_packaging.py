@@ -1,0 +1,30 @@
+"""The wheel carries the data files the code loads at run time, under the namespace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_wheel_contains_profiles_schema_and_no_generic_top_level(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                           str(tmp_path), str(REPO)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("clusterdiag-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for profile in ("dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72",
+                    "gb300-nvl72", "hgx-h100-pcie", "generic"):
+        assert f"clusterdiag/checks/profiles/{profile}.yaml" in names
+    assert "clusterdiag/reports/schema/node-report.v1.json" in names
+    assert "clusterdiag/agent/sim/nvml.py" in names
+    top = {n.split("/")[0] for n in names}
+    assert top <= {"clusterdiag", *(n.split("/")[0] for n in names if ".dist-info" in n)}
+    assert not any(n.startswith(("checks/", "agent/", "reports/")) for n in names)
