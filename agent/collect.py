@@ -47,7 +47,8 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
     snap = Snapshot(node=env.node, taken_at=time.time(), simulated=env.simulated, level=level)
     results: dict[str, Any] = {}
     stats = {name: SourceStats() for name in wanted}
-    pending = nvml.start(env) if "nvml" in wanted else None
+    nvml_deadline = min(deadline, time.monotonic() + SOURCES["nvml"].deadline_s)
+    pending = nvml.start(env, nvml_deadline) if "nvml" in wanted else None
 
     def run(spec: SourceSpec) -> None:
         started = time.monotonic()
@@ -67,7 +68,6 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
         starts[name] = time.monotonic()
         thread.start()
     if pending is not None:
-        nvml_deadline = min(deadline, pending.started + SOURCES["nvml"].deadline_s)
         results["nvml"] = pending.result(stats["nvml"], nvml_deadline)
     for name, thread in threads.items():
         limit = min(deadline, starts[name] + SOURCES[name].deadline_s)

@@ -65,7 +65,25 @@ def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str]:
     return load_profile(found.name), ("detected" if found.confident else "ambiguous"), found.reason
 
 
+# The checks that judge NVML being unusable; every other NVML check skips then, pointing
+# at them, so a node without a working driver shows one clear failure, not thirty errors.
+NVML_DOWN_JUDGES = frozenset({"gpu.responsive", "gpu.count"})
+
+
+def _nvml_down(snap: Snapshot) -> str | None:
+    nv = snap.nvml
+    if nv is None:
+        return None
+    if nv.library_error:
+        return nv.library_error
+    return "no answer from nvmlInit" if "init" in nv.errors else None
+
+
 def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
+    down = _nvml_down(ctx.snapshot) if "nvml" in spec.needs else None
+    if down and spec.id not in NVML_DOWN_JUDGES:
+        return [replace(Finding.skip("node", f"NVML unavailable ({down}): see gpu.responsive"),
+                        check=spec.id)]
     missing = [n for n in spec.needs if n in SOURCES and getattr(ctx.snapshot, n) is None]
     if missing:
         why = "; ".join(f"{n}: {ctx.snapshot.sources[n].error or ctx.snapshot.sources[n].status}"

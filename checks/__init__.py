@@ -1,7 +1,7 @@
 """The check catalog. This import list is its table of contents: a family not imported
 here does not exist."""
 
-from . import detect, host
+from . import detect, fabric, gpu, host, nvlink
 from .registry import REGISTRY, CheckContext, CheckSpec, check, select
 
-__all__ = ["REGISTRY", "CheckContext", "CheckSpec", "check", "detect", "host", "select"]
+__all__ = ["REGISTRY", "CheckContext", "CheckSpec", "check", "detect", "fabric", "gpu", "host", "nvlink", "select"]

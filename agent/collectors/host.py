@@ -82,7 +82,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> HostInfo:
     info.modules = _modules(ctx)
     info.memlock_limit_bytes = _memlock(ctx)
     info.has_systemd = ctx.path("/run/systemd/system").is_dir()
-    info.services = _services(ctx, list(env.wants("host.services", "required", [])))
+    info.services = _services(ctx, wanted_units(env))
     info.clock = _clock(ctx)
     stats.files_read += ctx.files.count
     return info
@@ -366,6 +366,17 @@ def _failure(result: CommandResult | None) -> str:
 
 def _unit_id(name: str) -> str:
     return name if "." in name else f"{name}.service"
+
+
+def wanted_units(env: SourceEnv) -> list[str]:
+    """The units to ask systemctl about: host.services' list plus any check's ``unit``
+    parameter (fabric.manager, fabric.imex), so one systemctl call serves them all."""
+    units = [str(u) for u in env.wants("host.services", "required", []) or []]
+    for params in env.params.values():
+        unit = params.get("unit")
+        if isinstance(unit, str) and unit not in units:
+            units.append(unit)
+    return units
 
 
 def _services(ctx: _Ctx, names: list[str]) -> list[ServiceState]:

@@ -26,10 +26,15 @@ from ..sources import SourceEnv
 from .nvml_read import CountingNvml, GpuReader, read_p2p, read_system, resolve_remotes
 
 _RESULT_FD = 3
+_P2P_RESERVE_S = 0.5  # time kept before the deadline to read P2P among answering GPUs
 
 
-def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None]) -> None:
-    """Everything NVML says about this node, streamed through ``emit`` as it arrives."""
+def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None],
+             deadline: float | None = None) -> None:
+    """Everything NVML says about this node, streamed through ``emit`` as it arrives.
+
+    A GPU still busy shortly before ``deadline`` is left to hang; the pairs among the GPUs
+    that answered still get their P2P status."""
     nv = CountingNvml(nv_module)
     info = NvmlInfo()
     ok = read_system(nv, info)
@@ -41,8 +46,6 @@ def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None]) -> None:
     readers = [GpuReader(nv, i) for i in range(info.device_count)]
 
     def work(reader: GpuReader) -> None:
-        with lock:
-            emit({"t": "begin", "gpu": reader.gpu.index})
         try:
             gpu = reader.read()
             resolve_remotes(reader)
@@ -56,8 +59,10 @@ def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None]) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
-    emit({"t": "p2p", "data": read_p2p(nv, readers)})
+        left = None if deadline is None else max(0.0, deadline - _P2P_RESERVE_S - time.monotonic())
+        t.join(left)
+    answered = [r for r, t in zip(readers, threads) if not t.is_alive()]
+    emit({"t": "p2p", "data": read_p2p(nv, answered)})
     emit({"t": "end", "calls": nv.calls})
 
 
@@ -109,14 +114,11 @@ class PendingNvml:
 
     def _assemble(self, stats: SourceStats, finished: bool) -> NvmlInfo:
         info = NvmlInfo()
-        begun: set[int] = set()
         gpus: dict[int, Gpu] = {}
         for msg in self.lines:
             kind = msg.get("t")
             if kind == "system":
                 info = from_jsonable(NvmlInfo, msg["data"])
-            elif kind == "begin":
-                begun.add(int(msg["gpu"]))
             elif kind == "gpu":
                 gpu = from_jsonable(Gpu, msg["data"])
                 gpus[gpu.index] = gpu
@@ -127,21 +129,20 @@ class PendingNvml:
             elif kind == "crash":
                 stats.status = "error"
                 stats.error = info.errors["worker"] = str(msg["error"])
-        if not finished:
+        if not finished and not self.lines:
+            info.errors["init"] = "NVML did not answer (nvmlInit hung)"
+        info.unanswered = sorted(set(range(info.device_count or 0)) - set(gpus))
+        if info.unanswered or not finished:
             stats.status = "timeout"
-            if not self.lines:
-                info.errors["init"] = "NVML did not answer (nvmlInit hung)"
-            count = info.device_count or 0
-            info.unanswered = sorted(set(range(count)) - set(gpus))
             stats.error = ("no answer from GPU(s) " + ",".join(map(str, info.unanswered))
                            if info.unanswered else "NVML did not finish in time")
-            for index in info.unanswered:
-                gpus[index] = Gpu(index=index, responsive=False, lost="timeout")
+        for index in info.unanswered:
+            gpus[index] = Gpu(index=index, responsive=False, lost="timeout")
         info.gpus = [gpus[i] for i in sorted(gpus)]
         return info
 
 
-def start(env: SourceEnv) -> PendingNvml:
+def start(env: SourceEnv, deadline: float | None = None) -> PendingNvml:
     """Fork the worker. Call before starting threads: the child must not inherit locks."""
     module = env.nvml()  # imported in the parent, so the child imports nothing
     read_fd, write_fd = os.pipe()
@@ -162,7 +163,7 @@ def start(env: SourceEnv) -> PendingNvml:
                 out.write(json.dumps(message) + "\n")
 
             try:
-                read_all(module, emit)
+                read_all(module, emit, deadline)
             except Exception as exc:  # noqa: BLE001 - reported to the parent as data
                 emit({"t": "crash", "error": f"{type(exc).__name__}: {exc}"[:300]})
             out.flush()
@@ -173,4 +174,4 @@ def start(env: SourceEnv) -> PendingNvml:
 
 
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> NvmlInfo:
-    return start(env).result(stats, deadline)
+    return start(env, deadline).result(stats, deadline)

@@ -127,6 +127,30 @@ def _missing(node: SimNode, fault: Mapping[str, Any]) -> None:
     _gpu(node, fault).in_nvml = False
 
 
+def _p2p_broken(node: SimNode, fault: Mapping[str, Any]) -> None:
+    index = int(fault["gpu"])
+    for pair in node.p2p:
+        if index in pair:
+            node.p2p[pair] = 5  # NVML_P2P_STATUS_NOT_SUPPORTED
+
+
+def _nvlink_version(node: SimNode, fault: Mapping[str, Any]) -> None:
+    for link in _gpu(node, fault).links:
+        link.version -= 1
+
+
+def _sxid(node: SimNode, fault: Mapping[str, Any]) -> None:
+    bdf = node.nvswitch_bdfs[0]
+    node.kernel_lines.append(
+        (120.0, f"nvidia-nvswitch0: SXid (PCI:{bdf}): 12028, Non-fatal, Link 32 egress "
+                "non-posted PRIV error (First)"))
+
+
+def _retired(node: SimNode, fault: Mapping[str, Any]) -> None:
+    gpu = _gpu(node, fault)
+    gpu.fields.update({29: 40, 30: 30, 31: 0})
+
+
 def _call_error(node: SimNode, fault: Mapping[str, Any]) -> None:
     _gpu(node, fault).call_errors[str(fault["function"])] = int(fault["error"])
 
@@ -191,6 +215,26 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("gpu",), _fabric_degraded, profiles=_NVL),
     FaultKind("clique_mismatch", "fabric.clique", "fail", "investigate", "gpu{gpu}", ("gpu",),
               _clique_mismatch, profiles=_NVL),
+    FaultKind("ecc_disabled", "gpu.ecc_mode", "fail", "reboot", "gpu{gpu}", ("gpu",),
+              _field(1, 0)),
+    FaultKind("gpu_hot", "gpu.temperature", "fail", "investigate", "gpu{gpu}", ("gpu",),
+              _set("temperature", 90)),
+    FaultKind("inforom_corrupt", "gpu.inforom", "fail", "rma", "gpu{gpu}", ("gpu",),
+              _set("inforom_valid", False)),
+    FaultKind("wrong_model", "gpu.model", "fail", "fix_config", "gpu{gpu}", ("gpu",),
+              _set("name", "NVIDIA H800")),
+    FaultKind("memory_short", "gpu.memory_size", "fail", "rma", "gpu{gpu}", ("gpu",),
+              _set("memory_bytes", 40 << 30)),
+    FaultKind("retired_pages", "gpu.retired_pages", "fail", "rma", "gpu{gpu}", ("gpu",),
+              _retired),
+    FaultKind("nvlink_p2p_broken", "nvlink.topology", "fail", "investigate", "node", ("gpu",),
+              _p2p_broken, profiles=_NVLINK),
+    FaultKind("nvlink_version_mismatch", "nvlink.version", "fail", "investigate", "gpu{gpu}",
+              ("gpu",), _nvlink_version, profiles=_NVLINK),
+    FaultKind("sxid", "nvswitch.sxid", "fail", "reboot", "nvswitch0", (), _sxid,
+              profiles=_HGX),
+    FaultKind("imex_down", "fabric.imex", "warn", "fix_config", "node", (),
+              _service_down("nvidia-imex.service"), profiles=_NVL),
     FaultKind("fabric_manager_down", "fabric.manager", "fail", "fix_config", "node", (),
               _service_down("nvidia-fabricmanager.service"), profiles=_HGX),
 )}

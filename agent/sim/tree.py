@@ -44,8 +44,10 @@ class PciTree:
         for hop in [*chain, bdf]:
             path = path / hop
             if hop != bdf and not (path / "vendor").exists():
+                # The switch ports keep the slot's full link whatever the device trained to.
                 self._fill(path, "0x10b5" if hop != chain[0] else "0x8086", "0xc030",
-                           _BRIDGE_CLASS, numa, cpulist, gen, width, "pcieport")
+                           _BRIDGE_CLASS, numa, cpulist, max_gen or gen, max_width or width,
+                           "pcieport")
                 self._link(hop, path)
         self._fill(path, vendor, device, pci_class, numa, cpulist, gen, width, driver,
                    max_gen, max_width)

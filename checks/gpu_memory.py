@@ -1,0 +1,271 @@
+"""GPU memory health: ECC mode and counts, retired pages, row remapping, recovery action.
+
+Imported by ``gpu`` (importing that module registers these checks too). Counts are the
+volatile ones (since the last driver load or GPU reset) wherever a reset clears the fault:
+an aggregate (lifetime) count stays high forever after one bad day, so it says nothing
+about whether the GPU is ready now. Thresholds follow DCGM and NVIDIA's memory-error
+management guide (hardware.md §1.5, peers.md §1a and §2.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .finding import Action, Finding
+from .gpu import (
+    FIELDS,
+    NODE,
+    answering_gpus,
+    component,
+    missing,
+    previous_gpu,
+    recovery_finding,
+    skip_finding,
+)
+from .rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
+from .registry import CheckContext, check
+
+
+@check("gpu.ecc_mode", needs=("nvml",), params={"required": True},
+       remedy="Enable ECC (`nvidia-smi -i N -e 1`) and reboot (or reset the GPU) to apply it. "
+              "A pending change only takes effect after the reboot.",
+       actions=(Action.FIX_CONFIG, Action.REBOOT))
+def ecc_mode(ctx: CheckContext) -> Iterator[Finding]:
+    """ECC is enabled now and stays enabled after the next reboot.
+
+    Disabled ECC fails when ``required`` (default): memory errors then corrupt training
+    silently, and the uncorrected-error, row-remap and Xid 48 checks go blind. Imbue's
+    checks require ECC mode Enabled (peers.md §1a). A pending mode that differs from the
+    current one warns: it takes effect at the next reboot.
+    """
+    gpus, skips = answering_gpus(ctx)
+    yield from skips
+    required = bool(ctx.params["required"])
+    for gpu in gpus:
+        comp, cur, pending = component(gpu), gpu.ecc_enabled, gpu.ecc_pending
+        if cur is None:
+            yield missing(gpu, "ECC mode", "ecc_current", FIELDS)
+            continue
+        observed = {"current": _on(cur), "pending": _on(pending)}
+        if not cur and required:
+            if pending:
+                yield Finding.fail(comp, "ECC disabled (enabled at the next reboot)", observed,
+                                   "enabled", Action.REBOOT)
+            else:
+                yield Finding.fail(comp, "ECC disabled", observed, "enabled", Action.FIX_CONFIG)
+        elif pending is not None and pending != cur:
+            yield Finding.warn(comp, "ECC mode change pending: reboot to apply", observed,
+                               _on(cur), Action.FIX_CONFIG if cur else Action.REBOOT)
+        else:
+            yield Finding.passed(comp, f"ECC {_on(cur)}", observed,
+                                 "enabled" if required else None)
+
+
+def _on(flag: bool | None) -> str | None:
+    return None if flag is None else ("enabled" if flag else "disabled")
+
+
+@check("gpu.ecc_uncorrected", needs=("nvml",),
+       params={
+           # DCGM health MEM: any volatile DBE fails; Imbue and CHS: uncorrected volatile
+           # must be 0 (peers.md §1a).
+           "max_volatile": 0,
+       },
+       remedy="Drain the node and reset the GPU (`nvidia-smi -r -i N`, no processes on it) "
+              "or reboot, so the pending row remap takes effect; then check gpu.row_remap.",
+       actions=(Action.RESET_GPU,))
+def ecc_uncorrected(ctx: CheckContext) -> Iterator[Finding]:
+    """No uncorrected ECC error since the last driver load or GPU reset (volatile count).
+
+    Aggregate (lifetime) counts are never judged: one old error would fail the GPU
+    forever. (The SRAM RMA threshold is judged by ``gpu.row_remap`` with the other
+    repair limits.)
+    """
+    gpus, skips = answering_gpus(ctx)
+    yield from skips
+    limit = int(ctx.params["max_volatile"])
+    for gpu in gpus:
+        comp, count = component(gpu), gpu.ecc_volatile_uncorrected
+        if count is None:
+            yield missing(gpu, "volatile uncorrected ECC count", "ecc_dbe_volatile", FIELDS)
+        elif count > limit:
+            yield Finding.fail(comp, "uncorrected ECC errors since the last reset", count,
+                               f"<= {limit}", Action.RESET_GPU)
+        else:
+            yield Finding.passed(comp, "no uncorrected ECC errors since the last reset", count,
+                                 f"<= {limit}")
+
+
+@check("gpu.ecc_corrected_rate", needs=("nvml",), rate=True,
+       params={
+           # No peer thresholds a corrected-ECC *rate* (DCGM and gpud export it; AzNHC and
+           # GCM threshold lifetime totals of 2e7 / 5e7). Healthy HBM corrects a handful of
+           # errors a day; several a minute is an error storm, the condition the driver
+           # reports as Xid 92 (EXCESSIVE_SBE_INTERRUPTS). Our choice, configurable.
+           "max_per_min": 6,
+           "min_events": DEFAULT_MIN_EVENTS,
+       },
+       remedy="Corrected errors do not corrupt data, but a fast-growing count often comes "
+              "before uncorrectable ones: watch gpu.row_remap, schedule a GPU reset, and "
+              "have the GPU inspected if the rate persists.",
+       actions=(Action.INVESTIGATE,))
+def ecc_corrected_rate(ctx: CheckContext) -> Iterator[Finding]:
+    """Corrected ECC errors do not grow faster than ``max_per_min`` (volatile counts).
+
+    Needs two samples (``--level full`` or the agent's history) and at least
+    ``min_events`` corrected errors between them before a rate is judged.
+    """
+    dt = sample_interval(ctx.previous, ctx.snapshot)
+    if dt is None:
+        yield skip_finding(NODE, "needs an earlier sample (--level full or the agent)")
+        return
+    gpus, skips = answering_gpus(ctx)
+    yield from skips
+    limit, min_events = float(ctx.params["max_per_min"]), int(ctx.params["min_events"])
+    for gpu in gpus:
+        comp, prev = component(gpu), previous_gpu(ctx, gpu)
+        if gpu.ecc_volatile_corrected is None:
+            yield missing(gpu, "volatile corrected ECC count", "ecc_sbe_volatile", FIELDS)
+            continue
+        rate = counter_rate(prev.ecc_volatile_corrected if prev else None,
+                            gpu.ecc_volatile_corrected, dt)
+        if rate is None:
+            yield skip_finding(comp, "GPU not in the earlier sample")
+        elif rate.over_per_min(limit, min_events):
+            yield Finding.warn(comp, "corrected ECC errors growing fast",
+                               {**rate.to_dict(), "min_events": min_events},
+                               f"<= {limit:g} per min", Action.INVESTIGATE)
+        else:
+            yield Finding.passed(comp, "corrected ECC error rate within the limit",
+                                 {**rate.to_dict(), "min_events": min_events},
+                                 f"<= {limit:g} per min")
+
+
+@check("gpu.retired_pages", needs=("nvml",),
+       params={
+           # DCGM_LIMIT_MAX_RETIRED_PAGES: 63 retired pages fail (peers.md §2.2); NVIDIA's
+           # guide allows 64 retirements per GPU (hardware.md §1.5).
+           "max_pages": 63,
+       },
+       remedy="Pending retirement: reset the GPU or reboot so the page is retired. At the "
+              "retirement limit the GPU can no longer retire bad pages: collect "
+              "nvidia-bug-report.sh and open an RMA case.",
+       actions=(Action.RESET_GPU, Action.RMA))
+def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
+    """Page retirement (pre-Ampere): nothing pending, and fewer than ``max_pages`` retired.
+
+    Ampere and later replace page retirement with row remapping and report it as not
+    supported: those GPUs skip here and are judged by ``gpu.row_remap``.
+    """
+    gpus, skips = answering_gpus(ctx)
+    yield from skips
+    limit = int(ctx.params["max_pages"])
+    for gpu in gpus:
+        comp = component(gpu)
+        sbe, dbe, pending = gpu.retired_pages_sbe, gpu.retired_pages_dbe, gpu.retired_pending
+        if sbe is None and dbe is None and pending is None:
+            yield missing(gpu, "page retirement", "retired_sbe", "retired_dbe",
+                          "retired_pending", FIELDS)
+            continue
+        total = (sbe or 0) + (dbe or 0)
+        observed = {"sbe": sbe, "dbe": dbe, "pending": pending}
+        bad = False
+        if pending:
+            bad = True
+            yield Finding.fail(comp, "page retirement pending: reset the GPU", observed,
+                               "no pending retirement", Action.RESET_GPU)
+        if total >= limit:
+            bad = True
+            yield Finding.fail(comp, "retired pages at the RMA limit", observed,
+                               f"< {limit} pages", Action.RMA)
+        if not bad:
+            yield Finding.passed(comp, "page retirement within limits", observed,
+                                 f"< {limit} pages")
+
+
+@check("gpu.row_remap", needs=("nvml",),
+       params={
+           # DCGM: uncorrectable row remaps >= 512 fail; AzNHC: uncorr > 512 (peers.md §1a).
+           # Ampere+ supports up to 512 remaps for the frame buffer (hardware.md §1.5).
+           "rma_uncorrectable_rows": 512,
+           # Banks with no spare row left (remapper histogram "none"): the next
+           # uncorrectable error there cannot be remapped, which sets the failure flag.
+           "max_banks_without_spares": 0,
+       },
+       remedy="Pending remap: drain and reset the GPU (`nvidia-smi -r -i N`) or reboot to "
+              "apply it. A remapping failure, the remap limit, exhausted banks, the "
+              "unrepairable-memory flag or the SRAM error threshold: run the field "
+              "diagnostic, collect nvidia-bug-report.sh and open an RMA case (NVIDIA's RMA "
+              "criterion).",
+       actions=(Action.RESET_GPU, Action.RMA))
+def row_remap(ctx: CheckContext) -> Iterator[Finding]:
+    """Memory repair (Ampere+ row remapping): nothing pending, no failure, spares left.
+
+    Pending -> reset the GPU (the remap takes effect at reset). The failure flag, the
+    remap limit, banks without spare rows, and the Hopper+ flags for unrepairable memory
+    and the SRAM uncorrectable-error RMA threshold (hardware.md §1.5) -> RMA. NVML does
+    not report remapping while MIG is enabled: skip.
+    """
+    gpus, skips = answering_gpus(ctx)
+    yield from skips
+    rows_limit = int(ctx.params["rma_uncorrectable_rows"])
+    banks_limit = ctx.params["max_banks_without_spares"]
+    keys = ("remap_pending", "remap_failure", "remapped_unc", FIELDS)
+    for gpu in gpus:
+        comp = component(gpu)
+        pending, failure = gpu.remap_pending, gpu.remap_failure
+        unc, hist = gpu.remapped_uncorrected, gpu.remap_histogram
+        sram = bool(gpu.sram_threshold_exceeded)
+        if sram:
+            yield Finding.fail(comp, "SRAM uncorrectable error threshold exceeded", True,
+                               False, Action.RMA)
+        if pending is None and failure is None and unc is None:
+            if sram:
+                continue
+            if gpu.mig_enabled:
+                yield skip_finding(comp, "row remapping not reported while MIG is enabled",
+                                   gpu.unsupported.get("remap_pending"))
+            else:
+                yield missing(gpu, "row remapping", *keys)
+            continue
+        observed = {"corrected": gpu.remapped_corrected, "uncorrected": unc,
+                    "pending": pending, "failure": failure,
+                    "banks_without_spares": hist.get("none") if hist else None}
+        problems = [
+            (bool(pending), "row remap pending: reset the GPU", "no pending remap",
+             Action.RESET_GPU),
+            (bool(failure), "row remapping failed", "no failure", Action.RMA),
+            (unc is not None and unc >= rows_limit, "uncorrectable row remaps at the RMA limit",
+             f"< {rows_limit}", Action.RMA),
+            (hist is not None and banks_limit is not None
+             and hist.get("none", 0) > banks_limit, "memory banks without spare rows",
+             f"<= {banks_limit}", Action.RMA),
+            (bool(gpu.unrepairable_memory), "GPU reports unrepairable memory", "repairable",
+             Action.RMA),
+        ]
+        for hit, message, expected, action in problems:
+            if hit:
+                yield Finding.fail(comp, message, observed, expected, action)
+        bad = sram or any(hit for hit, *_ in problems)
+        if not bad:
+            yield Finding.passed(comp, "row remapping healthy", observed)
+
+
+@check("gpu.recovery_action", needs=("nvml",),
+       remedy="Do what the driver asks: reset the GPU, reboot the node, stop the processes "
+              "doing peer-to-peer traffic and query again (drain P2P), or recover the IMEX "
+              "domain (GB200/GB300); then re-run the check.",
+       actions=(Action.RESET_GPU, Action.REBOOT, Action.DRAIN, Action.INVESTIGATE))
+def recovery_action(ctx: CheckContext) -> Iterator[Finding]:
+    """The driver asks for no recovery action (NVML field 230, newer drivers).
+
+    1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 5 recover the IMEX
+    domain, 6 bus reset, 7 system reboot (hardware.md §1.5; DCGM watches the same field).
+    """
+    gpus, skips = answering_gpus(ctx)
+    yield from skips
+    for gpu in gpus:
+        if gpu.recovery_action is None:
+            yield missing(gpu, "GPU recovery action", "recovery_action", FIELDS)
+        else:
+            yield recovery_finding(component(gpu), gpu.recovery_action, "NVML field 230")

@@ -1,0 +1,78 @@
+"""Every simulated fault kind trips its check, on its component, with its action — and no
+other check; every healthy profile is all pass; the fault table and the catalog agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterdiag import checks
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.sim.faults import FAULTS, FaultKind
+from clusterdiag.agent.sim.layout import LAYOUTS
+from clusterdiag.agent.sim.node import env_for
+from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.checks.finding import Status
+from clusterdiag.reports.node import NodeReport
+
+# The families whose failures the simulator must be able to produce.
+SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.")
+# Checks that only report on the run itself and have nothing to trip.
+NOT_FAULTS = {"host.profile"}
+
+
+def _run(profile: str, faults: list[dict[str, object]], level: str) -> NodeReport:
+    env = env_for(NodeSpec("n1", profile, rack="rack1" if "nvl72" in profile else None,
+                           faults=faults))
+    options = RunOptions(level=level, profile=profile, budget_s=20, full_interval_s=1.2)
+    return run_node(env, Config(), options)
+
+
+@pytest.mark.parametrize("profile", sorted(LAYOUTS))
+@pytest.mark.parametrize("level", ["quick", "full"])
+def test_healthy_profile_is_all_pass(profile: str, level: str) -> None:
+    report = _run(profile, [], level)
+    bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
+    assert not bad, bad
+    assert any(f.status is Status.PASS and f.check.startswith("gpu.") for f in report.findings)
+
+
+def _profile_for(kind: FaultKind) -> str:
+    return kind.profiles[0] if kind.profiles else "dgx-h100"
+
+
+def _fault(kind: FaultKind) -> dict[str, object]:
+    fault: dict[str, object] = {"node": "n1", "kind": kind.kind}
+    defaults = {"gpu": 3, "link": 7, "function": "nvmlDeviceGetTemperature", "error": 999}
+    for key in kind.keys:
+        fault[key] = defaults[key]
+    return fault
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS), ids=str)
+def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
+    spec = FAULTS[kind]
+    fault = _fault(spec)
+    report = _run(_profile_for(spec), [fault], spec.level)
+    component = spec.component.format(**fault)
+    bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
+    hits = [f for f in bad if f.check == spec.check]
+    assert hits, f"{kind}: {spec.check} did not trip; non-pass findings: {bad}"
+    assert {f.status.value for f in hits} == {spec.status}, hits
+    assert component in {f.component for f in hits}, hits
+    assert spec.action in {f.action.value for f in hits}, hits
+    others = [f for f in bad if f.check != spec.check]
+    assert not others, f"{kind} also tripped: {others}"
+
+
+def test_every_fault_kind_names_a_registered_check() -> None:
+    for kind in FAULTS.values():
+        assert kind.check in checks.REGISTRY, kind
+
+
+def test_every_check_that_can_fail_has_a_fault_that_trips_it() -> None:
+    tripped = {kind.check for kind in FAULTS.values()}
+    missing = [spec.id for spec in checks.REGISTRY.values()
+               if spec.id.startswith(SIMULATED_FAMILIES) and spec.actions
+               and spec.id not in tripped and spec.id not in NOT_FAULTS]
+    assert not missing, f"checks no simulated fault trips: {missing}"
