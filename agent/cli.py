@@ -187,7 +187,7 @@ def checks_explain(check_id: str) -> None:
     if spec.skip_in:
         click.echo(f"skipped in: {', '.join(sorted(spec.skip_in))}")
     if spec.params:
-        click.echo("defaults (override under checks.%s in the config):" % spec.id)
+        click.echo(f"defaults (override under checks.{spec.id} in the config):")
         for key, value in spec.params.items():
             click.echo(f"  {key}: {json.dumps(value)}")
     if spec.actions:

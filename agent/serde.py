@@ -84,7 +84,8 @@ def from_jsonable(tp: Any, data: Any, where: str = "$") -> Any:
         args = get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(from_jsonable(args[0], v, f"{where}[{i}]") for i, v in enumerate(data))
-        return tuple(from_jsonable(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+        pairs = enumerate(zip(args, data, strict=False))
+        return tuple(from_jsonable(a, v, f"{where}[{i}]") for i, (a, v) in pairs)
     if origin is dict:
         if not isinstance(data, dict):
             raise SerdeError(f"{where}: expected an object")

@@ -4,4 +4,5 @@ here does not exist."""
 from . import detect, fabric, gpu, host, nvlink
 from .registry import REGISTRY, CheckContext, CheckSpec, check, select
 
-__all__ = ["REGISTRY", "CheckContext", "CheckSpec", "check", "detect", "fabric", "gpu", "host", "nvlink", "select"]
+__all__ = ["REGISTRY", "CheckContext", "CheckSpec", "check", "detect", "fabric", "gpu", "host",
+           "nvlink", "select"]

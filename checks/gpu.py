@@ -375,6 +375,7 @@ class _Event:
     uptime: float | None
     pid: int | None
     message: str
+    source: str = "log"
 
 
 @check("gpu.xid", needs=("kernel_log", "nvml"),
@@ -426,12 +427,15 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
     for x in log.xids if log else []:
         key = _gpu_key(by_bdf.get(norm_bdf(x.pci_bdf) or ""), x.pci_bdf)
         events.setdefault(key, []).append(_Event(x.xid, x.time, x.uptime_s, x.pid, x.message))
-    logged = {(key, e.code) for key, evs in events.items() for e in evs}
-    for n in nvml_events:
+    burst_s = float(ctx.params["burst_s"])
+    for n in nvml_events:  # the same Xid the log has: counted once, from the log
         gpu = by_index.get(n.gpu_index) if n.gpu_index is not None else None
         key = _gpu_key(gpu, None)
-        if n.xid is not None and (key, n.xid) not in logged:  # else the log has it already
-            events.setdefault(key, []).append(_Event(n.xid, n.time, None, None, "NVML event"))
+        same = [e for e in events.get(key, []) if e.code == n.xid and e.source == "log"
+                and (e.time is None or n.time is None or abs(e.time - n.time) <= burst_s)]
+        if n.xid is not None and not same:
+            events.setdefault(key, []).append(
+                _Event(n.xid, n.time, None, None, "NVML event", source="nvml"))
     now = ctx.now or snap.taken_at
     unanswered = set(nvml.unanswered) if nvml else set()
     for key in sorted(events, key=_key_order):

@@ -9,6 +9,7 @@ until the deadline, then SIGKILLs the worker and names the GPUs that never answe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -61,7 +62,7 @@ def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None],
     for t in threads:
         left = None if deadline is None else max(0.0, deadline - _P2P_RESERVE_S - time.monotonic())
         t.join(left)
-    answered = [r for r, t in zip(readers, threads) if not t.is_alive()]
+    answered = [r for r, t in zip(readers, threads, strict=False) if not t.is_alive()]
     emit({"t": "p2p", "data": read_p2p(nv, answered)})
     emit({"t": "end", "calls": nv.calls})
 
@@ -98,10 +99,8 @@ class PendingNvml:
 
     def _stop(self, finished: bool) -> None:
         if not finished:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for _ in range(20):
             try:
                 done, _ = os.waitpid(self.pid, os.WNOHANG)

@@ -219,7 +219,7 @@ class GpuReader:
         if values is None:
             return
         got = {name: _field_value(values[i]) for i, name in enumerate(DEVICE_FIELDS)}
-        for name, (value, err) in got.items():
+        for name, (_value, err) in got.items():
             if err is not None:
                 (g.unsupported if err in UNSUPPORTED else g.errors)[name] = err
         val = {k: v for k, (v, _) in got.items()}

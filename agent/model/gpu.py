@@ -30,7 +30,8 @@ class NvLink:
 
 @dataclass
 class FabricInfo:
-    state: int  # NVML_GPU_FABRIC_STATE_*: 0 not supported, 1 not started, 2 in progress, 3 completed
+    # NVML_GPU_FABRIC_STATE_*: 0 not supported, 1 not started, 2 in progress, 3 completed
+    state: int
     status: int  # an nvmlReturn_t; meaningful when state is completed
     cluster_uuid: str
     clique_id: int

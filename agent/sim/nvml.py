@@ -283,7 +283,7 @@ def build_module(node: SimNode) -> types.ModuleType:
     def nvmlDeviceGetGpuFabricInfoV(gpu: SimGpu, ref: Any) -> int:
         if gpu.fabric is None:
             _raise(NOT_SUPPORTED)
-        info = ref._obj  # noqa: SLF001 - what ctypes.byref wraps
+        info = ref._obj
         fab = gpu.fabric
         ctypes.memmove(info.clusterUuid, fab.cluster_uuid, 16)
         info.status, info.cliqueId, info.state = fab.status, fab.clique_id, fab.state
@@ -294,7 +294,7 @@ def build_module(node: SimNode) -> types.ModuleType:
 
     @device
     def nvmlDeviceGetSramEccErrorStatus(gpu: SimGpu, ref: Any) -> int:
-        ref._obj.bThresholdExceeded = gpu.sram_exceeded  # noqa: SLF001
+        ref._obj.bThresholdExceeded = gpu.sram_exceeded
         return pynvml.NVML_SUCCESS
 
     @device
@@ -305,7 +305,7 @@ def build_module(node: SimNode) -> types.ModuleType:
     def nvmlDeviceGetPlatformInfo(gpu: SimGpu, ref: Any) -> int:
         if not node.profile.nvl72:
             _raise(NOT_SUPPORTED)
-        info = ref._obj  # noqa: SLF001
+        info = ref._obj
         info.chassisSerialNumber = b"1821225000001"
         raw = (ctypes.c_char * 5).from_buffer(info, type(info).slotNumber.offset)
         tray = int("".join(c for c in node.name[-2:] if c.isdigit()) or 0)

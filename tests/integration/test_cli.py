@@ -45,7 +45,7 @@ def test_a_fail_exits_1(tmp_path: Path) -> None:
     assert any(f["check"] == "gpu.responsive" and f["component"] == "gpu2" for f in fails)
 
 
-@pytest.mark.parametrize("args,needle", [
+@pytest.mark.parametrize(("args", "needle"), [
     (("run", "--config", "/nonexistent/config.yaml"), "no such file"),
     (("run", "--profile", "dgx-h999"), "unknown profile 'dgx-h999'; known:"),
     (("run", "--simulate", "nonsense"), "neither a profile"),
@@ -67,7 +67,8 @@ def test_bad_config_value_names_file_and_key(tmp_path: Path) -> None:
     config.write_text("prolog:\n  budget_s: forever\n")
     proc = run_cli("run", "--config", str(config))
     assert proc.returncode == 2
-    assert str(config) in proc.stderr and "prolog.budget_s" in proc.stderr
+    assert str(config) in proc.stderr
+    assert "prolog.budget_s" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     _no_traceback(proc)
 
@@ -87,11 +88,13 @@ def test_unknown_fault_kind_and_key_exit_2(tmp_path: Path) -> None:
     spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"
                     "faults:\n  - {node: n1, kind: gpu_lost, gpu: 1, colour: red}\n")
     proc = run_cli("run", "--simulate", str(spec))
-    assert proc.returncode == 2 and "unknown key 'colour'" in proc.stderr
+    assert proc.returncode == 2
+    assert "unknown key 'colour'" in proc.stderr
     spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"
                     "faults:\n  - {node: n1, kind: gpu_on_fire}\n")
     proc = run_cli("run", "--simulate", str(spec))
-    assert proc.returncode == 2 and "unknown fault kind 'gpu_on_fire'" in proc.stderr
+    assert proc.returncode == 2
+    assert "unknown fault kind 'gpu_on_fire'" in proc.stderr
 
 
 def test_unreadable_root_exits_3() -> None:
@@ -122,7 +125,8 @@ def test_checks_list_and_explain() -> None:
     assert "host.disk" in listing.stdout
     explain = run_cli("checks", "explain", "host.disk")
     assert explain.returncode == 0
-    assert "remedy:" in explain.stdout and "min_free_pct" in explain.stdout
+    assert "remedy:" in explain.stdout
+    assert "min_free_pct" in explain.stdout
 
 
 def test_profiles_list_and_show() -> None:
@@ -160,7 +164,8 @@ def test_hung_gpu_cannot_hang_the_command(tmp_path: Path) -> None:
         [sys.executable, "-m", "clusterdiag.agent", "run", "--simulate", str(spec),
          "--budget", str(budget), "--format", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     chunks: dict[int, bytes] = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}
     open_fds = set(chunks)
     while open_fds and time.monotonic() - started < budget + 10:

@@ -907,3 +907,10 @@ def test_xid_real_gb200_nvlink5_follows_the_recovery_action() -> None:
 def test_responsive_leaves_nvlink_and_fabric_read_errors_to_their_families() -> None:
     gpu = make_gpu(0, errors={"nvlink3.crc": "Unknown", "fabric": "Unknown: x"})
     assert [f.status for f in run("gpu.responsive", make_snap([gpu]))] == [Status.PASS]
+
+
+def test_xid_nvml_event_long_after_a_logged_one_is_its_own_occurrence() -> None:
+    event = NvmlEvent(gpu_index=0, event_type=0x8, xid=32, time=NOW - 5)
+    findings = xid_run(xid_line(32, 0, age=1000), nvml={"events": [event]})
+    (fail,) = only(findings, Status.FAIL)
+    assert (fail.observed["lines"], fail.observed["occurrences"]) == (2, 2)

@@ -3,14 +3,13 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from clusterdiag.agent.collect import SOURCES, collect_snapshot
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.serde import SerdeError, from_jsonable
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-
-import pytest
 
 
 def _snapshot(profile: str) -> Snapshot:
@@ -21,7 +20,8 @@ def _snapshot(profile: str) -> Snapshot:
 @pytest.mark.parametrize("profile", ["dgx-h100", "gb200-nvl72", "hgx-h100-pcie"])
 def test_snapshot_survives_a_json_round_trip(profile: str) -> None:
     snap = _snapshot(profile)
-    assert snap.nvml is not None and snap.nvml.gpus
+    assert snap.nvml is not None
+    assert snap.nvml.gpus
     text = json.dumps(snap.to_dict())
     again = Snapshot.from_dict(json.loads(text))
     assert again == snap
