@@ -4,6 +4,7 @@ other check; every healthy profile is all pass; the fault table and the catalog 
 from __future__ import annotations
 
 import pytest
+
 from clusterdiag import checks
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.runner import RunOptions, run_node

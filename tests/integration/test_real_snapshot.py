@@ -13,7 +13,6 @@ from clusterdiag.agent.runner import RunOptions, evaluate
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.checks.finding import Status
-
 from tests.conftest import REPO
 
 REAL = REPO / "tests/fixtures/real/h200-vm-580.159.04.snapshot.json"

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from clusterdiag import checks
 from clusterdiag.agent.config import load_config
 from clusterdiag.agent.errors import ConfigError

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.gpu import FabricInfo, Gpu, NvmlInfo

@@ -6,8 +6,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import clusterdiag.checks.gpu  # noqa: F401 - registers the gpu family (and gpu_memory)
 import pytest
+
+import clusterdiag.checks.gpu  # noqa: F401 - registers the gpu family (and gpu_memory)
 from clusterdiag.agent.kernel_log import parse_lines
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.gpu import Gpu, GpuProcess, NvmlEvent, NvmlInfo

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clusterdiag.agent.collectors import host as host_collector
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.host import (

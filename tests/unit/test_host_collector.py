@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 import pytest
+
 from clusterdiag.agent.collectors import host
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.host import HostInfo

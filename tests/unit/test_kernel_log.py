@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+
 from clusterdiag.agent.kernel_log import normalize_bdf, parse_lines, read_file, read_kmsg
 from clusterdiag.agent.model.kernel import KernelLog, XidEvent
 from clusterdiag.agent.serde import from_jsonable, to_jsonable

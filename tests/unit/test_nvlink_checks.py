@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.gpu import Gpu, NvLink, NvmlInfo
 from clusterdiag.agent.model.kernel import KernelLog, SxidEvent

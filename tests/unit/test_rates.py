@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.checks.rates import (
     Rate,

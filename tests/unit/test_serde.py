@@ -4,6 +4,7 @@ import json
 import time
 
 import pytest
+
 from clusterdiag.agent.collect import SOURCES, collect_snapshot
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
 from clusterdiag.agent.kernel_log import read_file
 from clusterdiag.checks.finding import Action
 from clusterdiag.checks.xid_catalog import (

@@ -1,0 +1,81 @@
+"""The runner: deadlines per source, one collection per source, errors as findings."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from clusterdiag.agent import collect
+from clusterdiag.agent.collect import SourceSpec
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.sim.node import env_for
+from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.checks import registry
+from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.registry import CheckContext, DuplicateCheckError, check
+
+
+def test_a_source_that_blocks_forever_becomes_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    never = threading.Event()
+    calls: list[str] = []
+
+    def blocking(env: object, stats: object, deadline: float) -> None:
+        calls.append("host")
+        never.wait()
+
+    monkeypatch.setitem(collect.SOURCES, "host", SourceSpec("host", blocking, 1.0, True))
+    env = env_for(NodeSpec("n1", "dgx-h100"))
+    started = time.monotonic()
+    report = run_node(env, Config(), RunOptions(profile="dgx-h100", budget_s=3,
+                                                patterns=("host.*", "gpu.count")))
+    assert time.monotonic() - started < 2.5
+    assert calls == ["host"], "collected once however many checks read it"
+    disk = [f for f in report.findings if f.check == "host.disk"]
+    assert [f.status for f in disk] == [Status.ERROR]
+    assert "no answer within 1 s" in disk[0].message
+    assert report.sources["host"]["status"] == "timeout"
+    count = [f for f in report.findings if f.check == "gpu.count"]
+    assert [f.status for f in count] == [Status.PASS]
+
+
+def test_a_check_that_raises_is_an_error_and_the_run_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+
+    @check("host.zz_broken", needs=("host",), remedy="none")
+    def broken(ctx: CheckContext) -> Iterator[Finding]:
+        raise KeyError("boom")
+        yield  # pragma: no cover
+
+    env = env_for(NodeSpec("n1", "dgx-h100"))
+    report = run_node(env, Config(), RunOptions(profile="dgx-h100",
+                                                patterns=("host.zz_broken", "host.disk")))
+    broken_findings = [f for f in report.findings if f.check == "host.zz_broken"]
+    assert [f.status for f in broken_findings] == [Status.ERROR]
+    assert "KeyError" in broken_findings[0].message
+    assert any(f.check == "host.disk" and f.status is Status.PASS for f in report.findings)
+
+
+def test_duplicate_check_id_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    with pytest.raises(DuplicateCheckError):
+        check("host.disk", needs=(), remedy="")(lambda ctx: iter(()))
+
+
+def test_quick_skips_rate_checks_with_the_reason() -> None:
+    env = env_for(NodeSpec("n1", "dgx-h100"))
+    report = run_node(env, Config(), RunOptions(profile="dgx-h100",
+                                                patterns=("nvlink.error_rate",)))
+    (finding,) = report.findings
+    assert finding.status is Status.SKIP
+    assert "--level full" in finding.message
+
+
+def test_every_selected_check_yields_a_finding() -> None:
+    env = env_for(NodeSpec("n1", "hgx-h100-pcie"))
+    report = run_node(env, Config(), RunOptions(profile="hgx-h100-pcie"))
+    assert {f.check for f in report.findings} == set(registry.REGISTRY)
