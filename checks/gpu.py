@@ -773,11 +773,12 @@ def power_limit(ctx: CheckContext) -> Iterator[Finding]:
             continue
         observed = {"limit_w": limit, "default_w": gpu.power_default_limit_w}
         floor = float(reference) * (1 - tolerance / 100)
+        expected = f">= {float(reference):g} W"
         if limit < floor:
             yield Finding.warn(comp, "power capped below the expected limit", observed,
-                               f">= {reference} W", Action.FIX_CONFIG)
+                               expected, Action.FIX_CONFIG)
         else:
-            yield Finding.passed(comp, "power limit as expected", observed, f">= {reference} W")
+            yield Finding.passed(comp, "power limit as expected", observed, expected)
 
 
 # --- gpu.pcie_link, gpu.pcie_replay_rate ---------------------------------------------

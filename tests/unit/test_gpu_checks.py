@@ -704,7 +704,7 @@ def test_power_limit_without_profile_uses_the_default_limit() -> None:
     gpu = make_gpu(0, power_limit_w=300.0, power_default_limit_w=350.0)
     findings = run("gpu.power_limit", make_snap([gpu]), GENERIC)
     assert [f.status for f in findings] == [Status.WARN]
-    assert findings[0].expected == ">= 350.0 W"
+    assert findings[0].expected == ">= 350 W"
 
 
 # --- PCIe ----------------------------------------------------------------------------
