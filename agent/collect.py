@@ -35,7 +35,7 @@ SOURCES: dict[str, SourceSpec] = {
 }
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
@@ -57,7 +57,7 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
                                               min(deadline, started + spec.deadline_s))
         except Exception as exc:  # noqa: BLE001 - a broken source is data, not a crash
             stats[spec.name].status = "error"
-            stats[spec.name].error = _one_line(exc)
+            stats[spec.name].error = one_line(exc)
         stats[spec.name].seconds = round(time.monotonic() - started, 4)
 
     threads = {name: threading.Thread(target=run, args=(SOURCES[name],), daemon=True,

@@ -17,7 +17,7 @@ from ..checks.profile import Profile, load_profile
 from ..checks.registry import CheckContext, CheckSpec
 from ..reports.node import NodeReport, inventory, iso
 from . import __version__
-from .collect import SOURCES, collect_snapshot
+from .collect import SOURCES, collect_snapshot, one_line
 from .config import Config
 from .model import Snapshot
 from .sources import SourceEnv
@@ -31,11 +31,6 @@ class RunOptions:
     budget_s: float = 10.0
     profile: str = "auto"
     full_interval_s: float = 3.0
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def plan(config: Config, options: RunOptions) -> tuple[list[CheckSpec], list[Finding]]:
@@ -93,7 +88,7 @@ def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
     try:
         findings = list(spec.func(ctx))
     except Exception as exc:  # noqa: BLE001 - a broken check is a finding, not a crash
-        return [replace(Finding.error("node", f"check raised {_one_line(exc)}"), check=spec.id)]
+        return [replace(Finding.error("node", f"check raised {one_line(exc)}"), check=spec.id)]
     if not findings:
         findings = [Finding.error("node", "check produced no finding")]
     return [replace(f, check=spec.id) for f in findings]

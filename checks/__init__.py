@@ -1,8 +1,8 @@
 """The check catalog. This import list is its table of contents: a family not imported
 here does not exist."""
 
-from . import detect, fabric, gpu, host, nvlink
+from . import detect, fabric, gpu, gpu_memory, host, nvlink
 from .registry import REGISTRY, CheckContext, CheckSpec, check, select
 
-__all__ = ["REGISTRY", "CheckContext", "CheckSpec", "check", "detect", "fabric", "gpu", "host",
-           "nvlink", "select"]
+__all__ = ["REGISTRY", "CheckContext", "CheckSpec", "check", "detect", "fabric", "gpu",
+           "gpu_memory", "host", "nvlink", "select"]

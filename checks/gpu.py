@@ -5,8 +5,7 @@ nothing else. A value NVML does not support on a part (``gpu.unsupported``: NotS
 FunctionNotFound, NoPermission...) is a ``skip`` with the reason, never a fail; a GPU that
 does not answer is judged once, by ``gpu.responsive``, and skipped by the others. The
 memory-health checks (ECC, retired pages, row remapping, recovery action) live in
-``gpu_memory``, imported at the end of this module so that importing ``gpu`` registers
-the whole family.
+``gpu_memory``, listed beside this module in ``checks/__init__.py``.
 """
 
 from __future__ import annotations
@@ -1136,4 +1135,3 @@ def inforom(ctx: CheckContext) -> Iterator[Finding]:
 
 
 # The memory-health half of the family registers itself on import.
-from . import gpu_memory as gpu_memory  # noqa: E402

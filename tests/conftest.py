@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
@@ -19,7 +17,3 @@ def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
     return subprocess.run([sys.executable, "-m", "clusterdiag.agent", *args], capture_output=True,
                           text=True, timeout=timeout, env=full_env, input=stdin, check=False)
 
-
-@pytest.fixture
-def cli():  # type: ignore[no-untyped-def]
-    return run_cli

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import itertools
 import uuid as uuidlib
-from collections.abc import Callable
 from typing import Any
 
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
@@ -363,5 +362,3 @@ def resolve_remotes(reader: GpuReader) -> None:
     for link in active:
         reader.remote(link)
 
-
-Emit = Callable[[dict[str, Any]], None]

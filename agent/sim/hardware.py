@@ -16,7 +16,6 @@ from ...checks.profile import Profile
 from .layout import LAYOUTS, Layout
 
 # NVML constants used by the state (values from nvml.h; hardware.md §1).
-NOT_SUPPORTED = 3
 REMOTE_SWITCH = 2
 FABRIC_COMPLETED = 3
 # Per-link error counters each generation has (field ids; Blackwell dropped 161-163).

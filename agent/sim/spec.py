@@ -7,7 +7,6 @@ GPU, link or HCA out of range — is an error (exit 2, one line), never silently
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +47,7 @@ def load_spec(arg: str) -> ClusterSpec:
         name = f"{arg}-sim"
         return ClusterSpec({name: NodeSpec(name, arg)}, arg)
     path = Path(arg)
-    if arg == "demo":
-        text = resources.files("clusterdiag.agent.sim").joinpath("demo.yaml").read_text()
-    elif path.is_file():
+    if path.is_file():
         text = path.read_text()
     else:
         known = ", ".join(sorted(LAYOUTS))

@@ -16,7 +16,6 @@ from .hardware import SimNode
 _GPU_CLASS, _NIC_CLASS, _SWITCH_CLASS, _BRIDGE_CLASS = "0x030200", "0x020700", "0x068000", \
     "0x060400"
 _GEN_SPEED = {3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
-_SPEED_GEN = {8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def _write(path: Path, text: str) -> None:
@@ -91,9 +90,6 @@ def _write_config(path: Path, acs_ctrl: int) -> None:
     data[0x106:0x108] = acs_ctrl.to_bytes(2, "little")
     path.write_bytes(bytes(data))
 
-
-def set_acs(root: Path, bdf: str, acs_ctrl: int) -> None:
-    _write_config(root / "sys/bus/pci/devices" / bdf / "config", acs_ctrl)
 
 
 def gpu_chain(bdf: str, nic_bdf: str | None) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import clusterdiag.checks.gpu  # noqa: F401 - registers the gpu family (and gpu_memory)
+import clusterdiag.checks.gpu  # noqa: F401 - the package import registers the catalog
 from clusterdiag.agent.kernel_log import parse_lines
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.gpu import Gpu, GpuProcess, NvmlEvent, NvmlInfo
