@@ -224,25 +224,11 @@ def profiles_show(name: str) -> None:
     click.echo(yaml.safe_dump(prof.to_dict(), sort_keys=False).rstrip())
 
 
-def _not_built(name: str, summary: str) -> None:
-    def command() -> None:
-        raise UsageError(f"{name}: not built yet")
+# Each further command lives in its own module; importing one costs only click.
+from . import cli_cluster, cli_daemon, cli_slurm, cli_topo  # noqa: E402
 
-    command.__doc__ = f"{summary} (not built yet)"
-    cli.command(name, context_settings={"ignore_unknown_options": True,
-                                        "allow_extra_args": True})(command)
-
-
-for _name, _summary in (
-    ("agent", "The node daemon: HTTP API, metrics, history, XID listener."),
-    ("prolog", "Slurm prolog entry point."),
-    ("epilog", "Slurm epilog entry point."),
-    ("healthcheck", "Slurm HealthCheckProgram entry point."),
-    ("report", "Merge saved node reports into a cluster report."),
-    ("topo", "The node's GPU/NIC topology matrix."),
-    ("demo", "A simulated cluster end to end."),
-):
-    _not_built(_name, _summary)
+for _module in (cli_daemon, cli_slurm, cli_cluster, cli_topo):
+    _module.register(cli)
 
 
 def main() -> None:
