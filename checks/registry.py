@@ -49,6 +49,8 @@ class CheckSpec:
     active: bool  # runs a workload (e.g. all_reduce_perf): full only
     skip_in: frozenset[str]  # modes where it does not apply (fabric.imex in the prolog)
     actions: tuple[Action, ...]  # what it can ask for when it fails or warns
+    privileged: bool = False  # reads what only root may (PCI config space): the prolog
+    # re-runs it when the hardened agent had to skip it
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -72,6 +74,7 @@ def check(
     active: bool = False,
     skip_in: Iterable[str] = (),
     actions: Iterable[Action] = (),
+    privileged: bool = False,
 ) -> Callable[[CheckFunc], CheckFunc]:
     """Register ``func`` as check ``check_id``; its docstring's first line is its summary."""
 
@@ -90,6 +93,7 @@ def check(
             active=active,
             skip_in=frozenset(skip_in),
             actions=tuple(actions),
+            privileged=privileged,
         )
         return func
 
