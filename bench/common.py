@@ -1,0 +1,95 @@
+"""What every benchmark shares: timing helpers, the machine's own baselines, and one way
+to hand figures to ``bench/run_all.py``.
+
+A benchmark prints its figures for a person; run with ``--json`` it prints them as one JSON
+line per figure instead, which run_all collects into one table. Figures are never judged
+pass/fail here: the goal is printed beside the figure and the reader decides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str
+    goal: str = ""  # "<= 5 s", "<= 3x python3 -c pass", "" when the issue sets none
+    baseline: str = ""  # which baseline `ratio` divides by
+    ratio: float | None = None
+
+
+def median_wall(argv: list[str], runs: int = 5, env: dict[str, str] | None = None) -> float:
+    """Median wall seconds of a whole command, the way an operator would time it."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=False, env=env)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def median_call(func: Callable[[], object], runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def python_start_s(runs: int = 7) -> float:
+    """The interpreter's own start: the floor any command of ours stands on."""
+    return median_wall([sys.executable, "-c", "pass"], runs)
+
+
+def raw_read_s(paths: Iterable[Path], runs: int = 5) -> float:
+    """Reading the same files with nothing but open/read: the floor for a collector."""
+    files = list(paths)
+
+    def read_all() -> None:
+        for path in files:
+            try:
+                with open(path, "rb") as handle:
+                    handle.read()
+            except OSError:
+                pass
+
+    return median_call(read_all, runs)
+
+
+def files_under(root: Path, *tops: str) -> list[Path]:
+    found = []
+    for top in tops:
+        for directory, _, names in os.walk(root / top, followlinks=False):
+            found.extend(Path(directory) / name for name in names)
+    return found
+
+
+def emit(figures: list[Figure]) -> None:
+    """Print the figures: JSON lines under --json (for run_all), a table otherwise."""
+    if "--json" in sys.argv[1:]:
+        for figure in figures:
+            print(json.dumps(asdict(figure)))
+        return
+    print(table(figures))
+
+
+def table(figures: list[Figure]) -> str:
+    rows = [("figure", "value", "goal", "ratio to baseline")]
+    for f in figures:
+        ratio = f"{f.ratio:.1f}x {f.baseline}" if f.ratio is not None else ""
+        rows.append((f.name, f"{f.value:g} {f.unit}", f.goal, ratio))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
