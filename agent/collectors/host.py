@@ -113,7 +113,9 @@ def parse_cpu_list(text: str) -> int | None:
     count = 0
     for part in text.strip().split(","):
         low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
+        # isdigit() also accepts '²', which int() refuses: only ASCII decimals are CPU ids.
+        if not (low.isascii() and low.isdecimal()) or (
+                dash and not (high.isascii() and high.isdecimal())):
             return None
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
