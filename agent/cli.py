@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from . import cli_cluster
 from .errors import ClusterdiagError, CollectError, UsageError
 
 EXIT_READY, EXIT_FAIL, EXIT_USAGE, EXIT_COLLECT = 0, 1, 2, 3
@@ -99,22 +100,35 @@ def _options(config: Any, level: str | None, profile: str | None, budget: float 
 @source_options
 @click.option("--checks", "patterns", default=None, help="Glob(s) of check ids, comma-separated.")
 @click.option("--budget", type=float, default=None, help="Seconds the whole run may take.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-@click.option("--output", type=click.Path(path_type=Path), default=None)
-@click.option("--nodes", default=None, help="Node set (cluster runs: not built yet).")
+@cli_cluster.report_options
+@click.option("--nodes", default=None, metavar="NODESET",
+              help="Nodes to gather (gpu[001-128]), '-' for stdin, or a file of node sets; "
+                   "inside an allocation, SLURM_JOB_NODELIST.")
+@click.option("--via", type=click.Choice(["local", "agent", "ssh", "srun"]), default=None,
+              help="local (this node; the default without --nodes), agent (default with "
+                   "--nodes), ssh (ClusterShell) or srun.")
 def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         simulate: str | None, node: str | None, profile: str | None, level: str | None,
         patterns: str | None, budget: float | None, fmt: str, output: Path | None,
-        nodes: str | None) -> None:
-    """Check this node and print its report."""
+        exclude_file: Path | None, need: int | None, nodes: str | None,
+        via: str | None) -> None:
+    """Check this node, or gather every node of --nodes, and print the report."""
     from ..checks.finding import Status
     from ..reports.table import render_table
     from .runner import run_node
 
-    if nodes:
-        raise UsageError("--nodes: gathering across nodes is not built yet")
+    if via not in (None, "local") or nodes:
+        forward = {"--level": level, "--checks": patterns, "--profile": profile,
+                   "--budget": budget}
+        local_only = {"--root": root, "--kernel-log": kernel_log, "--simulate": simulate,
+                      "--node": node}
+        sys.exit(cli_cluster.run_cluster(config_path, nodes, via, forward, local_only, fmt,
+                                         output, exclude_file, need))
     config, env = _setup(config_path, root, kernel_log, simulate, node)
     report = run_node(env, config, _options(config, level, profile, budget, patterns))
+    if fmt in ("md", "html") or exclude_file is not None or need is not None:
+        cluster = cli_cluster.one_node_report(config, report, need)
+        sys.exit(cli_cluster.emit(cluster, fmt, output, exclude_file))
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=2) + "\n"
     else:

@@ -1,15 +1,53 @@
-"""``clusterdiag topo``: the node's GPU/NIC matrix (not built yet)."""
+"""``clusterdiag topo``: the node's GPU/NIC matrix, as ``nvidia-smi topo -m`` shows it.
+
+Built from the PCI tree in sysfs and NVML's NVLink view, so it works where nvidia-smi is
+absent (captured trees, the simulator) and names the same classes where it is present.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+import time
+from pathlib import Path
+
 import click
 
-from .errors import UsageError
+TOPO_SOURCES = ("pci", "nvml", "infiniband")
 
 
 def register(cli: click.Group) -> None:
-    @cli.command("topo", context_settings={"ignore_unknown_options": True,
-                                           "allow_extra_args": True})
-    def topo() -> None:
-        """The node's GPU/NIC topology matrix (not built yet)."""
-        raise UsageError("topo: not built yet")
+    from .cli import _options, _setup, source_options
+
+    @cli.command("topo")
+    @source_options
+    @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+    @click.option("--budget", type=float, default=None, help="Seconds collecting may take.")
+    def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+             simulate: str | None, node: str | None, profile: str | None, level: str | None,
+             fmt: str, budget: float | None) -> None:
+        """The node's GPU/NIC topology matrix (X, NV#, PIX, PXB, PHB, NODE, SYS)."""
+        from ..reports.topo import build, nic_legend, render_rich, render_text
+        from .collect import SOURCES, collect_snapshot
+        from .errors import CollectError
+
+        config, env = _setup(config_path, root, kernel_log, simulate, node)
+        options = _options(config, level, profile, budget, None)
+        names = [n for n in TOPO_SOURCES if n in SOURCES]
+        snap = collect_snapshot(env, names, time.monotonic() + options.budget_s, options.level)
+        if snap.pci is None:
+            stats = snap.sources.get("pci")
+            raise CollectError(f"topo: PCI tree not read ({stats.error if stats else 'skipped'})")
+        matrix = build(snap)
+        if fmt == "json":
+            data = {"node": snap.node, "simulated": snap.simulated, **matrix.to_dict()}
+            sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        elif sys.stdout.isatty():
+            from rich.console import Console
+
+            console = Console()
+            console.print(render_rich(matrix))
+            if matrix.nics:
+                console.print("\nNIC Legend:\n\n" + nic_legend(matrix))
+        else:
+            sys.stdout.write(render_text(matrix))

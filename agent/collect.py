@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .collectors import host, kernel, nvml, pci
+from .collectors import allreduce, host, ib, kernel, nccl, nvml, pci
 from .model import Snapshot, SourceStats
 from .sources import SourceEnv
 
@@ -32,6 +32,10 @@ SOURCES: dict[str, SourceSpec] = {
     "pci": SourceSpec("pci", pci.collect, 3.0, counters=True),
     "nvml": SourceSpec("nvml", nvml.collect, 6.0, counters=True),
     "kernel_log": SourceSpec("kernel_log", kernel.collect, 3.0, counters=False),
+    "infiniband": SourceSpec("infiniband", ib.collect, 3.0, counters=True),
+    "nccl": SourceSpec("nccl", nccl.collect, 5.0, counters=False),
+    # Runs all_reduce_perf, and only when nccl.allreduce is planned (--level full).
+    "allreduce": SourceSpec("allreduce", allreduce.collect, 120.0, counters=False),
 }
 
 
@@ -44,6 +48,8 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
                      level: str = "quick") -> Snapshot:
     """Collect ``names`` into a Snapshot; never waits past ``deadline`` (monotonic)."""
     wanted = [n for n in SOURCES if n in set(names)]
+    for hook in env.before_sample:
+        hook()
     snap = Snapshot(node=env.node, taken_at=time.time(), simulated=env.simulated, level=level)
     results: dict[str, Any] = {}
     stats = {name: SourceStats() for name in wanted}

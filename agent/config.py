@@ -40,10 +40,14 @@ SCHEMA: dict[str, Any] = {
     "epilog": {
         "grace_s": (_NUM, 15.0),
         "drain": ((bool,), True),
+        "budget_s": (_NUM, 30.0),
+        "fail_closed": ((bool,), False),
     },
     "healthcheck": {
         "drain": ((bool,), True),
         "resume": ((bool,), True),
+        "budget_s": (_NUM, 40.0),
+        "fail_closed": ((bool,), False),
     },
     "agent": {
         "listen": ((str,), "127.0.0.1:9464"),
@@ -53,6 +57,24 @@ SCHEMA: dict[str, Any] = {
         "allow_unauthenticated": ((bool,), False),
         "tls_cert": (_OPT_STR, None),
         "tls_key": (_OPT_STR, None),
+        "refresh_min_interval_s": (_NUM, 10.0),
+    },
+    # Gathering many nodes and judging them together (reports/gather.py, cluster_checks/).
+    "cluster": {
+        "concurrency": ((int,), 256),
+        "connect_timeout_s": (_NUM, 3.0),
+        "read_timeout_s": (_NUM, 15.0),
+        "retries": ((int,), 1),
+        "token_file": (_OPT_STR, None),  # default: agent.token_file
+        "agent_url": ((str,), "http://{node}:9464"),
+        "remote_command": ((str,), "clusterdiag run --format json"),
+        "ssh_worker": ((str,), "ssh"),  # a ClusterShell worker: ssh, exec, rsh
+        "expected_trays_per_rack": ((int,), 18),
+        "racks": ((dict,), {}),  # rack name -> node set of its trays
+        "pinned": ((dict,), {}),  # driver, cuda, nccl, vbios, hca_firmware, kernel, clusterdiag
+        "outlier_mad_k": (_NUM, 6.0),
+        "outlier_min_nodes": ((int,), 5),
+        "outlier_min_delta": ((dict,), {}),  # metric -> the smallest excess worth a warning
     },
 }
 

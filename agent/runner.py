@@ -7,8 +7,9 @@ rates, profile resolution, and turning a check that raised into an ``error`` fin
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .. import checks as catalog
 from ..checks.detect import detect_profile
@@ -46,6 +47,8 @@ def plan(config: Config, options: RunOptions) -> tuple[list[CheckSpec], list[Fin
                       else "active test: runs at --level full")
         elif options.mode in spec.skip_in:
             reason = f"does not apply in the {options.mode}"
+        elif spec.active and options.mode == "agent":
+            reason = "active test: the agent never loads the GPUs (run it with clusterdiag run)"
         if reason:
             skipped.append(replace(Finding.skip("node", reason), check=spec.id))
         else:
@@ -80,6 +83,12 @@ def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
         return [replace(Finding.skip("node", f"NVML unavailable ({down}): see gpu.responsive"),
                         check=spec.id)]
     missing = [n for n in spec.needs if n in SOURCES and getattr(ctx.snapshot, n) is None]
+    never = [n for n in missing if n not in ctx.snapshot.sources]
+    if never:
+        # Only a saved snapshot lacks a source entirely: it was taken without (or before)
+        # that source, which says nothing about the node.
+        return [replace(Finding.skip("node", f"the snapshot has no {', '.join(never)} data"),
+                        check=spec.id)]
     if missing:
         why = "; ".join(f"{n}: {ctx.snapshot.sources[n].error or ctx.snapshot.sources[n].status}"
                         for n in missing if n in ctx.snapshot.sources)
@@ -119,8 +128,12 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
 
 
 def evaluate(snap: Snapshot, config: Config, options: RunOptions,
-             previous: Snapshot | None = None, started: float | None = None) -> NodeReport:
-    """Judge a snapshot: the same path for a live run and a saved snapshot re-read offline."""
+             previous: Snapshot | None = None, started: float | None = None,
+             history: Mapping[str, Any] | None = None) -> NodeReport:
+    """Judge a snapshot: the same path for a live run and a saved snapshot re-read offline.
+
+    ``history`` is the daemon's persisted state (events seen, sample times) for checks
+    that read ``ctx.history``; a one-shot run has none."""
     started = time.time() if started is None else started
     specs, findings = plan(config, options)
     profile, source, reason = resolve_profile(options.profile, snap)
@@ -128,6 +141,7 @@ def evaluate(snap: Snapshot, config: Config, options: RunOptions,
         ctx = CheckContext(
             snapshot=snap, profile=profile, level=options.level, mode=options.mode,
             now=time.time(), previous=previous, profile_source=source, profile_reason=reason,
+            history=history or {},
             params=config.check_params(spec.id, spec.params, profile.thresholds.get(spec.id)),
         )
         findings.extend(judge(spec, ctx))

@@ -8,9 +8,11 @@ collector or check knows which it got.
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +69,51 @@ def find_library(name: str) -> str | None:
     return ctypes.util.find_library(name)
 
 
+# Loads each library in a child process: a library's static initialisers run on load and
+# may hang or crash, and the agent must not keep a 400 MB library mapped for one number.
+_NCCL_PROBE = """
+import ctypes, json, sys
+out = {}
+for path in sys.argv[1:]:
+    try:
+        lib = ctypes.CDLL(path)
+        code = ctypes.c_int()
+        lib.ncclGetVersion.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        lib.ncclGetVersion.restype = ctypes.c_int
+        rc = lib.ncclGetVersion(ctypes.byref(code))
+        out[path] = [code.value, None] if rc == 0 else [None, f"ncclGetVersion returned {rc}"]
+    except (OSError, AttributeError) as exc:
+        out[path] = [None, str(exc).splitlines()[0][:200]]
+print(json.dumps(out))
+"""
+
+NcclVersions = dict[str, tuple[int | None, str | None]]
+
+
+def nccl_versions(paths: list[str], timeout_s: float) -> NcclVersions:
+    """``ncclGetVersion`` of each library, as NCCL_VERSION_CODE ints, within ``timeout_s``."""
+    try:
+        proc = subprocess.run([sys.executable, "-I", "-c", _NCCL_PROBE, *paths],
+                              capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, check=False, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return {p: (None, f"loading took longer than {timeout_s:g} s") for p in paths}
+    except OSError as exc:
+        return {p: (None, exc.strerror or str(exc)) for p in paths}
+    try:
+        answer = json.loads(proc.stdout)
+    except ValueError:
+        why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        return {p: (None, f"probe failed: {why[:200]}") for p in paths}
+    return {p: (answer[p][0], answer[p][1]) if p in answer else (None, "no answer")
+            for p in paths}
+
+
+def python_site_dirs() -> list[str]:
+    """Where this Python imports packages from: pip wheels of NCCL live there."""
+    return [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+
+
 def real_nvml() -> ModuleType:
     import pynvml
 
@@ -85,9 +132,14 @@ class SourceEnv:
     runner: CommandRunner = run_command
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     find_library: Callable[[str], str | None] = find_library
+    nccl_versions: Callable[[list[str], float], NcclVersions] = nccl_versions
+    python_site_dirs: Callable[[], list[str]] = python_site_dirs
     simulated: bool = False
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     kernel_lookback_s: float = 7200.0
+    # Called before each sample is collected: the simulator brings files that stand for
+    # moving hardware counters up to date (real sysfs files are live on their own).
+    before_sample: list[Callable[[], None]] = field(default_factory=list)
 
     def wants(self, check_id: str, key: str, default: Any = None) -> Any:
         return self.params.get(check_id, {}).get(key, default)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..agent.model import Snapshot
 from ..checks.finding import Finding, Status, worst
+from .facts import cluster_facts
 
 NODE_SCHEMA = "clusterdiag/node-report/v1"
 
@@ -80,8 +81,10 @@ def inventory(snap: Snapshot) -> dict[str, Any]:
                         "vbios": g.vbios} for g in snap.nvml.gpus]
     if snap.infiniband is not None:
         inv["hcas"] = [{"name": d.name, "firmware": d.fw_ver,
-                        "rate_gbps": [p.rate_gbps for p in d.ports]}
+                        "rate_gbps": [p.rate_gbps for p in d.ports],
+                        "role": d.role, "type": d.hca_type, "pci_bdf": d.pci_bdf}
                        for d in snap.infiniband]
     if snap.nccl is not None:
         inv["nccl"] = snap.nccl.version
+    inv.update(cluster_facts(snap))
     return inv

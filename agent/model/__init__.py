@@ -14,7 +14,7 @@ from .gpu import NvmlInfo
 from .host import HostInfo
 from .ib import IbDevice
 from .kernel import KernelLog
-from .nccl import NcclInfo
+from .nccl import AllreduceRun, NcclInfo
 from .pci import PciDevice
 
 SNAPSHOT_SCHEMA = "clusterdiag/snapshot/v1"
@@ -44,6 +44,7 @@ class Snapshot:
     kernel_log: KernelLog | None = None
     infiniband: list[IbDevice] | None = None
     nccl: NcclInfo | None = None
+    allreduce: AllreduceRun | None = None  # nccl-tests run, only when nccl.allreduce runs
     schema: str = SNAPSHOT_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

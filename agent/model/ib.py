@@ -1,8 +1,41 @@
-"""InfiniBand / RoCE devices and ports as /sys/class/infiniband shows them (DESIGN §8)."""
+"""InfiniBand / RoCE devices and ports as /sys/class/infiniband shows them (DESIGN §8).
+
+Values are as the kernel printed them, parsed but not judged. ``counters`` holds the IBA
+PortCounters under the kernel's file names, with the two data counters converted from
+4-octet words to bytes; ``saturated`` names the counters pinned at their maximum, which
+the IBA spec says stop there instead of wrapping: such a value is "at least this many",
+never a rate of zero.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+# Roles a device can have on the node; only "compute" devices are NCCL rails.
+ROLES = ("compute", "storage", "management", "unknown")
+
+# Width of each narrow PortCounters field (kernel sysfs.c PORT_PMA_ATTR; hardware.md §3.3).
+# The data and packet counters come from PortCountersExtended (64-bit) on every ConnectX,
+# so they have no practical maximum and are not listed.
+COUNTER_BITS: dict[str, int] = {
+    "symbol_error": 16,
+    "link_error_recovery": 8,
+    "link_downed": 8,
+    "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16,
+    "port_rcv_switch_relay_errors": 16,
+    "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8,
+    "port_rcv_constraint_errors": 8,
+    "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4,
+    "VL15_dropped": 16,
+    "port_xmit_wait": 32,
+}
+COUNTER_MAX: dict[str, int] = {name: (1 << bits) - 1 for name, bits in COUNTER_BITS.items()}
+
+# "Total number of data octets, divided by 4 (lanes)" (kernel ABI): bytes = value x 4.
+DATA_COUNTERS = ("port_xmit_data", "port_rcv_data")
 
 
 @dataclass
@@ -38,6 +71,13 @@ class IbDevice:
     board_id: str | None = None
     node_desc: str | None = None
     pci_bdf: str | None = None
+    role: str = "unknown"  # compute | storage | management | unknown (ROLES)
+    role_reason: str = ""
     excluded: bool = False  # not a compute rail: counters not read
+    numa_node: int | None = None
+    pcie_speed_gts: float | None = None
+    pcie_width: int | None = None
+    pcie_max_speed_gts: float | None = None
+    pcie_max_width: int | None = None
     ports: list[IbPort] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)

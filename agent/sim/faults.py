@@ -8,10 +8,38 @@ check and by nothing else, and every check that can fail has a kind that trips i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .hardware import Counter, SimGpu, SimNode
+from .ib_faults import (
+    counter_saturated,
+    firmware_mixed,
+    hca_missing,
+    link_downed,
+    link_layer_ethernet,
+    mlx5_health,
+    netdev_down,
+    pcie_degraded,
+    port_down,
+    port_polling,
+    rate_degraded,
+    rcv_errors,
+    sm_missing,
+    symbol_errors,
+    width_degraded,
+    xmit_wait,
+)
+from .nccl_faults import (
+    acs_enabled,
+    allreduce_slow,
+    conf,
+    iommu_translated,
+    memlock_low,
+    nccl_missing,
+    nic_wrong_numa,
+    peermem_missing,
+)
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 
@@ -28,6 +56,11 @@ class FaultKind:
     level: str = "quick"  # full: needs two samples (rate checks)
     options: tuple[str, ...] = ()  # optional keys
     profiles: tuple[str, ...] = ()  # platforms it makes sense on (empty: any with GPUs)
+    cluster: bool = False  # caught across nodes by a cluster.* check; the node alone passes
+    absent: bool = False  # left out of the cluster altogether (sim/cluster.py present)
+    # Check parameters the catching check needs (e.g. nccl.library require_host): a node
+    # without host NCCL is only a failure where config says NCCL must be on the host.
+    config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def _gpu(node: SimNode, fault: Mapping[str, Any]) -> SimGpu:
@@ -65,6 +98,9 @@ def _xid(node: SimNode, fault: Mapping[str, Any]) -> None:
             48: "An uncorrectable double bit error (DBE) has been detected on GPU in the "
                 "framebuffer at physAddr 0x12bac1c3e0 partition 2, subpartition 1."}
     message = text.get(code, "Unspecified error.")
+    if "at_s" in fault:  # a live event: NVML delivers it at that time, the log is not rewritten
+        node.xid_schedule.append((float(fault["at_s"]), gpu.index, code))
+        return
     node.kernel_lines.append(
         (age, f"NVRM: Xid (PCI:{pci}): {code}, pid=4242, name=python3, {message}"))
 
@@ -155,9 +191,37 @@ def _call_error(node: SimNode, fault: Mapping[str, Any]) -> None:
     _gpu(node, fault).call_errors[str(fault["function"])] = int(fault["error"])
 
 
+def _driver_version(node: SimNode, fault: Mapping[str, Any]) -> None:
+    node.driver_version = str(fault["version"])
+
+
+def _hca_firmware(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The whole node flashed to another release: consistent within it, odd among peers."""
+    for hca in node.hcas:
+        hca.fw_ver = str(fault.get("version", "28.42.1000"))
+
+
+def _rack_clique(node: SimNode, fault: Mapping[str, Any]) -> None:
+    for gpu in node.gpus:
+        if gpu.fabric is not None:
+            gpu.fabric.clique_id += 1
+
+
+def _serve(mode: str) -> Apply:
+    def apply(node: SimNode, fault: Mapping[str, Any]) -> None:
+        node.serve = mode
+    return apply
+
+
+def _left_out(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """Nothing to change: an absent tray is dropped from the cluster (sim/cluster.py
+    present), so no agent answers for it and its rack comes up one short."""
+
+
 _HGX = ("dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200")
 _NVL = ("gb200-nvl72", "gb300-nvl72")
 _NVLINK = (*_HGX, *_NVL)
+_IB = ("dgx-h100", "dgx-h200", "dgx-a100", "dgx-b200", *_NVL)  # InfiniBand compute HCAs
 
 FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("gpu_missing", "gpu.count", "fail", "reboot", "node", ("gpu",), _missing),
@@ -180,7 +244,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("recovery_action_pending", "gpu.recovery_action", "fail", "reset_gpu", "gpu{gpu}",
               ("gpu",), _field(230, 1)),
     FaultKind("xid", "gpu.xid", "fail", "reboot", "gpu{gpu}", ("gpu",), _xid,
-              options=("code", "age_s")),
+              options=("code", "age_s", "at_s")),
     FaultKind("thermal_slowdown", "gpu.clock_events", "fail", "investigate", "gpu{gpu}",
               ("gpu",), _set("clock_reasons", 0x40)),
     FaultKind("power_brake", "gpu.clock_events", "fail", "investigate", "gpu{gpu}", ("gpu",),
@@ -237,4 +301,72 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               _service_down("nvidia-imex.service"), profiles=_NVL),
     FaultKind("fabric_manager_down", "fabric.manager", "fail", "fix_config", "node", (),
               _service_down("nvidia-fabricmanager.service"), profiles=_HGX),
+    # InfiniBand/RoCE (sim/ib_faults.py): ``hca`` names the device, ``port`` defaults to 1.
+    FaultKind("hca_missing", "ib.hca_count", "fail", "reboot", "node", ("hca",), hca_missing,
+              profiles=_IB),
+    FaultKind("ib_port_down", "ib.port_state", "fail", "investigate", "{hca}/{port}",
+              ("hca",), port_down, options=("port",), profiles=_IB),
+    FaultKind("ib_port_polling", "ib.port_state", "fail", "reseat_cable", "{hca}/{port}",
+              ("hca",), port_polling, options=("port",), profiles=_IB),
+    FaultKind("ib_rate_degraded", "ib.rate", "fail", "reseat_cable", "{hca}/{port}",
+              ("hca",), rate_degraded, options=("port",), profiles=_IB),
+    FaultKind("ib_width_degraded", "ib.rate", "fail", "reseat_cable", "{hca}/{port}",
+              ("hca",), width_degraded, options=("port",), profiles=_IB),
+    FaultKind("ib_link_layer_ethernet", "ib.link_layer", "fail", "fix_config", "{hca}/{port}",
+              ("hca",), link_layer_ethernet, options=("port",), profiles=_HGX),
+    FaultKind("sm_missing", "ib.subnet_manager", "fail", "investigate", "{hca}/{port}",
+              ("hca",), sm_missing, options=("port",), profiles=_IB),
+    FaultKind("roce_netdev_down", "ib.port_state", "warn", "investigate", "{hca}/{port}",
+              ("hca",), netdev_down, options=("port",), profiles=_IB),
+    FaultKind("ib_symbol_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
+              ("hca",), symbol_errors, level="full", options=("port",), profiles=_IB),
+    FaultKind("ib_link_downed", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
+              ("hca",), link_downed, level="full", options=("port",), profiles=_IB),
+    FaultKind("ib_rcv_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
+              ("hca",), rcv_errors, level="full", options=("port",), profiles=_IB),
+    FaultKind("ib_counter_saturated", "ib.error_rate", "warn", "investigate", "{hca}/{port}",
+              ("hca",), counter_saturated, level="full", options=("port",), profiles=_IB),
+    FaultKind("ib_xmit_wait", "ib.congestion", "warn", "investigate", "{hca}/{port}",
+              ("hca",), xmit_wait, level="full", options=("port",), profiles=_IB),
+    FaultKind("nic_pcie_degraded", "ib.pcie_link", "fail", "investigate", "{hca}", ("hca",),
+              pcie_degraded, profiles=_IB),
+    FaultKind("mlx5_health_error", "ib.kernel_errors", "fail", "reboot", "{hca}", ("hca",),
+              mlx5_health, profiles=_IB),
+    FaultKind("peermem_missing", "nccl.gpudirect_rdma", "fail", "fix_config", "node", (),
+              peermem_missing, profiles=_IB),
+    FaultKind("acs_enabled", "nccl.acs", "fail", "fix_config", "gpu{gpu}", ("gpu",),
+              acs_enabled),
+    FaultKind("iommu_translated", "nccl.iommu", "fail", "fix_config", "node", (),
+              iommu_translated, profiles=_IB),
+    FaultKind("nic_wrong_numa", "nccl.gpu_nic_affinity", "warn", "investigate", "{hca}",
+              ("hca",), nic_wrong_numa, profiles=("dgx-h100", "dgx-h200", "dgx-a100",
+                                                  "dgx-b200")),
+    FaultKind("memlock_low", "nccl.host_limits", "fail", "fix_config", "node", (), memlock_low,
+              profiles=_IB),
+    FaultKind("nccl_missing", "nccl.library", "fail", "fix_config", "node", (), nccl_missing,
+              config={"nccl.library": {"require_host": True}}),
+    FaultKind("nccl_env_bad_hca", "nccl.env", "fail", "fix_config", "node", (),
+              conf("NCCL_IB_HCA", "=mlx5_0,mlx5_99"), options=("value",), profiles=_IB),
+    FaultKind("nccl_env_bad_ifname", "nccl.env", "fail", "fix_config", "node", (),
+              conf("NCCL_SOCKET_IFNAME", "eth0"), options=("value",)),
+    FaultKind("allreduce_slow", "nccl.allreduce", "fail", "investigate", "node", (),
+              allreduce_slow, level="full", profiles=_NVLINK),
+    FaultKind("nccl_ib_disabled", "nccl.env", "fail", "fix_config", "node", (),
+              conf("NCCL_IB_DISABLE", "1"), profiles=_IB),
+    FaultKind("hca_firmware_mixed", "ib.firmware", "warn", "fix_config", "{hca}", ("hca",),
+              firmware_mixed, options=("version",), profiles=_IB),
+    # Cluster-level kinds: each node passes alone; the cross-node view catches them.
+    FaultKind("driver_mismatch", "cluster.versions", "warn", "fix_config", "driver",
+              ("version",), _driver_version, cluster=True),
+    FaultKind("hca_firmware_mismatch", "cluster.versions", "warn", "fix_config",
+              "hca_firmware", (), _hca_firmware, options=("version",), cluster=True,
+              profiles=("dgx-h100", "dgx-h200", "dgx-b200", "dgx-a100", *_NVL)),
+    FaultKind("rack_clique_mismatch", "cluster.nvl_domain", "fail", "investigate",
+              "rack {rack}", (), _rack_clique, cluster=True, profiles=_NVL),
+    FaultKind("tray_missing", "cluster.nvl_domain", "fail", "investigate", "rack {rack}", (),
+              _left_out, cluster=True, absent=True, profiles=_NVL),
+    FaultKind("node_unreachable", "cluster.reachability", "fail", "investigate", "node", (),
+              _serve("unreachable"), cluster=True),
+    FaultKind("node_garbage", "cluster.reachability", "fail", "investigate", "node", (),
+              _serve("garbage"), cluster=True),
 )}

@@ -11,9 +11,14 @@ import hashlib
 import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...checks.profile import Profile
+from .host_nccl import SimNccl
 from .layout import LAYOUTS, Layout
+
+if TYPE_CHECKING:
+    from .ib import SimHca
 
 # NVML constants used by the state (values from nvml.h; hardware.md §1).
 REMOTE_SWITCH = 2
@@ -109,6 +114,12 @@ class SimNode:
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)
     rack: str | None = None
     nvswitch_bdfs: list[str] = field(default_factory=list)
+    hcas: list[SimHca] = field(default_factory=list)  # RDMA devices (sim/ib.py)
+    nccl: SimNccl = field(default_factory=SimNccl)  # NCCL host facts (sim/host_nccl.py)
+    # How the node's agent answers in a Fleet: ok | unreachable | garbage (non-JSON 200).
+    serve: str = "ok"
+    # NVML XID events nvmlEventSetWait delivers: (seconds after epoch, GPU index, code).
+    xid_schedule: list[tuple[float, int, int]] = field(default_factory=list)
 
     @property
     def nvml_gpus(self) -> list[SimGpu]:
@@ -189,4 +200,7 @@ def build_node(name: str, profile: Profile, rack: str | None = None,
                    nvswitch_bdfs=list(layout.nvswitch_bdfs))
     if profile.nvlinks_per_gpu:
         node.p2p = {(a.index, b.index): 0 for a in gpus for b in gpus if a.index < b.index}
+    from .ib import build_hcas  # sim/ib.py builds on this module's Counter
+
+    node.hcas = build_hcas(name, profile.name, profile.nic_pcie_gen, profile.nic_pcie_width)
     return node

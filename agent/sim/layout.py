@@ -42,6 +42,9 @@ class Layout:
     nvswitch_bdfs: tuple[str, ...]
     dmi_product: str
     host: HostLayout
+    # PCIe switch levels between a GPU and the switch it shares with its NIC: 2 on DGX
+    # A100, whose real topo shows PXB from each GPU to its NIC (hardware.md §4).
+    gpu_switch_levels: int = 1
 
 
 _H100_BUSES = ((0x1B, 0x18, "mlx5_0"), (0x43, 0x40, "mlx5_3"), (0x52, 0x4F, "mlx5_4"),
@@ -79,7 +82,7 @@ LAYOUTS: dict[str, Layout] = {
                        "DGXH200", _X86),
     "dgx-a100": Layout("NVIDIA A100-SXM4-80GB", 7, 80 * _GIB, "92.00.45.00.06",
                        "692-2G506-0210-002", "G506.0210.00.04", _A100_GPUS, _A100_SWITCHES,
-                       "DGXA100", _X86),
+                       "DGXA100", _X86, gpu_switch_levels=2),
     "dgx-b200": Layout("NVIDIA B200", 10, 180 * _GIB, "97.00.4B.00.01", "692-2G525-0220-000",
                        "G525.0220.00.03", _B200_GPUS, _B200_SWITCHES,
                        "DGXB200", _X86),
@@ -92,4 +95,87 @@ LAYOUTS: dict[str, Layout] = {
     "hgx-h100-pcie": Layout("NVIDIA H100 PCIe", 9, 80 * _GIB, "96.00.30.00.01",
                             "900-21010-0000-000", "G520.0210.00.03", _PCIE_GPUS, (),
                             "SYS-421GE-TNRT", _X86),
+}
+
+
+@dataclass(frozen=True)
+class HcaSlot:
+    """One RDMA device of a platform: where it sits and what it is for.
+
+    ``gpu_bdf`` is the GPU whose PCIe switch the NIC shares (None: its own root port).
+    ``model`` keys ``sim.ib.MODELS`` (identity strings as the real parts report them).
+    """
+
+    name: str
+    bdf: str
+    numa: int
+    role: str  # compute | storage: what the real machine uses it for
+    model: str
+    link_layer: str
+    width: int
+    speed: str  # per-lane speed name: NDR, HDR, XDR
+    netdev: str
+    gpu_bdf: str | None = None
+
+
+def _netdev(bdf: str, link_layer: str, multi_function: bool) -> str:
+    """systemd's predictable name: ``ibp24s0``, ``enP6p3s0f1np1`` (P<domain> when not 0)."""
+    domain, bus, rest = bdf.split(":")
+    slot, function = rest.split(".")
+    where = (f"P{int(domain, 16)}" if int(domain, 16) else "") + f"p{int(bus, 16)}s{int(slot, 16)}"
+    if link_layer == "InfiniBand":
+        return f"ib{where}"
+    return f"en{where}" + (f"f{function}np{function}" if multi_function else "np0")
+
+
+def _slot(name: str, bdf: str, numa: int, role: str, model: str, link_layer: str, width: int,
+          speed: str, gpu_bdf: str | None = None, multi_function: bool = False) -> HcaSlot:
+    return HcaSlot(name, bdf, numa, role, model, link_layer, width, speed,
+                   _netdev(bdf, link_layer, multi_function), gpu_bdf)
+
+
+def _hgx_hcas(model: str, speed: str, storage_model: str) -> tuple[HcaSlot, ...]:
+    """8 compute NICs under the GPUs' switches (DGX H100 guide ibdev names) plus two
+    dual-port storage cards, mlx5_1/2 and mlx5_7/8, the names the guide leaves free
+    (hardware.md §4: "storage CX-7 ports take mlx5_1/2/7/8"), as RoCE."""
+    compute = tuple(_slot(slot.ibdev or "", slot.nic_bdf or "", slot.numa, "compute", model,
+                          "InfiniBand", 4, speed, slot.bdf)
+                    for slot in _H100_GPUS)
+    storage = tuple(_slot(name, bdf, numa, "storage", storage_model, "Ethernet", 4, speed,
+                          multi_function=True)
+                    for name, bdf, numa in (("mlx5_1", "0000:2a:00.0", 0),
+                                            ("mlx5_2", "0000:2a:00.1", 0),
+                                            ("mlx5_7", "0000:aa:00.0", 1),
+                                            ("mlx5_8", "0000:aa:00.1", 1)))
+    return compute + storage
+
+
+def _tray_hcas(model: str, speed: str, under_gpu: bool = False) -> tuple[HcaSlot, ...]:
+    """GB200 tray: 4 compute NICs at domains 0000/0002/0010/0012, SYS to every GPU, and 2
+    dual-port BlueField-3 at 0006/0016 (Mission Control N-S network guide, hardware.md §4).
+    GB300 (``under_gpu``): each B300 hangs off its ConnectX-8's built-in PCIe switch, so
+    the NIC sits in its GPU's domain (hardware.md §4, unverified: provisional)."""
+    places = (("mlx5_0", "0000", 0), ("mlx5_1", "0002", 0), ("mlx5_4", "0010", 1),
+              ("mlx5_5", "0012", 1))
+    compute = tuple(
+        _slot(name, f"{gpu.bdf[:4]}:02:00.0" if under_gpu else f"{domain}:03:00.0", numa,
+              "compute", model, "InfiniBand", 4, speed, gpu.bdf if under_gpu else None)
+        for (name, domain, numa), gpu in zip(places, _NVL72_GPUS, strict=True))
+    dpus = tuple(_slot(name, bdf, numa, "storage", "bf3", "Ethernet", 2, "NDR",
+                       multi_function=True)
+                 for name, bdf, numa in (("mlx5_2", "0006:03:00.0", 0),
+                                         ("mlx5_3", "0006:03:00.1", 0),
+                                         ("mlx5_6", "0016:03:00.0", 1),
+                                         ("mlx5_7", "0016:03:00.1", 1)))
+    return compute + dpus
+
+
+# Per profile; a profile not listed has no RDMA devices (PCIe-card servers vary by vendor).
+HCA_LAYOUTS: dict[str, tuple[HcaSlot, ...]] = {
+    "dgx-h100": _hgx_hcas("cx7", "NDR", "cx7"),
+    "dgx-h200": _hgx_hcas("cx7", "NDR", "cx7"),
+    "dgx-b200": _hgx_hcas("cx7", "NDR", "bf3"),
+    "dgx-a100": _hgx_hcas("cx6", "HDR", "cx6"),
+    "gb200-nvl72": _tray_hcas("cx7", "NDR"),
+    "gb300-nvl72": _tray_hcas("cx8", "XDR", under_gpu=True),
 }

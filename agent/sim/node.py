@@ -15,9 +15,11 @@ from ..errors import UsageError
 from ..sources import CommandResult, SourceEnv
 from .faults import FAULTS
 from .hardware import SimNode, build_node
+from .host_nccl import allreduce_output, versions
 from .nvml import build_module
 from .spec import ClusterSpec, NodeSpec, load_spec
 from .tree import write_tree
+from .tree_ib import refresh_counters
 
 
 def build(spec: NodeSpec) -> SimNode:
@@ -45,6 +47,8 @@ def command_runner(node: SimNode) -> Any:
             return CommandResult(argv, 0, "\n".join(blocks))
         if program == "timedatectl":
             return CommandResult(argv, 0, "yes\n")
+        if program == "all_reduce_perf" and allreduce_output(node) is not None:
+            return CommandResult(argv, 0, allreduce_output(node) or "")
         return CommandResult(argv, None, error=f"{program}: not found")
 
     return run
@@ -64,9 +68,11 @@ def make_root(node: SimNode) -> Path:
 def env_for(spec: NodeSpec) -> SourceEnv:
     node = build(spec)
     module = build_module(node)
-    return SourceEnv(node=spec.name, root=make_root(node), nvml=lambda: module,
+    root = make_root(node)
+    return SourceEnv(node=spec.name, root=root, nvml=lambda: module,
                      runner=command_runner(node), environ={}, find_library=lambda name: None,
-                     simulated=True)
+                     simulated=True, before_sample=[lambda: refresh_counters(node, root)],
+                     nccl_versions=versions(root), python_site_dirs=list)
 
 
 def pick(cluster: ClusterSpec, name: str | None) -> NodeSpec:

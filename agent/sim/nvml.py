@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import signal
 import threading
+import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -423,4 +424,53 @@ def build_module(node: SimNode) -> types.ModuleType:
     def nvmlDeviceGetSupportedEventTypes(gpu: SimGpu) -> int:
         return int(pynvml.nvmlEventTypeXidCriticalError)
 
+    _add_events(mod, node, state)
     return mod
+
+
+class _EventSet:
+    """Which GPUs registered for XID events, and how many scheduled events it delivered."""
+
+    def __init__(self) -> None:
+        self.gpus: set[int] = set()
+        self.delivered: set[int] = set()
+
+
+def _add_events(mod: types.ModuleType, node: SimNode, state: dict[str, int]) -> None:
+    """nvmlEventSetWait delivers the node's ``xid_schedule`` as real NVML does: each event
+    once per event set, blocking up to the timeout, NVML_ERROR_TIMEOUT when none is due."""
+
+    def nvmlEventSetCreate() -> _EventSet:
+        if not state["init"]:
+            _raise(pynvml.NVML_ERROR_UNINITIALIZED)
+        return _EventSet()
+
+    def nvmlDeviceRegisterEvents(handle: _Handle, types_mask: int, event_set: _EventSet) -> None:
+        if handle.gpu.lost is not None:
+            _raise(handle.gpu.lost)
+        if types_mask & pynvml.nvmlEventTypeXidCriticalError:
+            event_set.gpus.add(handle.gpu.index)
+
+    def nvmlEventSetWait_v2(event_set: _EventSet, timeout_ms: int) -> Any:
+        limit = time.time() + timeout_ms / 1000.0
+        pending = sorted((node.epoch + at, n) for n, (at, gpu, _) in enumerate(node.xid_schedule)
+                         if gpu in event_set.gpus and n not in event_set.delivered)
+        if not pending or pending[0][0] > limit:
+            time.sleep(max(0.0, limit - time.time()))
+            _raise(pynvml.NVML_ERROR_TIMEOUT)
+        due, n = pending[0]
+        time.sleep(max(0.0, due - time.time()))
+        event_set.delivered.add(n)
+        _, index, code = node.xid_schedule[n]
+        gpu = next(g for g in node.gpus if g.index == index)
+        return types.SimpleNamespace(device=_Handle(gpu), eventType=int(
+            pynvml.nvmlEventTypeXidCriticalError), eventData=code, gpuInstanceId=0xFFFFFFFF,
+            computeInstanceId=0xFFFFFFFF)
+
+    def nvmlEventSetFree(event_set: _EventSet) -> None:
+        event_set.gpus.clear()
+
+    for func in (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2,
+                 nvmlEventSetFree):
+        setattr(mod, func.__name__, func)
+    mod.nvmlEventSetWait = nvmlEventSetWait_v2

@@ -16,6 +16,7 @@ from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 from ...checks.profile import UnknownProfileError, load_profile
 from ..errors import UsageError
 from .faults import FAULTS
+from .ib_faults import hca_problem
 from .layout import LAYOUTS
 
 _NODE_KEYS = {"names", "profile", "rack", "clique"}
@@ -121,4 +122,17 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
                                   f"NVLink {fault['link']}")
         if kind.profiles and node.profile not in kind.profiles:
             raise _bad(where, f"fault {kind.kind}: does not apply to {node.profile} ({name})")
+        if "hca" in fault:
+            problem = hca_problem(kind.kind, node.profile, str(fault["hca"]),
+                                  _int(fault.get("port", 1)))
+            if problem:
+                raise _bad(where, f"fault {kind.kind}: {name}: {problem}")
         node.faults.append(dict(fault))
+
+
+def _int(value: Any) -> int:
+    """A port number as the spec wrote it; -1 (no such port) when it is not a number."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1

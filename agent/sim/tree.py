@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from .hardware import SimNode
+from .host_nccl import write_nccl_tree
+from .tree_ib import write_ib_tree
 
 _GPU_CLASS, _NIC_CLASS, _SWITCH_CLASS, _BRIDGE_CLASS = "0x030200", "0x020700", "0x068000", \
     "0x060400"
@@ -92,10 +94,12 @@ def _write_config(path: Path, acs_ctrl: int) -> None:
 
 
 
-def gpu_chain(bdf: str, nic_bdf: str | None) -> list[str]:
-    """Root port, switch upstream port, downstream port above a GPU (PXB to its NIC)."""
+def gpu_chain(bdf: str, nic_bdf: str | None, levels: int = 1) -> list[str]:
+    """Root port, switch upstream port, downstream port above a GPU (PIX to its NIC); with
+    two switch levels, a second switch between them (PXB to its NIC)."""
     first = bdf if nic_bdf is None else min(bdf, nic_bdf)
-    return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", f"{_bus(bdf, -1)}:00.0"]
+    leaf = [f"{_bus(bdf, -2)}:00.0"] if levels > 1 else []
+    return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", *leaf, f"{_bus(bdf, -1)}:00.0"]
 
 
 def nic_chain(nic_bdf: str, gpu_bdf: str) -> list[str]:
@@ -109,18 +113,17 @@ def write_tree(node: SimNode, root: Path) -> None:
     for gpu in node.gpus:
         slot = layout.gpus[gpu.index]
         cpulist = layout.host.cpulists[slot.numa]
-        pci.add(gpu_chain(gpu.bdf, slot.nic_bdf), gpu.bdf, "0x10de", "0x2330", _GPU_CLASS,
-                slot.numa, cpulist, gpu.pcie_gen, gpu.pcie_width, "nvidia",
-                profile.gpu_pcie_gen, profile.gpu_pcie_width)
-        if slot.nic_bdf:
-            pci.add(nic_chain(slot.nic_bdf, gpu.bdf), slot.nic_bdf, "0x15b3", "0x1021",
-                    _NIC_CLASS, slot.numa, cpulist, profile.nic_pcie_gen or 5,
-                    profile.nic_pcie_width or 16, "mlx5_core")
+        chain = gpu_chain(gpu.bdf, slot.nic_bdf, layout.gpu_switch_levels)
+        pci.add(chain, gpu.bdf, "0x10de", "0x2330", _GPU_CLASS, slot.numa, cpulist,
+                gpu.pcie_gen, gpu.pcie_width, "nvidia", profile.gpu_pcie_gen,
+                profile.gpu_pcie_width)
     for i, bdf in enumerate(node.nvswitch_bdfs):
         pci.add([f"{_bus(bdf, -2)}:01.0", f"{_bus(bdf, -1)}:00.0"], bdf, "0x10de", "0x22a3",
                 _SWITCH_CLASS, 0 if i < len(node.nvswitch_bdfs) / 2 else 1,
                 layout.host.cpulists[0], 4, 2, "nvidia")
+    write_ib_tree(node, root, pci, nic_chain)  # the NICs, their RDMA devices and netdevs
     _write_host(node, root)
+    write_nccl_tree(node, root)  # after the PCI tree: it sets bridges' ACS bits
 
 
 def _write_host(node: SimNode, root: Path) -> None:

@@ -52,8 +52,8 @@ def test_a_fail_exits_1(tmp_path: Path) -> None:
     (("run", "--level", "slow"), "Invalid value for '--level'"),
     (("checks", "explain", "gpu.nope"), "unknown check"),
     (("profiles", "show", "nope"), "unknown profile"),
-    (("agent",), "not built yet"),
-    (("demo",), "not built yet"),
+    (("agent", "--listen", "0.0.0.0:9464"), "refusing to listen on 0.0.0.0:9464"),
+    (("demo", "--spec", "/nonexistent/spec.yaml"), "--spec /nonexistent/spec.yaml: no such file"),
 ])
 def test_usage_and_config_errors_exit_2_in_one_line(args: tuple[str, ...], needle: str) -> None:
     proc = run_cli(*args)

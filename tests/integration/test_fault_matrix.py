@@ -9,23 +9,33 @@ from clusterdiag import checks
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.runner import RunOptions, run_node
 from clusterdiag.agent.sim.faults import FAULTS, FaultKind
+from clusterdiag.agent.sim.ib_faults import example_hca
 from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.checks.finding import Status
+from clusterdiag.reports.cluster_checks import CATALOG as CLUSTER_CATALOG
 from clusterdiag.reports.node import NodeReport
 
 # The families whose failures the simulator must be able to produce.
-SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.")
+SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.", "ib.", "nccl.")
 # Checks that only report on the run itself and have nothing to trip.
 NOT_FAULTS = {"host.profile"}
 
 
-def _run(profile: str, faults: list[dict[str, object]], level: str) -> NodeReport:
+def _run(profile: str, faults: list[dict[str, object]], level: str,
+         config: Config | None = None) -> NodeReport:
     env = env_for(NodeSpec("n1", profile, rack="rack1" if "nvl72" in profile else None,
                            faults=faults))
     options = RunOptions(level=level, profile=profile, budget_s=20, full_interval_s=1.2)
-    return run_node(env, Config(), options)
+    return run_node(env, config or Config(), options)
+
+
+def _config_for(kind: FaultKind) -> Config:
+    """Default settings plus the check parameters the kind needs to be caught."""
+    config = Config()
+    config.data["checks"] = {check: dict(params) for check, params in kind.config.items()}
+    return config
 
 
 @pytest.mark.parametrize("profile", sorted(LAYOUTS))
@@ -43,17 +53,33 @@ def _profile_for(kind: FaultKind) -> str:
 
 def _fault(kind: FaultKind) -> dict[str, object]:
     fault: dict[str, object] = {"node": "n1", "kind": kind.kind}
-    defaults = {"gpu": 3, "link": 7, "function": "nvmlDeviceGetTemperature", "error": 999}
+    defaults: dict[str, object] = {"gpu": 3, "link": 7, "version": "550.54.15",
+                                   "function": "nvmlDeviceGetTemperature", "error": 999}
+    if "hca" in kind.keys:  # an HCA the kind applies to on its profile, on port 1
+        defaults["hca"] = example_hca(_profile_for(kind), kind.kind)
+        if "port" in kind.options:
+            fault["port"] = 1
     for key in kind.keys:
         fault[key] = defaults[key]
     return fault
 
 
-@pytest.mark.parametrize("kind", sorted(FAULTS), ids=str)
+@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items() if f.cluster), ids=str)
+def test_cluster_fault_leaves_the_node_alone_passing(kind: str) -> None:
+    """A cluster-level kind is invisible to the node's own checks (the cluster matrix,
+    test_cluster_fault_matrix.py, shows the cross-node check catching it)."""
+    spec = FAULTS[kind]
+    report = _run(_profile_for(spec), [_fault(spec)], spec.level, _config_for(spec))
+    bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
+    assert not bad, f"{kind} tripped node checks: {bad}"
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items() if not f.cluster),
+                         ids=str)
 def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
     spec = FAULTS[kind]
     fault = _fault(spec)
-    report = _run(_profile_for(spec), [fault], spec.level)
+    report = _run(_profile_for(spec), [fault], spec.level, _config_for(spec))
     component = spec.component.format(**fault)
     bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
     hits = [f for f in bad if f.check == spec.check]
@@ -67,7 +93,8 @@ def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
 
 def test_every_fault_kind_names_a_registered_check() -> None:
     for kind in FAULTS.values():
-        assert kind.check in checks.REGISTRY, kind
+        catalog = CLUSTER_CATALOG if kind.cluster else checks.REGISTRY
+        assert kind.check in catalog, kind
 
 
 def test_every_check_that_can_fail_has_a_fault_that_trips_it() -> None:

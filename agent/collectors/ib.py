@@ -1,0 +1,144 @@
+"""The InfiniBand/RoCE source: every device in /sys/class/infiniband, its ports, its role.
+
+Counters are read only for compute devices. On DGX/GB200-class systems reading the
+PMA counters of a firmware-restricted function makes mlx5 send ACCESS_REG commands that
+fail and flood the kernel log (node_exporter#3434, gpud#1164; hardware.md §3.3), and a
+storage or management port's counters say nothing about NCCL's rails anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ..model import SourceStats
+from ..model.ib import IbDevice
+from ..model.pci import NVIDIA_VENDOR
+from ..sources import SourceEnv
+from ..sysfs import FileCounter, list_dir, parse_int, read_int, read_text, under
+from .ib_port import read_port
+from .ib_role import Candidate, decide
+
+_BDF_LEN = len("0000:00:00.0")
+_DEVICE_FILES = ("fw_ver", "node_guid", "sys_image_guid", "hca_type", "board_id", "node_desc")
+_GPU_CLASSES = (0x0300, 0x0302)
+# "Optional" device files: absent on some drivers (hfi1 has no hca_type), not a fault.
+_OPTIONAL = frozenset({"hca_type", "node_desc", "sys_image_guid"})
+
+
+def pci_path(device_link: Path) -> tuple[str, ...]:
+    """The bdfs along the resolved ``device`` link, root port first; () when unresolved."""
+    if not device_link.exists():
+        return ()
+    real = os.path.realpath(device_link)
+    return tuple(p for p in real.split("/")
+                 if len(p) == _BDF_LEN and p[4] == ":" and p[7] == ":")
+
+
+def gpu_paths(root: Path, counter: FileCounter) -> list[tuple[str, ...]]:
+    """PCI paths of the NVIDIA GPUs (class 0x0300/0x0302) under ``root``."""
+    devices = under(root, "/sys/bus/pci/devices")
+    paths = []
+    for bdf in list_dir(devices):
+        vendor, _ = read_int(devices / bdf / "vendor", counter, 16)
+        if vendor != NVIDIA_VENDOR:
+            continue
+        pci_class, _ = read_int(devices / bdf / "class", counter, 16)
+        if pci_class is not None and (pci_class >> 8) in _GPU_CLASSES:
+            paths.append(pci_path(devices / bdf))
+    return paths
+
+
+def _speed_gts(text: str | None) -> float | None:
+    try:
+        return float(text.split()[0]) if text else None
+    except ValueError:
+        return None
+
+
+def _read_pci(dev: IbDevice, device_dir: Path, counter: FileCounter) -> None:
+    """NUMA node and PCIe link of the device's PCI function (generic PCI sysfs)."""
+    dev.numa_node, _ = read_int(device_dir / "numa_node", counter, 10)
+    for attr, name in (("pcie_speed_gts", "current_link_speed"),
+                       ("pcie_max_speed_gts", "max_link_speed")):
+        text, reason = read_text(device_dir / name, counter)
+        value = _speed_gts(text)
+        if value is None:
+            dev.unknown[name] = reason or f"garbage {(text or '')[:40]!r}"
+        setattr(dev, attr, value)
+    for attr, name in (("pcie_width", "current_link_width"), ("pcie_max_width", "max_link_width")):
+        value, reason = read_int(device_dir / name, counter, 10)
+        if value is None:
+            dev.unknown[name] = reason or "unreadable"
+        setattr(dev, attr, value)
+
+
+def read_device(base: Path, counter: FileCounter) -> tuple[IbDevice, tuple[str, ...]]:
+    """Identity and PCI facts of one device (no ports yet) and its PCI path."""
+    dev = IbDevice(name=base.name)
+    for name in _DEVICE_FILES:
+        text, reason = read_text(base / name, counter)
+        if text is None and not (name in _OPTIONAL and reason == "missing"):
+            dev.unknown[name] = reason or "unreadable"
+        setattr(dev, name, text or None)
+    path = pci_path(base / "device")
+    if path:
+        dev.pci_bdf = path[-1].lower()
+        _read_pci(dev, base / "device", counter)
+    else:
+        dev.unknown["pci_bdf"] = "no device link to a PCI function"
+    return dev, path
+
+
+def _port_numbers(base: Path, dev: IbDevice) -> list[int]:
+    numbers = []
+    for name in list_dir(base / "ports"):
+        value, _ = parse_int(name, 10)
+        if value is None:
+            dev.unknown[f"ports/{name}"] = "not a port number"
+        else:
+            numbers.append(value)
+    return sorted(numbers)
+
+
+def _wanted(env: SourceEnv, key: str) -> list[str]:
+    value = env.wants("ib.hca_count", key, [])
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevice]:
+    counter = FileCounter()
+    class_dir = under(env.root, "/sys/class/infiniband")
+    found: list[tuple[IbDevice, Path, tuple[str, ...]]] = []
+    for name in list_dir(class_dir):
+        dev, path = read_device(class_dir / name, counter)
+        found.append((dev, class_dir / name, path))
+    if not found:
+        stats.files_read += counter.count
+        return []
+    # Ports are read twice in the worst case (link layer for the role, then the rest):
+    # the link layer alone is one small file per port.
+    cands = []
+    for dev, base, path in found:
+        layers = []
+        for number in _port_numbers(base, dev):
+            text, _ = read_text(base / "ports" / str(number) / "link_layer", counter)
+            layers.append(text if text in ("InfiniBand", "Ethernet") else None)
+        cands.append(Candidate(dev.name, dev.node_guid, dev.hca_type, path, tuple(layers)))
+    roles = decide(cands, gpu_paths(env.root, counter), _wanted(env, "compute_hcas"),
+                   _wanted(env, "storage_hcas"), _wanted(env, "management_hcas"))
+    devices = []
+    for dev, base, _ in found:
+        role = roles[dev.name]
+        dev.role, dev.role_reason = role.role, role.reason
+        dev.excluded = role.role != "compute"
+        if time.monotonic() > deadline:
+            dev.unknown["ports"] = "not read: the source's deadline passed"
+        else:
+            dev.ports = [read_port(env.root, base, n, not dev.excluded, counter)
+                         for n in _port_numbers(base, dev)]
+        devices.append(dev)
+    stats.files_read += counter.count
+    stats.calls += len(devices)
+    return devices

@@ -1,0 +1,178 @@
+"""Host facts that decide whether NCCL gets GPUDirect RDMA and its memory: the peer-memory
+module or dma-buf prerequisites, the IOMMU mode, locked-memory limits, /dev/shm, logind.
+
+Sources: hardware.md §6.3-6.5 (NCCL net_ib/gdr.cc peer-memory paths, driver flavour line,
+kernel ABI sysfs-kernel-iommu_groups, NCCL troubleshooting for memlock/shm/RemoveIPC).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from pathlib import Path
+
+from ..model.nccl import Gpudirect, HostLimits, Iommu, MemlockSource
+from ..sysfs import FileCounter, list_dir, read_text, under
+
+# The files NCCL itself tests for a peer-memory client (transport/net_ib/gdr.cc).
+PEERMEM_FILES = ("/sys/kernel/mm/memory_peers/nv_mem/version",
+                 "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+                 "/sys/module/nvidia_peermem/version")
+_IOMMU_PARAMS = ("intel_iommu=", "amd_iommu=", "iommu=", "iommu.passthrough=", "iommu.strict=")
+_UNLIMITED = ("unlimited", "infinity", "-1")
+_SIZE = re.compile(r"^(\d+)([kmgtKMGT%]?)$")
+
+
+def read_gpudirect(root: Path, counter: FileCounter) -> Gpudirect:
+    info = Gpudirect()
+    for path in PEERMEM_FILES:
+        if under(root, path).is_file():
+            info.peermem = path
+            break
+    info.kernel_release, _ = read_text(under(root, "/proc/sys/kernel/osrelease"), counter)
+    text, _ = read_text(under(root, "/proc/driver/nvidia/version"), counter)
+    if text:
+        info.driver_line = text.splitlines()[0].strip()
+        info.driver_open = "Open Kernel Module" in info.driver_line
+    return info
+
+
+def read_iommu(root: Path, counter: FileCounter) -> Iommu:
+    info = Iommu()
+    cmdline, _ = read_text(under(root, "/proc/cmdline"), counter)
+    info.cmdline = [w for w in (cmdline or "").split() if w.startswith(_IOMMU_PARAMS)]
+    info.units = list_dir(under(root, "/sys/class/iommu"))
+    groups = under(root, "/sys/kernel/iommu_groups")
+    for group in list_dir(groups):
+        kind, _ = read_text(groups / group / "type", counter)
+        if kind:
+            info.group_types[group] = kind
+        for bdf in list_dir(groups / group / "devices"):
+            info.device_groups[bdf] = group
+    return info
+
+
+def parse_limits_file(text: str) -> tuple[int | None, str | None]:
+    """The soft ``Max locked memory`` of a /proc/<pid>/limits file, -1 for unlimited."""
+    for line in text.splitlines():
+        if line.startswith("Max locked memory"):
+            soft = (line[len("Max locked memory"):].split() or [""])[0]
+            if soft in _UNLIMITED:
+                return -1, None
+            return (int(soft), None) if soft.isdecimal() else (None, f"garbage {soft!r}")
+    return None, "no Max locked memory line"
+
+
+def parse_limits_conf(text: str, where: str) -> list[MemlockSource]:
+    """``memlock`` entries of a pam_limits file (domain type item value; value in KiB)."""
+    entries = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        words = raw.split("#", 1)[0].split()
+        if len(words) != 4 or words[2] != "memlock":
+            continue
+        value = words[3]
+        limit = -1 if value in _UNLIMITED else int(value) * 1024 if value.isdecimal() else None
+        entries.append(MemlockSource(f"{where}:{lineno}", limit, " ".join(words)))
+    return entries
+
+
+def _memlock(root: Path, counter: FileCounter) -> list[MemlockSource]:
+    sources: list[MemlockSource] = []
+    text, reason = read_text(under(root, "/proc/self/limits"), counter)
+    limit = None
+    if text is not None:
+        limit, reason = parse_limits_file(text)
+    sources.append(MemlockSource("/proc/self/limits", limit, reason))
+    # Jobs are children of slurmd: without limit propagation they inherit its limits.
+    pid, _ = read_text(under(root, "/run/slurmd.pid"), counter)
+    if pid and pid.isdecimal():
+        text, reason = read_text(under(root, f"/proc/{pid}/limits"), counter)
+        limit = parse_limits_file(text)[0] if text else None
+        sources.append(MemlockSource(f"/proc/{pid}/limits (slurmd)", limit, reason))
+    conf = [under(root, "/etc/security/limits.conf"),
+            *sorted(Path(p) for p in glob.glob(str(under(root, "/etc/security/limits.d/*.conf"))))]
+    for path in conf:
+        text, _ = read_text(path, counter)
+        if text:
+            shown = "/" + os.path.relpath(path, root) if root != Path("/") else str(path)
+            sources.extend(parse_limits_conf(text, shown))
+    return sources
+
+
+def _size_bytes(option: str, mem_total: int | None) -> int | None:
+    match = _SIZE.match(option)
+    if not match:
+        return None
+    number, unit = int(match.group(1)), match.group(2).lower()
+    if unit == "%":
+        return mem_total * number // 100 if mem_total else None
+    return number << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[unit]
+
+
+def _mem_total(root: Path, counter: FileCounter) -> int | None:
+    text, _ = read_text(under(root, "/proc/meminfo"), counter)
+    for line in (text or "").splitlines():
+        words = line.split()
+        if words[:1] == ["MemTotal:"] and len(words) > 1 and words[1].isdecimal():
+            return int(words[1]) * 1024
+    return None
+
+
+def _shm(root: Path, counter: FileCounter, limits: HostLimits) -> None:
+    if root == Path("/"):
+        try:
+            vfs = os.statvfs("/dev/shm")
+        except OSError:
+            pass
+        else:
+            limits.shm_bytes, limits.shm_source = vfs.f_frsize * vfs.f_blocks, "statvfs"
+            return
+    text, _ = read_text(under(root, "/proc/mounts"), counter)
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == "/dev/shm":
+            sizes = [o[5:] for o in fields[3].split(",") if o.startswith("size=")]
+            mem_total = _mem_total(root, counter)
+            if sizes:
+                limits.shm_bytes = _size_bytes(sizes[-1], mem_total)
+                limits.shm_source = f"/proc/mounts size={sizes[-1]}"
+            elif fields[2] == "tmpfs" and mem_total:
+                limits.shm_bytes, limits.shm_source = mem_total // 2, "tmpfs default (half of RAM)"
+            return
+    limits.shm_source = "/dev/shm not mounted"
+
+
+def _remove_ipc(root: Path, counter: FileCounter, limits: HostLimits) -> None:
+    files = [under(root, "/etc/systemd/logind.conf")]
+    for pattern in ("/usr/lib/systemd/logind.conf.d/*.conf", "/run/systemd/logind.conf.d/*.conf",
+                    "/etc/systemd/logind.conf.d/*.conf"):
+        files.extend(sorted(Path(p) for p in glob.glob(str(under(root, pattern)))))
+    for path in files:
+        text, _ = read_text(path, counter)
+        for line in (text or "").splitlines():
+            key, _, value = line.strip().partition("=")
+            if key.strip() == "RemoveIPC":
+                limits.remove_ipc = value.strip().lower() in ("yes", "true", "1", "on")
+                limits.remove_ipc_source = "/" + os.path.relpath(path, root)
+    if limits.remove_ipc is None and under(root, "/run/systemd/system").is_dir():
+        limits.remove_ipc, limits.remove_ipc_source = True, "systemd default"
+
+
+def _propagation(root: Path, counter: FileCounter, limits: HostLimits) -> None:
+    for conf in ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"):
+        text, _ = read_text(under(root, conf), counter)
+        if text is None:
+            continue
+        found = [line.split("#", 1)[0].strip() for line in text.splitlines()
+                 if line.strip().lower().startswith("propagateresourcelimits")]
+        limits.propagate_limits = "; ".join(found) or "PropagateResourceLimits=ALL (default)"
+        return
+
+
+def read_limits(root: Path, counter: FileCounter) -> HostLimits:
+    limits = HostLimits(memlock=_memlock(root, counter))
+    _shm(root, counter, limits)
+    _remove_ipc(root, counter, limits)
+    _propagation(root, counter, limits)
+    return limits

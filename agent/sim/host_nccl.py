@@ -1,0 +1,140 @@
+"""The NCCL side of a simulated node: its host library, settings files, driver flavour,
+peer-memory module, IOMMU, ACS bits, job limits and logind — as files under the root.
+
+A healthy node is what a well-run DGX is: host NCCL present, nvidia_peermem loaded, open
+driver modules, IOMMU off, ACS redirect off, memlock unlimited, RemoveIPC=no. The library
+"loads" through :func:`versions`, which answers from this state and never from the host.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..sources import NcclVersions
+
+if TYPE_CHECKING:
+    from .hardware import SimNode
+
+LIBRARY = "libnccl.so.2"
+_MARK = "simulated libnccl "
+ACS_CTRL_OFFSET = 0x106  # the ACS capability the sim writes at 0x100 (tree._write_config)
+
+
+@dataclass
+class SimNccl:
+    library_version: str | None = "2.23.4"  # None: NCCL only in the job containers
+    conf: dict[str, str] = field(default_factory=dict)  # /etc/nccl.conf
+    driver_open: bool = True
+    iommu_translated: bool = False
+    acs_gpus: list[int] = field(default_factory=list)  # GPUs whose switch port redirects
+    memlock_conf_kib: int | None = None  # limits.conf memlock; None = unlimited
+    remove_ipc: bool = False
+    allreduce_busbw_gbps: float | None = None  # nccl-tests installed, and what it measures
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _code(version: str) -> int:
+    major, minor, patch = (int(p) for p in version.split("."))
+    return major * 10000 + minor * 100 + patch
+
+
+def versions(root: Path) -> Callable[[list[str], float], NcclVersions]:
+    """A stand-in for loading libraries: reads the version the simulated file carries."""
+    def load(paths: list[str], timeout_s: float) -> NcclVersions:
+        answers: NcclVersions = {}
+        for path in paths:
+            try:
+                text = Path(path).read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                answers[path] = (None, f"{path}: cannot open shared object file: {exc}")
+                continue
+            inside = os.path.realpath(path).startswith(os.path.realpath(root))
+            if inside and text.startswith(_MARK):
+                answers[path] = (_code(text[len(_MARK):].strip()), None)
+            else:
+                answers[path] = (None, f"{path}: invalid ELF header")
+        return answers
+    return load
+
+
+def _arch(node: SimNode) -> str:
+    return "aarch64" if node.profile.nvl72 else "x86_64"
+
+
+def write_nccl_tree(node: SimNode, root: Path) -> None:
+    sim = node.nccl
+    if sim.library_version:
+        _write(root / f"usr/lib/{_arch(node)}-linux-gnu" / LIBRARY,
+               f"{_MARK}{sim.library_version}\n")
+    if sim.conf:
+        _write(root / "etc/nccl.conf", "".join(f"{k}={v}\n" for k, v in sim.conf.items()))
+    flavour = (f"NVIDIA UNIX Open Kernel Module for {_arch(node)}" if sim.driver_open
+               else f"NVIDIA UNIX {_arch(node)} Kernel Module")
+    _write(root / "proc/driver/nvidia/version",
+           f"NVRM version: {flavour}  {node.driver_version}  Release Build  "
+           "(dvs-builder@U22-I3-AF03-09-1)  Thu Nov  6 00:00:00 UTC 2025\n"
+           "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
+    for gpu in node.gpus:
+        _write(root / "proc/driver/nvidia/gpus" / gpu.bdf / "information",
+               f"Model: \t\t {gpu.name}\nBus Location: \t {gpu.bdf}\n")
+    if "nvidia_peermem" in node.modules:
+        _write(root / "sys/module/nvidia_peermem/version", f"{node.driver_version}\n")
+    memlock = "unlimited" if sim.memlock_conf_kib is None else str(sim.memlock_conf_kib)
+    _write(root / "etc/security/limits.conf",
+           "# /etc/security/limits.conf\n"
+           f"*               soft    memlock         {memlock}\n"
+           f"*               hard    memlock         {memlock}\n")
+    _write(root / "etc/systemd/logind.conf",
+           f"[Login]\nRemoveIPC={'yes' if sim.remove_ipc else 'no'}\n")
+    if sim.iommu_translated:
+        _write_iommu(node, root)
+    for index in sim.acs_gpus:
+        _set_acs(root, node.gpus[index].bdf, 0x1D)  # SrcValid ReqRedir CmpltRedir UpstreamFwd
+
+
+def _write_iommu(node: SimNode, root: Path) -> None:
+    """An Intel IOMMU in translated mode: one DMA-FQ group per GPU and NIC."""
+    (root / "sys/class/iommu/dmar0").mkdir(parents=True, exist_ok=True)
+    bdfs = [g.bdf for g in node.gpus] + [h.pci_bdf for h in node.hcas]
+    for group, bdf in enumerate(bdfs):
+        base = root / "sys/kernel/iommu_groups" / str(group)
+        _write(base / "type", "DMA-FQ\n")
+        (base / "devices" / bdf).mkdir(parents=True, exist_ok=True)
+
+
+def _set_acs(root: Path, bdf: str, ctrl: int) -> None:
+    """Set the ACS Control register of the switch port right above ``bdf``."""
+    device = Path(os.path.realpath(root / "sys/bus/pci/devices" / bdf))
+    config = device.parent / "config"
+    data = bytearray(config.read_bytes())
+    data[ACS_CTRL_OFFSET:ACS_CTRL_OFFSET + 2] = ctrl.to_bytes(2, "little")
+    config.write_bytes(bytes(data))
+
+
+def allreduce_output(node: SimNode) -> str | None:
+    """What all_reduce_perf prints on this node (nccl-tests table format), if installed."""
+    busbw = node.nccl.allreduce_busbw_gbps
+    if busbw is None:
+        return None
+    ranks = len(node.gpus)
+    lines = [f"# nThread 1 nGpus {ranks} minBytes 536870912 maxBytes 1073741824 step: 2(factor)"
+             " warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#",
+             "#       size         count      type   redop    root     time   algbw   busbw "
+             "#wrong     time   algbw   busbw #wrong"]
+    for size in (536870912, 1073741824):
+        algbw = busbw * ranks / (2 * (ranks - 1)) if ranks > 1 else busbw
+        micros = size / (algbw * 1e3)
+        lines.append(f"{size:>12} {size // 4:>13}     float     sum      -1 {micros:8.1f} "
+                     f"{algbw:7.2f} {busbw:7.2f}      0 {micros:8.1f} {algbw:7.2f} "
+                     f"{busbw:7.2f}      0")
+    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {busbw:.3f} ", ""]
+    return "\n".join(lines)
+

@@ -1,0 +1,144 @@
+"""Simulated RDMA devices: what each /sys/class/infiniband file of a node will say.
+
+Built from the platform's ``HCA_LAYOUTS`` entry and changed by faults. Counters are
+``hardware.Counter`` (base, rate) pairs against the node's epoch, like NVML's; the narrow
+IBA error counters stop at their maximum as the spec says real ones do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from ..model.ib import COUNTER_BITS, COUNTER_MAX, DATA_COUNTERS
+from .hardware import Counter
+from .layout import HCA_LAYOUTS, HcaSlot
+
+
+@dataclass(frozen=True)
+class Model:
+    hca_type: str
+    device_id: str  # PCI device id
+    fw_ver: str
+    board_id: str
+
+
+# ConnectX-7 and BlueField-3 strings as the real H100 node reports them (gpud tree);
+# ConnectX-6 and ConnectX-8 follow the same formats with their own device ids
+# (hardware.md §3.1: MT4123 CX-6 unverified, MT4131 CX-8 with fw 40.x).
+MODELS: dict[str, Model] = {
+    "cx6": Model("MT4123", "0x101b", "20.39.1002", "MT_0000000223"),
+    "cx7": Model("MT4129", "0x1021", "28.41.1000", "MT_0000000838"),
+    "cx8": Model("MT4131", "0x1023", "40.44.1036", "MT_0000001093"),
+    "bf3": Model("MT41692", "0xa2dc", "32.38.3056", "MT_0000000884"),
+}
+
+# Per-lane Gb/s of each speed name (hardware.md §3.2).
+LANE_GBPS = {"SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR10": 10.0, "FDR": 14.0, "EDR": 25.0,
+             "HDR": 50.0, "NDR": 100.0, "XDR": 200.0}
+STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}
+PHYS_STATES = {"Sleep": 1, "Polling": 2, "Disabled": 3, "PortConfigurationTraining": 4,
+               "LinkUp": 5, "LinkErrorRecovery": 6, "Phy Test": 7}
+HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "lifespan", "local_ack_timeout_err",
+               "out_of_buffer", "out_of_sequence", "packet_seq_err", "req_cqe_error",
+               "req_cqe_flush_error", "req_remote_access_errors", "req_remote_invalid_request",
+               "resp_cqe_error", "resp_cqe_flush_error", "resp_local_length_error",
+               "resp_remote_access_errors", "rnr_nak_retry_err", "rx_atomic_requests",
+               "rx_read_requests", "rx_write_requests")
+_PACKET_COUNTERS = ("port_xmit_packets", "port_rcv_packets", "unicast_xmit_packets",
+                    "unicast_rcv_packets", "multicast_xmit_packets", "multicast_rcv_packets")
+
+
+@dataclass
+class SimIbPort:
+    port: int
+    link_layer: str
+    width: int
+    speed: str
+    netdev: str
+    state: str = "ACTIVE"
+    phys_state: str = "LinkUp"
+    lid: int = 0
+    sm_lid: int = 0
+    sm_sl: int = 0
+    netdev_operstate: str = "up"
+    mtu: int = 4092
+    counters: dict[str, Counter] = field(default_factory=dict)
+    hw_counters: dict[str, Counter] = field(default_factory=dict)
+
+    @property
+    def rate_text(self) -> str:
+        gbps = self.width * LANE_GBPS[self.speed]
+        return f"{gbps:g} Gb/sec ({self.width}X {self.speed})"
+
+    def counter_value(self, name: str, epoch: float) -> int:
+        """A counter's value now; narrow error counters stop at their maximum."""
+        value = self.counters[name].value(epoch)
+        limit = COUNTER_MAX.get(name)
+        return min(value, limit) if limit is not None else value
+
+
+@dataclass
+class SimHca:
+    name: str
+    pci_bdf: str
+    numa: int
+    fw_ver: str
+    hca_type: str
+    board_id: str
+    device_id: str
+    node_guid: str
+    role: str  # what the platform uses it for: compute | storage
+    node_desc: str = ""
+    gpu_bdf: str | None = None  # the GPU whose PCIe switch it shares
+    pcie_gen: int = 5
+    pcie_width: int = 16
+    max_pcie_gen: int = 5
+    max_pcie_width: int = 16
+    present: bool = True  # False: the PCI function is there but no RDMA device
+    ports: list[SimIbPort] = field(default_factory=list)
+
+    def port(self, number: int) -> SimIbPort:
+        for port in self.ports:
+            if port.port == number:
+                return port
+        raise KeyError(f"{self.name} has no port {number}")
+
+
+def _guid(node: str, bdf: str) -> str:
+    digest = hashlib.sha256(f"{node}/{bdf}".encode()).hexdigest()
+    # ConnectX GUIDs carry NVIDIA/Mellanox OUIs; the rest is stable per node and slot.
+    raw = "a088c2" + digest[:10]
+    return ":".join(raw[i:i + 4] for i in range(0, 16, 4))
+
+
+def _port(slot: HcaSlot, lid: int) -> SimIbPort:
+    port = SimIbPort(1, slot.link_layer, slot.width, slot.speed, slot.netdev)
+    if slot.link_layer == "InfiniBand":
+        port.lid, port.sm_lid, port.mtu = lid, 1, 4092
+    else:
+        port.mtu = 9000
+    port.counters = {name: Counter() for name in COUNTER_BITS}
+    for name in (*DATA_COUNTERS, *_PACKET_COUNTERS):
+        port.counters[name] = Counter(base=1_000_000 + lid)
+    port.hw_counters = {name: Counter(base=10 if name == "lifespan" else 0)
+                        for name in HW_COUNTERS}
+    return port
+
+
+def build_hcas(node_name: str, profile: str, pcie_gen: int | None, pcie_width: int | None
+               ) -> list[SimHca]:
+    """The healthy RDMA devices of ``profile``'s platform."""
+    hcas = []
+    for i, slot in enumerate(HCA_LAYOUTS.get(profile, ())):
+        model = MODELS[slot.model]
+        gen, width = pcie_gen or 5, pcie_width or 16
+        hca = SimHca(name=slot.name, pci_bdf=slot.bdf, numa=slot.numa, fw_ver=model.fw_ver,
+                     hca_type=model.hca_type, board_id=model.board_id,
+                     device_id=model.device_id, node_guid=_guid(node_name, slot.bdf),
+                     role=slot.role, node_desc=f"{node_name} {slot.name}",
+                     gpu_bdf=slot.gpu_bdf, pcie_gen=gen, pcie_width=width,
+                     max_pcie_gen=gen, max_pcie_width=width)
+        hca.ports = [_port(slot, lid=0x10 + i)]
+        hcas.append(hca)
+    return hcas

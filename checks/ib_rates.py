@@ -1,0 +1,178 @@
+"""InfiniBand error and congestion counters judged as rates between two samples.
+
+Rules (issue 4, from public practice): one ``link_downed`` on an ACTIVE port warns, two
+within an hour (or one on a port that is no longer ACTIVE) fail; a growing
+``link_error_recovery`` warns; the physical-error counters have per-minute warn/fail
+thresholds. A per-minute threshold needs a minute of history to be judged as a rate
+(the daemon provides it); over a shorter one-shot window only a count that alone reaches
+the threshold is judged, since those events all fell within one minute. Fewer than
+``min_events`` events are never a verdict. A counter pinned at its maximum (IBA
+PortCounters saturate, they do not wrap) is reported as saturated: its rate is unknown,
+not zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..agent.model import Snapshot
+from ..agent.model.ib import IbDevice, IbPort
+from .finding import Action, Finding, Status
+from .ib import NODE, no_compute, port_component
+from .rates import DEFAULT_MIN_EVENTS, Rate, counter_rate, sample_interval
+from .registry import CheckContext, check
+
+_PER_MIN = ("symbol_error", "port_rcv_errors", "port_rcv_remote_physical_errors",
+            "local_link_integrity_errors", "excessive_buffer_overrun_errors")
+_ERROR_COUNTERS = ("link_downed", "link_error_recovery", *_PER_MIN)
+_CONGESTION = ("port_xmit_wait", "port_xmit_discards")
+
+
+def _previous_port(previous: Snapshot, dev: IbDevice, port: IbPort) -> IbPort | None:
+    for old in previous.infiniband or []:
+        if old.name == dev.name:
+            return next((p for p in old.ports if p.port == port.port), None)
+    return None
+
+
+def _pairs(ctx: CheckContext) -> Iterator[tuple[IbDevice, IbPort, IbPort | None]]:
+    previous = ctx.previous
+    for dev in ctx.snapshot.infiniband or []:
+        if dev.role != "compute":
+            continue
+        for port in dev.ports:
+            old = _previous_port(previous, dev, port) if previous is not None else None
+            yield dev, port, old
+
+
+def over_per_min(rate: Rate, limit: float, min_events: int) -> bool:
+    """Over a per-minute limit: as a rate over >= 60 s, else by the count alone."""
+    if not rate.judged(min_events):
+        return False
+    if rate.seconds >= 60.0:
+        return rate.per_min > limit
+    return rate.events > limit
+
+
+def _judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
+           ) -> tuple[Status, str, Any] | None:
+    """(status, message, expected) for one error counter; None when within limits."""
+    min_events = int(params.get("min_events", DEFAULT_MIN_EVENTS))
+    if name == "link_downed":
+        hours = max(rate.seconds / 3600.0, 1.0)
+        fail_events = int(params["link_downed_fail_per_hour"]) * hours
+        if rate.events and (rate.events >= fail_events or port.state != "ACTIVE"):
+            return Status.FAIL, "link went down repeatedly", f"< {fail_events:g} per hour"
+        if rate.events:
+            return Status.WARN, "link went down and recovered", "0"
+        return None
+    if name == "link_error_recovery":
+        return (Status.WARN, "link error recovery increasing", "0") if rate.events else None
+    limits = params.get(f"{name}_per_min")
+    if not limits:
+        return None
+    warn, fail = limits
+    if fail is not None and over_per_min(rate, float(fail), min_events):
+        return Status.FAIL, f"{name} increasing", f"<= {fail}/min"
+    if warn is not None and over_per_min(rate, float(warn), min_events):
+        return Status.WARN, f"{name} increasing", f"<= {warn}/min"
+    return None
+
+
+def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
+           judge: Any) -> Iterator[Finding]:
+    """Shared walk of both rate checks: saturation first, then each counter's rate."""
+    if ctx.previous is None:
+        yield Finding.skip(NODE, "no earlier sample to compare InfiniBand counters with")
+        return
+    dt = sample_interval(ctx.previous, ctx.snapshot)
+    if dt is None:
+        yield Finding.error(NODE, "samples out of order: cannot compute rates")
+        return
+    judged = False
+    for dev, port, old in _pairs(ctx):
+        comp = port_component(dev, port)
+        judged = True
+        if old is None:
+            yield Finding.skip(comp, "port not in the earlier sample")
+            continue
+        bad = False
+        for name in names:
+            if name in port.saturated:
+                bad = True
+                yield Finding.warn(comp, f"{name} saturated at its maximum: rate unknown, "
+                                         "reset the counters", port.counters.get(name),
+                                   "below the counter's maximum")
+                continue
+            if f"counters/{name}" in port.unknown:
+                bad = True
+                yield Finding(Status.ERROR, comp, f"{name} unknown",
+                              observed=port.unknown[f"counters/{name}"],
+                              action=Action.INVESTIGATE)
+                continue
+            rate = counter_rate(old.counters.get(name), port.counters.get(name), dt)
+            verdict = judge(name, rate, port, ctx.params) if rate is not None else None
+            if verdict is not None and rate is not None:
+                bad = True
+                status, message, expected = verdict
+                yield Finding(status, comp, message, {"counter": name, **rate.to_dict()},
+                              expected, action)
+        if not bad:
+            yield Finding.passed(comp, "counters within limits", f"{len(names)} counters over "
+                                                                  f"{round(dt, 1)} s")
+    if not judged:
+        yield no_compute(ctx)
+
+
+@check("ib.error_rate", needs=("infiniband",), rate=True,
+       params={
+           "min_events": DEFAULT_MIN_EVENTS,
+           "link_downed_fail_per_hour": 2,
+           # [warn, fail] per minute; null disables one side.
+           "symbol_error_per_min": [10, 100],
+           "port_rcv_errors_per_min": [10, 100],
+           "port_rcv_remote_physical_errors_per_min": [10, 100],
+           "local_link_integrity_errors_per_min": [3, 10],
+           "excessive_buffer_overrun_errors_per_min": [3, 10],
+       },
+       remedy="Physical errors on a compute port (symbol, receive, integrity errors, link "
+              "downs) are nearly always the cable or transceiver: reseat it, swap it, then "
+              "the switch port. A saturated counter hides its rate: reset the counters "
+              "(perfquery -x -R) and check again.",
+       actions=(Action.RESEAT_CABLE, Action.INVESTIGATE))
+def error_rate(ctx: CheckContext) -> Iterator[Finding]:
+    """Compute ports' error counters grow slower than their limits (see module doc)."""
+    yield from _rates(ctx, _ERROR_COUNTERS, Action.RESEAT_CABLE, _judge)
+
+
+def _judge_congestion(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
+                      ) -> tuple[Status, str, Any] | None:
+    min_events = int(params.get("min_events", DEFAULT_MIN_EVENTS))
+    if name == "port_xmit_wait":
+        limit = params.get("xmit_wait_warn_per_s")
+        if limit is not None and rate.over_per_s(float(limit), min_events):
+            return Status.WARN, "port waiting for credits (congestion)", f"<= {limit}/s"
+        return None
+    limit = params.get("xmit_discards_warn_per_min")
+    if limit is not None and over_per_min(rate, float(limit), min_events):
+        return Status.WARN, "port discarding packets", f"<= {limit}/min"
+    return None
+
+
+@check("ib.congestion", needs=("infiniband",), rate=True,
+       params={
+           "min_events": DEFAULT_MIN_EVENTS,
+           # port_xmit_wait counts ticks with data to send and no credit; the tick is
+           # device-specific (tens of ns), so millions per second mean the port stalled
+           # for a large share of the time. Tune per site.
+           "xmit_wait_warn_per_s": 1.0e6,
+           "xmit_discards_warn_per_min": 100,
+       },
+       remedy="Congestion is a fabric property: look at the switch ports and the other "
+              "rails (ibdiagnet, UFM congestion maps), adaptive routing and the job's "
+              "traffic pattern before suspecting this node.",
+       actions=(Action.INVESTIGATE,))
+def congestion(ctx: CheckContext) -> Iterator[Finding]:
+    """Compute ports do not wait for credits or discard packets at a high rate."""
+    yield from _rates(ctx, _CONGESTION, Action.INVESTIGATE, _judge_congestion)

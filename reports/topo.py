@@ -1,0 +1,115 @@
+"""The node's GPU/NIC matrix, laid out as ``nvidia-smi topo -m`` prints it.
+
+Scripts written against nvidia-smi's output read this one unchanged: rows ``GPU0``...
+then ``NIC0``..., tab-separated cells, self as `` X ``, CPU/NUMA affinity columns after
+the GPU cells, then the legend and the NIC legend (layout of the real captures in
+shared/data/real/topo, driver 590).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent.model import Snapshot
+from ..checks.topology import Endpoint, gpu_pair, gpus, nics, pair
+
+LEGEND = (
+    "  X    = Self",
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+    "(e.g., QPI/UPI)",
+    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+    "within a NUMA node",
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
+    "Bridge)",
+    "  PIX  = Connection traversing at most a single PCIe bridge",
+    "  NV#  = Connection traversing a bonded set of # NVLinks",
+)
+
+
+@dataclass
+class TopoMatrix:
+    gpus: list[Endpoint]
+    nics: list[Endpoint]
+    cells: dict[str, dict[str, str]] = field(default_factory=dict)  # row label -> col -> class
+    cpu_affinity: dict[str, str] = field(default_factory=dict)  # GPU label -> cpulist
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> list[str]:
+        return [e.label for e in [*self.gpus, *self.nics]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": [{"label": g.label, "bus_id": g.bdf,
+                      "cpu_affinity": self.cpu_affinity[g.label],
+                      "numa_affinity": self.numa_affinity[g.label]} for g in self.gpus],
+            "nics": [{"label": n.label, "name": n.name, "bus_id": n.bdf, "role": n.role}
+                     for n in self.nics],
+            "matrix": self.cells,
+        }
+
+
+def build(snap: Snapshot) -> TopoMatrix:
+    matrix = TopoMatrix(gpus(snap), nics(snap))
+    every = [*matrix.gpus, *matrix.nics]
+    for row in every:
+        matrix.cells[row.label] = {
+            col.label: ("X" if row is col else
+                        gpu_pair(snap, row, col) if row.role == col.role == "gpu" else
+                        pair(row, col))
+            for col in every}
+    for gpu in matrix.gpus:
+        dev = gpu.pci
+        matrix.cpu_affinity[gpu.label] = (dev.local_cpulist if dev and dev.local_cpulist
+                                          else "N/A")
+        numa = dev.numa_node if dev else None
+        matrix.numa_affinity[gpu.label] = str(numa) if numa is not None and numa >= 0 else "N/A"
+    return matrix
+
+
+def _cell(value: str) -> str:
+    return " X " if value == "X" else value
+
+
+def render_text(matrix: TopoMatrix) -> str:
+    """nvidia-smi's exact whitespace: a tab before and between headers, tab after each cell."""
+    labels = matrix.labels
+    lines = ["\t" + "\t".join([*labels, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
+    for gpu in matrix.gpus:
+        cells = [_cell(matrix.cells[gpu.label][c]) for c in labels]
+        lines.append("\t".join([gpu.label, *cells, matrix.cpu_affinity[gpu.label],
+                                matrix.numa_affinity[gpu.label], "", "N/A"]))
+    for nic in matrix.nics:
+        lines.append("\t".join([nic.label, *(_cell(matrix.cells[nic.label][c]) for c in labels)]))
+    lines += ["", "Legend:", "", *LEGEND]
+    if matrix.nics:
+        lines += ["", "NIC Legend:", "", *(f"  {n.label}: {n.name}" for n in matrix.nics)]
+    return "\n".join(lines) + "\n"
+
+
+def render_rich(matrix: TopoMatrix) -> Any:
+    """The same matrix as a rich table for a terminal, nearest classes highlighted."""
+    from rich.table import Table
+
+    styles = {"X": "dim", "PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow",
+              "SYS": "red"}
+    table = Table(box=None, header_style="bold")
+    table.add_column("")
+    for label in [*matrix.labels, "CPU Affinity", "NUMA Affinity"]:
+        table.add_column(label, justify="center" if label != "CPU Affinity" else "left")
+    for row in [*matrix.gpus, *matrix.nics]:
+        cells = []
+        for col in matrix.labels:
+            value = matrix.cells[row.label][col]
+            style = "cyan" if value.startswith("NV") else styles.get(value, "")
+            cells.append(f"[{style}]{value}[/{style}]" if style else value)
+        extra = ([matrix.cpu_affinity[row.label], matrix.numa_affinity[row.label]]
+                 if row.role == "gpu" else ["", ""])
+        table.add_row(row.label, *cells, *extra)
+    return table
+
+
+def nic_legend(matrix: TopoMatrix) -> str:
+    return "\n".join(f"  {n.label}: {n.name} ({n.role})" for n in matrix.nics)
