@@ -1,0 +1,19 @@
+"""``clusterdiag agent``: the node daemon (DESIGN §6).
+
+What it leaves in its state directory (``agent.state_dir``, default /var/lib/clusterdiag)
+is a contract other parts read without talking to the daemon:
+
+- ``report.json``: the latest node report, exactly ``NodeReport.to_dict()`` JSON, rewritten
+  atomically (temp file, fsync, rename, directory fsync) after every collection. The Slurm
+  prolog reads it and judges its freshness by ``started_at`` + ``duration_s`` against the
+  agent's interval, so a reader never sees a half-written report.
+- ``agent.json``: ``{"interval_s": float, "pid": int, "listen": str}``, written at start
+  (and again when SIGHUP changes the interval).
+- ``snapshot.json``: the latest snapshot, the earlier sample for the next collection's rates
+  and what ``GET /v1/snapshot`` serves.
+- ``events.json``: every NVML XID event the agent recorded, with whether and why it was
+  cleared. An event is written here before it is logged as recorded, so ``kill -9`` at any
+  moment loses none.
+- ``clear/<id>``: a request to clear a sticky finding, left by ``clusterdiag agent --clear``
+  for the running agent (or applied at its next start).
+"""

@@ -1,0 +1,44 @@
+"""One agent collection: the same collect-then-evaluate pipeline as ``clusterdiag run``,
+with the agent's memory added — the previous sample for rates, recorded XID events, and
+the sticky findings they keep alive."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ...reports.node import NodeReport
+from ..collect import collect_snapshot
+from ..config import Config
+from ..model import Snapshot
+from ..runner import RunOptions, evaluate, plan, sources_for
+from ..sources import SourceEnv
+from .state import Events
+from .sticky import add_sticky, inject
+
+
+def collect(env: SourceEnv, config: Config, options: RunOptions) -> Snapshot:
+    """Read what the selected checks need, under the run budget (blocking: call it from
+    a worker thread)."""
+    specs, _ = plan(config, options)
+    env.params = {spec.id: config.check_params(spec.id, spec.params) for spec in specs}
+    deadline = time.monotonic() + options.budget_s
+    return collect_snapshot(env, sources_for(specs, options.profile), deadline, options.level)
+
+
+def judge(snap: Snapshot, config: Config, options: RunOptions, previous: Snapshot | None,
+          events: Events, started: float) -> NodeReport:
+    """Evaluate with the previous sample (rate checks report the window they judged:
+    the time between the two samples) and the active events; then add sticky findings."""
+    if previous is not None and previous.node != snap.node:
+        previous = None
+    inject(snap, events)
+    history: dict[str, Any] = {
+        "previous_taken_at": previous.taken_at if previous is not None else None,
+        "window_s": round(snap.taken_at - previous.taken_at, 3) if previous is not None else None,
+        "events": [dict(e) for e in events.active()],
+    }
+    report = evaluate(snap, config, options, previous=previous, started=started, history=history)
+    add_sticky(report, events)
+    report.duration_s = round(max(0.0, time.time() - started), 3)
+    return report

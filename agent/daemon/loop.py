@@ -1,0 +1,370 @@
+"""The agent's main loop: collect every interval, record XID events, serve, tell systemd.
+
+One asyncio loop in the main thread owns all state. Collections run in one worker thread
+(they block on files, commands and the forked NVML worker, each under its deadline) and
+state files are written by one writer thread, in order. The loop itself only ticks: it
+feeds systemd's watchdog, picks up clear requests and starts the next collection. So the
+watchdog says "the agent is alive", never "every GPU answered": a wedged GPU shows up as a
+``gpu.responsive`` failure in the report, not as a restart loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import generate_latest
+
+from ... import checks
+from ...reports.node import NodeReport
+from ..collect import one_line
+from ..config import Config, load_config
+from ..errors import ClusterdiagError
+from ..model import Snapshot
+from ..runner import RunOptions
+from ..serde import SerdeError
+from ..sources import SourceEnv
+from . import cycle, xid
+from .metrics import AgentView, registry_for
+from .notify import Notifier
+from .security import Listen, Security, security_from
+from .server import RateLimited, make_app, serve
+from .state import AGENT, EVENTS, REPORT, SNAPSHOT, StateDir
+from .sticky import event_from, resolved
+
+log = logging.getLogger("clusterdiag.agent")
+
+LISTENER_RESTART_S = 30.0
+PREVIOUS_MAX_AGE_INTERVALS = 4  # an older saved sample would average a rate over too long
+
+
+@dataclass
+class Overrides:
+    """Command-line values that win over the config file, also across SIGHUP reloads."""
+
+    listen: str | None = None
+    interval_s: float | None = None
+    level: str | None = None
+    profile: str | None = None
+
+
+class Agent:
+    def __init__(self, config: Config, env: SourceEnv, state: StateDir, security: Security,
+                 overrides: Overrides, notifier: Notifier | None = None) -> None:
+        self.config, self.env, self.state, self.security = config, env, state, security
+        self.overrides = overrides
+        self.notifier = notifier or Notifier({})
+        self.view = AgentView()
+        self.registry = registry_for(lambda: self.view)
+        self.events = state.load_events()
+        self.view.xid_counts = Counter(_xid_key(e) for e in self.events.items)
+        self.previous = self._load_previous()
+        self._report: bytes | None = None
+        self._snapshot: bytes | None = None
+        self._collecting: asyncio.Task[None] | None = None
+        self._last_start = 0.0
+        self._next_due = 0.0
+        self._stop = asyncio.Event()
+        self._listener: xid.Listener | None = None
+        self._bound = ""
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._collector = ThreadPoolExecutor(1, thread_name_prefix="collect")
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="write")
+
+    # --- settings -------------------------------------------------------------------
+
+    @property
+    def interval_s(self) -> float:
+        return float(self.overrides.interval_s or self.config.section("agent")["interval_s"])
+
+    def options(self) -> RunOptions:
+        data = self.config.data
+        return RunOptions(level=self.overrides.level or "full", mode="agent",
+                          budget_s=float(data["budget_s"]),
+                          profile=self.overrides.profile or data["profile"],
+                          full_interval_s=float(data["full_interval_s"]))
+
+    def _load_previous(self) -> Snapshot | None:
+        data = self.state.read(SNAPSHOT)
+        if data is None:
+            return None
+        try:
+            snap = Snapshot.from_dict(data)
+        except (SerdeError, TypeError, ValueError) as exc:
+            log.warning("state_snapshot_unusable", extra={"error": str(exc)[:120]})
+            return None
+        age = time.time() - snap.taken_at
+        if snap.node != self.env.node or not 0 <= age <= PREVIOUS_MAX_AGE_INTERVALS * \
+                self.interval_s:
+            return None
+        return snap
+
+    # --- NodeApi (server.py) --------------------------------------------------------
+
+    def report_body(self) -> bytes | None:
+        return self._report
+
+    def snapshot_body(self) -> bytes | None:
+        return self._snapshot
+
+    def metrics_body(self) -> bytes:
+        return generate_latest(self.registry)
+
+    async def refresh(self) -> None:
+        if self._collecting is None:
+            wait = float(self.config.section("agent")["refresh_min_interval_s"]) - (
+                time.monotonic() - self._last_start)
+            if wait > 0:
+                raise RateLimited(wait)
+            self._start_collection("refresh")
+        assert self._collecting is not None
+        await asyncio.shield(self._collecting)
+
+    async def clear(self, event_id: str) -> list[str]:
+        return await self._clear(event_id, "cleared over the API")
+
+    # --- the loop -------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; the exit status."""
+        self.state.sweep()
+        self._start_listener()
+        try:
+            return asyncio.run(self._main())
+        finally:
+            if self._listener is not None:
+                self._listener.stop()
+            self._collector.shutdown(wait=False, cancel_futures=True)
+            self._writer.shutdown(wait=True)
+
+    async def _main(self) -> int:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._stop.set)
+        loop.add_signal_handler(signal.SIGINT, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._reload)
+        if self._listener is not None:
+            loop.add_reader(self._listener.fd, self._on_listener)
+        listen = self.security.listen
+        app = make_app(lambda request: self, lambda: self.security.token)
+        runner, port = await serve(app, [listen.host], listen.port, self.security.tls)
+        self._bound = str(Listen(listen.host, port))
+        await self._write_agent_json()
+        log.info("started", extra={"listen": self._bound, "tls": bool(
+            self.security.tls), "token": self.security.token is not None,
+            "interval_s": self.interval_s, "state_dir": str(self.state.path),
+            "node": self.env.node, "pid": os.getpid(), "watchdog_s": self.notifier.watchdog_s})
+        try:
+            self._start_collection("start")
+            await self._tick_until_stopped()
+        finally:
+            self.notifier.stopping()
+            await runner.cleanup()
+            log.info("stopped", extra={"node": self.env.node})
+        return 0
+
+    async def _tick_until_stopped(self) -> None:
+        tick = 1.0
+        if self.notifier.watchdog_s:
+            tick = min(tick, self.notifier.watchdog_s / 4)
+        while not self._stop.is_set():
+            self.notifier.watchdog()
+            await self._take_clear_requests()
+            if self._collecting is None and time.monotonic() >= self._next_due:
+                self._start_collection("interval")
+            wait = tick if self._collecting else min(tick, self._next_due - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), max(0.01, wait))
+
+    async def _write_agent_json(self) -> None:
+        await self._write(AGENT, json.dumps({"interval_s": self.interval_s, "pid": os.getpid(),
+                                             "listen": self._bound}).encode())
+
+    def _status(self) -> str:
+        verdict = json.loads(self._report or b"{}").get("verdict", "none")
+        return f"verdict {verdict}, every {self.interval_s:g} s"
+
+    # --- collections ----------------------------------------------------------------
+
+    def _start_collection(self, why: str) -> None:
+        self._last_start = time.monotonic()
+        self._next_due = self._last_start + self.interval_s
+        self._collecting = asyncio.get_running_loop().create_task(self._collect(why))
+        self._collecting.add_done_callback(self._collected)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _collected(self, task: asyncio.Task[None]) -> None:
+        self._collecting = None
+
+    async def _collect(self, why: str) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.time()
+        options = self.options()
+        try:
+            snap = await loop.run_in_executor(self._collector, cycle.collect, self.env,
+                                              self.config, options)
+            await self._resolve_events(snap)
+            report = cycle.judge(snap, self.config, options, self.previous, self.events, started)
+        except Exception as exc:  # a bad cycle is logged with its traceback; the agent goes on
+            self.view.collection_errors += 1
+            log.error("collection_failed", extra={"why": why, "error": one_line(exc)},
+                      exc_info=True)
+            return
+        report_body = json.dumps(report.to_dict()).encode()
+        snapshot_body = json.dumps(snap.to_dict()).encode()
+        await self._write(SNAPSHOT, snapshot_body)
+        await self._write(REPORT, report_body)
+        first = self._report is None
+        self.previous, self._report, self._snapshot = snap, report_body, snapshot_body
+        self._account(snap, report)
+        fails = [f"{f.check}:{f.component}" for f in report.failures()]
+        log.info("collected", extra={"why": why, "verdict": report.verdict.value,
+                                     "duration_s": report.duration_s, "fails": len(fails),
+                                     "first_fail": fails[0] if fails else "-",
+                                     "nvml_calls": self._nvml_calls(snap)})
+        if first:
+            self.notifier.ready(self._status())  # READY=1 only once a report exists
+        else:
+            self.notifier.status(self._status())
+
+    @staticmethod
+    def _nvml_calls(snap: Snapshot) -> int:
+        stats = snap.sources.get("nvml")
+        return stats.calls if stats is not None else 0
+
+    def _account(self, snap: Snapshot, report: NodeReport) -> None:
+        self.view.snapshot, self.view.report = snap, report
+        self.view.collections += 1
+        self.view.nvml_calls += self._nvml_calls(snap)
+        self.view.last_success = time.time()
+
+    async def _write(self, name: str, body: bytes) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.state.write_bytes,
+                                                         name, body)
+
+    # --- XID events -----------------------------------------------------------------
+
+    def _start_listener(self) -> None:
+        try:
+            self._listener = xid.start(self.env)
+        except Exception as exc:  # noqa: BLE001 - no listener: collections still run
+            log.error("xid_listener_failed", extra={"error": one_line(exc)})
+            self._listener = None
+
+    def _on_listener(self) -> None:
+        listener = self._listener
+        if listener is None:
+            return
+        messages = listener.read()
+        loop = asyncio.get_running_loop()
+        if messages is None:
+            loop.remove_reader(listener.fd)
+            listener.stop()
+            self._listener = None
+            log.warning("xid_listener_exited", extra={"restart_in_s": LISTENER_RESTART_S})
+            loop.call_later(LISTENER_RESTART_S, self._restart_listener)
+            return
+        for message in messages:
+            kind = message.get("t")
+            if kind == "xid":
+                self._spawn(self._record(message))
+            elif kind in ("unsupported", "error", "crash"):
+                log.warning(f"xid_listener_{kind}", extra={
+                    k: v for k, v in message.items() if k != "t"})
+            elif kind == "ready":
+                log.info("xid_listener_ready", extra={"gpus": len(message.get("gpus", []))})
+
+    def _restart_listener(self) -> None:
+        if self._stop.is_set():
+            return
+        self._start_listener()
+        if self._listener is not None:
+            asyncio.get_running_loop().add_reader(self._listener.fd, self._on_listener)
+
+    async def _record(self, message: dict[str, Any]) -> None:
+        try:
+            event = event_from(message)
+        except (KeyError, TypeError, ValueError):
+            log.warning("xid_event_malformed", extra={"message": str(message)[:200]})
+            return
+        if not self.events.add(event):
+            return
+        await self._write_events()  # on disk before it is reported as recorded
+        self.view.xid_counts[_xid_key(event)] += 1
+        log.warning("xid_recorded", extra={"id": event["id"], "xid": event["xid"],
+                                           "gpu": event["gpu_index"]})
+        if self._collecting is None:
+            self._start_collection("xid")
+
+    async def _write_events(self) -> None:
+        await self._write(EVENTS, self.state.events_body(self.events))
+
+    async def _resolve_events(self, snap: Snapshot) -> None:
+        changed = False
+        for event in self.events.active():
+            why = resolved(snap, event)
+            if why:
+                self.events.clear(str(event["id"]), why)
+                log.info("xid_resolved", extra={"id": event["id"], "why": why})
+                changed = True
+        if changed:
+            await self._write_events()
+
+    async def _clear(self, event_id: str, why: str) -> list[str]:
+        done = self.events.clear(event_id, why)
+        if done:
+            await self._write_events()
+            log.info("xid_cleared", extra={"ids": ",".join(done), "why": why})
+            if self._collecting is None:
+                self._start_collection("clear")
+        return done
+
+    async def _take_clear_requests(self) -> None:
+        for event_id in self.state.take_clear_requests():
+            done = await self._clear(event_id, "cleared with clusterdiag agent --clear")
+            if not done:
+                log.warning("clear_unknown_id", extra={"id": event_id})
+            self.state.done_clear_request(event_id)
+
+    # --- SIGHUP ---------------------------------------------------------------------
+
+    def _reload(self) -> None:
+        path = self.config.path
+        try:
+            new = load_config(path, {s.id: s.params for s in checks.REGISTRY.values()})
+            security = security_from(new.section("agent"), self.overrides.listen)
+        except ClusterdiagError as exc:
+            log.error("config_reload_refused", extra={"file": path or "-", "error": str(exc)})
+            return
+        if security.listen != self.security.listen:
+            log.warning("config_listen_needs_restart", extra={"listen": str(security.listen)})
+            security = Security(self.security.listen, security.token, self.security.tls)
+        interval = self.interval_s
+        self.config, self.security = new, security
+        if self.interval_s != interval:
+            self._next_due = self._last_start + self.interval_s
+            self._spawn(self._write_agent_json())
+        log.info("config_reloaded", extra={"file": path or "-", "interval_s": self.interval_s})
+
+
+def _xid_key(event: dict[str, Any]) -> tuple[str, str]:
+    gpu = event.get("gpu_index")
+    return (f"gpu{gpu}" if gpu is not None else "unknown", str(event["xid"]))
+
+
+def state_dir(config: Config, override: Path | None) -> StateDir:
+    return StateDir(override or Path(config.section("agent")["state_dir"]))

@@ -1,0 +1,198 @@
+"""``GET /metrics``: the latest snapshot and report as Prometheus series.
+
+A custom collector builds every family from the agent's current state at scrape time, so
+a GPU or port that disappeared disappears from the output too (no stale series, as a set
+of long-lived Gauges would leave), and each series is emitted exactly once. Names carry
+the ``clusterdiag_`` prefix and their unit; counters end in ``_total``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ...checks.finding import Status, worst
+from ...reports.node import NodeReport
+from ..model import Snapshot
+
+STATUSES = [s.value for s in (Status.PASS, Status.WARN, Status.FAIL, Status.ERROR, Status.SKIP)]
+
+
+@dataclass
+class AgentView:
+    """What a scrape reads: set by the agent after each collection."""
+
+    snapshot: Snapshot | None = None
+    report: NodeReport | None = None
+    xid_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (gpu, code)
+    collections: int = 0
+    collection_errors: int = 0
+    nvml_calls: int = 0
+    last_success: float | None = None
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"clusterdiag_{name}", doc, labels=labels)
+
+
+class SnapshotCollector(Collector):
+    def __init__(self, view: Callable[[], AgentView]) -> None:
+        self.view = view
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.view()
+        yield from self._agent(view)
+        if view.report is not None:
+            yield from self._checks(view.report)
+        snap = view.snapshot
+        if snap is not None:
+            yield from self._sources(snap)
+            if snap.nvml is not None:
+                yield from self._gpus(snap)
+            if snap.infiniband:
+                yield from self._ib(snap)
+        xid = CounterMetricFamily("clusterdiag_xid_events",
+                                  "NVML XID events the agent recorded, by GPU and code.",
+                                  labels=["gpu", "code"])
+        for (gpu, code), n in sorted(view.xid_counts.items()):
+            xid.add_metric([gpu, code], n)
+        yield xid
+
+    def _agent(self, view: AgentView) -> Iterator[Metric]:
+        runs = CounterMetricFamily("clusterdiag_collections", "Collections the agent ran.")
+        runs.add_metric([], view.collections)
+        yield runs
+        errs = CounterMetricFamily("clusterdiag_collection_errors",
+                                   "Collections that failed before producing a report.")
+        errs.add_metric([], view.collection_errors)
+        yield errs
+        calls = CounterMetricFamily("clusterdiag_nvml_calls", "NVML calls made by collections.")
+        calls.add_metric([], view.nvml_calls)
+        yield calls
+        if view.report is not None:
+            dur = _gauge("collection_duration_seconds", "Wall time of the latest collection.", [])
+            dur.add_metric([], view.report.duration_s)
+            yield dur
+        if view.last_success is not None:
+            last = _gauge("last_collection_timestamp_seconds",
+                          "When the latest report was finished (Unix time).", [])
+            last.add_metric([], view.last_success)
+            yield last
+
+    def _checks(self, report: NodeReport) -> Iterator[Metric]:
+        ready = _gauge("node_ready", "1 when no check fails or errors (the prolog's verdict).",
+                       [])
+        ready.add_metric([], 0 if report.verdict in (Status.FAIL, Status.ERROR) else 1)
+        yield ready
+        by_check: dict[str, list[Status]] = {}
+        for f in report.findings:
+            by_check.setdefault(f.check, []).append(f.status)
+        status = _gauge("check_status", "1 for each check's current worst status, 0 otherwise.",
+                        ["check", "status"])
+        for check in sorted(by_check):
+            current = worst(by_check[check]).value
+            for value in STATUSES:
+                status.add_metric([check, value], 1 if value == current else 0)
+        yield status
+        counts = _gauge("findings", "Findings in the latest report, by status.", ["status"])
+        tally = Counter(f.status.value for f in report.findings)
+        for value in STATUSES:
+            counts.add_metric([value], tally[value])
+        yield counts
+
+    def _sources(self, snap: Snapshot) -> Iterator[Metric]:
+        secs = _gauge("source_duration_seconds", "Time each source took in the latest collection.",
+                      ["source"])
+        up = _gauge("source_up", "1 when the source was collected (not timed out or errored).",
+                    ["source"])
+        for name, stats in sorted(snap.sources.items()):
+            secs.add_metric([name], stats.seconds)
+            up.add_metric([name], 1 if stats.status == "ok" else 0)
+        yield secs
+        yield up
+
+    def _gpus(self, snap: Snapshot) -> Iterator[Metric]:
+        assert snap.nvml is not None
+        labels = ["gpu", "uuid"]
+        temp = _gauge("gpu_temperature_celsius", "GPU core temperature.", labels)
+        slow = _gauge("gpu_slowdown_temperature_celsius", "Temperature where the GPU slows down.",
+                      labels)
+        power = _gauge("gpu_power_watts", "GPU power draw.", labels)
+        limit = _gauge("gpu_power_limit_watts", "Enforced GPU power limit.", labels)
+        ecc = CounterMetricFamily("clusterdiag_gpu_ecc_errors",
+                                  "ECC errors, volatile (since the driver loaded) and aggregate "
+                                  "(lifetime).", labels=[*labels, "type", "scope"])
+        links_up = _gauge("gpu_nvlinks_active", "NVLinks up on the GPU.", labels)
+        link_state = _gauge("gpu_nvlink_up", "1 when the NVLink is active.", [*labels, "link"])
+        link_err = CounterMetricFamily("clusterdiag_gpu_nvlink_errors",
+                                       "NVLink error counters, by NVML counter name.",
+                                       labels=[*labels, "link", "counter"])
+        responsive = _gauge("gpu_responsive", "1 when every NVML call on the GPU returned.",
+                            labels)
+        for gpu in snap.nvml.gpus:
+            lab = [f"gpu{gpu.index}", gpu.uuid or ""]
+            responsive.add_metric(lab, 1 if gpu.responsive and not gpu.lost else 0)
+            _maybe(temp, lab, gpu.temperature_c)
+            _maybe(slow, lab, gpu.slowdown_temperature_c)
+            _maybe(power, lab, gpu.power_draw_w)
+            _maybe(limit, lab, gpu.power_limit_w)
+            for kind, scope, value in (
+                    ("corrected", "volatile", gpu.ecc_volatile_corrected),
+                    ("uncorrected", "volatile", gpu.ecc_volatile_uncorrected),
+                    ("corrected", "aggregate", gpu.ecc_aggregate_corrected),
+                    ("uncorrected", "aggregate", gpu.ecc_aggregate_uncorrected)):
+                _maybe(ecc, [*lab, kind, scope], value)
+            if gpu.nvlinks:
+                links_up.add_metric(lab, sum(1 for link in gpu.nvlinks if link.active))
+            for link in gpu.nvlinks:
+                link_lab = [*lab, str(link.link)]
+                if link.active is not None:
+                    link_state.add_metric(link_lab, 1 if link.active else 0)
+                for name, value in sorted(link.errors.items()):
+                    _maybe(link_err, [*link_lab, name], value)
+        yield from (responsive, temp, slow, power, limit, ecc, links_up, link_state, link_err)
+
+    def _ib(self, snap: Snapshot) -> Iterator[Metric]:
+        labels = ["hca", "port"]
+        up = _gauge("ib_port_active", "1 when the port is ACTIVE and LinkUp.", labels)
+        rate = _gauge("ib_port_rate_bytes_per_second", "Negotiated port rate.", labels)
+        data = CounterMetricFamily("clusterdiag_ib_port_data_bytes",
+                                   "Bytes through the port (port_xmit_data/port_rcv_data).",
+                                   labels=[*labels, "direction"])
+        errors = CounterMetricFamily("clusterdiag_ib_port_events",
+                                     "Port counters (errors, packets, wait ticks) under the "
+                                     "kernel's file names; group port = counters/, hw = "
+                                     "hw_counters/.",
+                                     labels=[*labels, "group", "counter"])
+        directions = {"port_xmit_data": "transmit", "port_rcv_data": "receive"}
+        for dev in snap.infiniband or []:
+            for port in dev.ports:
+                lab = [dev.name, str(port.port)]
+                up.add_metric(lab, 1 if port.state == "ACTIVE" and port.phys_state == "LinkUp"
+                              else 0)
+                if port.rate_gbps is not None:
+                    rate.add_metric(lab, port.rate_gbps * 1e9 / 8)
+                for group, values in (("port", port.counters), ("hw", port.hw_counters)):
+                    for name, value in sorted(values.items()):
+                        if group == "port" and name in directions:
+                            _maybe(data, [*lab, directions[name]], value)
+                        else:
+                            _maybe(errors, [*lab, group, name], value)
+        yield from (up, rate, data, errors)
+
+
+def _maybe(family: Any, labels: list[str], value: float | int | None) -> None:
+    if value is not None:
+        family.add_metric(labels, value)
+
+
+def registry_for(view: Callable[[], AgentView]) -> CollectorRegistry:
+    """A registry holding only our collector: every name it exposes is ours."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(view))
+    return registry

@@ -1,0 +1,175 @@
+"""The agent's HTTP API on aiohttp, shared by the daemon and the simulated Fleet.
+
+Routes (DESIGN §6): ``GET /healthz``, ``GET /v1/report`` (``?refresh=1`` collects now,
+rate-limited), ``GET /v1/snapshot``, ``GET /metrics``, ``POST /v1/clear/{id}``. Everything
+but the clear is read-only and served from memory: no request shells out or touches a GPU
+except a rate-limited refresh.
+
+Limits, because the agent runs beside training jobs (slurm-systemd-security.md §5): a
+request line and each header at most 4 KiB, at most 32 headers, no body beyond 1 KiB, a
+connection that has not finished its request within ``KEEPALIVE_S`` is closed (slow
+senders), every handler has ``REQUEST_TIMEOUT_S``, and at most ``MAX_CONCURRENT`` requests
+are served at once. A token-protected route answers 401 with a body that says nothing
+about why (no hint whether the token was missing, malformed or wrong).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from .security import token_matches
+from .state import ID_RE
+
+KEEPALIVE_S = 5.0
+REQUEST_TIMEOUT_S = 15.0
+MAX_CONCURRENT = 16
+MAX_BODY = 1024
+HANDLER_LIMITS = {"max_line_size": 4096, "max_field_size": 4096, "max_headers": 32,
+                  "keepalive_timeout": KEEPALIVE_S}
+JSON = "application/json"
+
+
+class RateLimited(Exception):
+    """A refresh asked for too soon; ``retry_after_s`` says when the next one may run."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"retry after {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+
+class NodeApi(Protocol):
+    """One node's answers; bodies are pre-encoded so a request costs no serialisation."""
+
+    def report_body(self) -> bytes | None: ...
+    def snapshot_body(self) -> bytes | None: ...
+    def metrics_body(self) -> bytes: ...
+    async def refresh(self) -> None: ...
+    async def clear(self, event_id: str) -> list[str]: ...
+
+
+Resolve = Callable[[web.Request], NodeApi | None]
+_API = web.AppKey("api", object)
+_TOKEN = web.AppKey("token", object)
+_SLOTS = web.AppKey("slots", asyncio.Semaphore)
+
+_UNAUTHORIZED = {"status": 401, "text": "unauthorized\n",
+                 "headers": {"WWW-Authenticate": 'Bearer realm="clusterdiag"'}}
+
+
+def _api(request: web.Request) -> NodeApi:
+    resolve: Resolve = request.app[_API]  # type: ignore[assignment]
+    api = resolve(request)
+    if api is None:
+        raise web.HTTPNotFound(text="no agent at this address\n")
+    return api
+
+
+def _token(request: web.Request) -> str | None:
+    token: Callable[[], str | None] = request.app[_TOKEN]  # type: ignore[assignment]
+    return token()
+
+
+@web.middleware
+async def _guard(request: web.Request,
+                 handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                 ) -> web.StreamResponse:
+    slots = request.app[_SLOTS]
+    if slots.locked():
+        return web.Response(status=503, text="busy\n", headers={"Retry-After": "1"})
+    async with slots:
+        token = _token(request)
+        if request.path != "/healthz" and token is not None \
+                and not token_matches(request.headers.get("Authorization"), token):
+            return web.Response(**_UNAUTHORIZED)  # type: ignore[arg-type]
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                response = await handler(request)
+        except TimeoutError:
+            return web.Response(status=503, text="timed out\n")
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    api = _api(request)
+    ready = api.report_body() is not None
+    return web.Response(status=200 if ready else 503,
+                        text="ok\n" if ready else "starting: no report yet\n")
+
+
+async def _report(request: web.Request) -> web.Response:
+    api = _api(request)
+    if request.query.get("refresh") in ("1", "true", "yes"):
+        try:
+            await api.refresh()
+        except RateLimited as exc:
+            return web.Response(status=429, text=f"refresh rate-limited: {exc}\n",
+                                headers={"Retry-After": str(max(1, round(exc.retry_after_s)))})
+    return _body(api.report_body())
+
+
+async def _snapshot(request: web.Request) -> web.Response:
+    return _body(_api(request).snapshot_body())
+
+
+def _body(body: bytes | None) -> web.Response:
+    if body is None:
+        return web.Response(status=503, text="starting: no report yet\n",
+                            headers={"Retry-After": "5"})
+    return web.Response(body=body, content_type=JSON)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = _api(request).metrics_body()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _clear(request: web.Request) -> web.Response:
+    if _token(request) is None:  # never a state change without a token
+        return web.Response(status=403, text="clearing over HTTP needs agent.token_file; "
+                                             "use clusterdiag agent --clear on the node\n")
+    event_id = request.match_info["event_id"]
+    if not ID_RE.match(event_id):
+        return web.Response(status=400, text="bad id\n")
+    cleared = await _api(request).clear(event_id)
+    if not cleared:
+        return web.Response(status=404, text="no active event with that id\n")
+    return web.json_response({"cleared": cleared})
+
+
+def make_app(resolve: Resolve, token: Callable[[], str | None]) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_guard])
+    app[_API] = resolve
+    app[_TOKEN] = token
+    app[_SLOTS] = asyncio.Semaphore(MAX_CONCURRENT)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/v1/report", _report)
+    app.router.add_get("/v1/snapshot", _snapshot)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_post("/v1/clear/{event_id}", _clear)
+    return app
+
+
+async def serve(app: web.Application, hosts: list[str], port: int,
+                tls: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
+    """Listen on every host at one port; port 0 picks a free one on the first host and
+    reuses it for the rest. Returns the runner (for cleanup) and the port."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, **HANDLER_LIMITS)
+    await runner.setup()
+    try:
+        for host in hosts:
+            site = web.TCPSite(runner, host, port, ssl_context=tls, backlog=128)
+            await site.start()
+            if port == 0:
+                port = int(runner.addresses[0][1])
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner, port

@@ -1,0 +1,137 @@
+"""The XID listener: NVML critical-error events between collections, in a forked process.
+
+``nvmlEventSetWait`` blocks inside the driver; on a wedged GPU it may never return. So it
+runs in its own process (forked before the agent starts threads, every inherited
+descriptor but its pipe closed, like the NVML collector) that streams one JSON line per
+event. The agent reads the pipe from its event loop; if the listener dies it is restarted
+after a pause, and if it hangs nothing else waits on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..sources import SourceEnv
+
+_FD = 3
+_WAIT_MS = 1000  # how long one wait blocks: also how soon the listener notices an orphaning
+XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
+
+
+def listen(nv: Any, emit: Callable[[dict[str, Any]], None], parent: int) -> None:
+    """Register every GPU for XID events and report each one until the parent is gone."""
+    nv.nvmlInit()
+    event_set = nv.nvmlEventSetCreate()
+    uuids: dict[int, str | None] = {}
+    for index in range(nv.nvmlDeviceGetCount()):
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(index)
+            supported = nv.nvmlDeviceGetSupportedEventTypes(handle)
+            if not supported & XID_EVENT:
+                emit({"t": "unsupported", "gpu": index})
+                continue
+            nv.nvmlDeviceRegisterEvents(handle, XID_EVENT, event_set)
+            uuids[index] = _text(nv.nvmlDeviceGetUUID(handle))
+        except nv.NVMLError as exc:
+            emit({"t": "unsupported", "gpu": index, "error": str(exc)})
+    emit({"t": "ready", "gpus": sorted(uuids)})
+    while os.getppid() == parent:
+        try:
+            data = nv.nvmlEventSetWait_v2(event_set, _WAIT_MS)
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) == nv.NVML_ERROR_TIMEOUT:
+                continue
+            emit({"t": "error", "error": str(exc)})
+            time.sleep(1.0)
+            continue
+        if not int(data.eventType) & XID_EVENT:
+            continue
+        try:
+            index = int(nv.nvmlDeviceGetIndex(data.device))
+        except nv.NVMLError:
+            index = None
+        emit({"t": "xid", "xid": int(data.eventData), "gpu_index": index,
+              "gpu_uuid": uuids.get(index) if index is not None else None, "time": time.time()})
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Listener:
+    """A running listener process: ``fd`` yields its JSON lines, ``stop`` ends it."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+        self._buffer = b""
+
+    def read(self) -> list[dict[str, Any]] | None:
+        """The complete messages available now; None at end of stream (it exited)."""
+        try:
+            chunk = os.read(self.fd, 65536)
+        except BlockingIOError:
+            return []
+        if not chunk:
+            return None
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        messages = []
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                messages.append(json.loads(line))
+        return messages
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        for _ in range(20):
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if done:
+                return
+            time.sleep(0.005)
+        # Stuck in the driver (D state): it dies when it leaves; init reaps it then.
+
+
+def start(env: SourceEnv) -> Listener:
+    module = env.nvml()
+    parent = os.getpid()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            os.setsid()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            if write_fd != _FD:
+                os.dup2(write_fd, _FD)
+            os.closerange(_FD + 1, 65536)
+            out = os.fdopen(_FD, "w", buffering=1)
+
+            def emit(message: dict[str, Any]) -> None:
+                out.write(json.dumps(message) + "\n")
+
+            try:
+                listen(module, emit, parent)
+            except Exception as exc:  # noqa: BLE001 - reported to the agent as data
+                emit({"t": "crash", "error": f"{type(exc).__name__}: {exc}"[:300]})
+            out.flush()
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    return Listener(pid, read_fd)

@@ -1,0 +1,82 @@
+"""Agent state: atomic files, corrupt files set aside, events kept and cleared."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from clusterdiag.agent.daemon.state import MAX_EVENTS, Events, StateDir, write_json_atomic
+from clusterdiag.agent.errors import CollectError
+
+
+def _event(n: int, cleared: bool = False) -> dict[str, object]:
+    return {"id": f"xid79-gpu0-{n}", "xid": 79, "gpu_index": 0, "gpu_uuid": None,
+            "time": float(n), "cleared": {"why": "x", "at": 1.0} if cleared else None}
+
+
+def test_atomic_write_replaces_whole_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    write_json_atomic(target, {"a": 1})
+    write_json_atomic(target, {"b": 2})
+    assert json.loads(target.read_text()) == {"b": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    assert not target.stat().st_mode & 0o007  # not for every user
+
+
+def test_state_dir_created_and_unusable_one_is_exit_3(tmp_path: Path) -> None:
+    StateDir(tmp_path / "a" / "b")
+    assert (tmp_path / "a" / "b" / "clear").is_dir()
+    (tmp_path / "f").write_text("")
+    with pytest.raises(CollectError, match="state directory"):
+        StateDir(tmp_path / "f" / "state")
+
+
+def test_corrupt_events_file_is_set_aside_and_logged(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    state = StateDir(tmp_path)
+    (tmp_path / "events.json").write_text('{"version": 1, "events": [')
+    with caplog.at_level(logging.WARNING):
+        events = state.load_events()
+    assert events.items == []
+    assert any(r.getMessage() == "state_corrupt" for r in caplog.records)
+    assert not (tmp_path / "events.json").exists()
+    assert list(tmp_path.glob("events.json.corrupt-*"))
+
+
+def test_malformed_entries_are_dropped_good_ones_kept(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    write_json_atomic(tmp_path / "events.json",
+                      {"version": 1, "events": [_event(1), {"id": 3}, "junk"]})
+    assert [e["id"] for e in state.load_events().items] == ["xid79-gpu0-1"]
+
+
+def test_events_dedupe_clear_and_cap() -> None:
+    events = Events()
+    assert events.add(_event(1))
+    assert not events.add(_event(1))
+    assert events.clear("nope", "x") == []
+    assert events.clear("xid79-gpu0-1", "reset seen") == ["xid79-gpu0-1"]
+    assert events.active() == []
+    for n in range(2, MAX_EVENTS + 2):
+        events.add(_event(n))
+    assert len(events.items) == MAX_EVENTS
+    assert "xid79-gpu0-1" not in events.ids()  # the cleared one went first
+
+
+def test_clear_requests_round_trip(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    state.request_clear("xid79-gpu0-5")
+    (tmp_path / "clear" / "bad name!").write_text("")
+    assert state.take_clear_requests() == ["xid79-gpu0-5"]
+    state.done_clear_request("xid79-gpu0-5")
+    assert state.take_clear_requests() == []
+
+
+def test_sweep_removes_killed_writers_temp_files(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    (tmp_path / ".tmp-report.json.123").write_text("{")
+    state.sweep()
+    assert not list(tmp_path.glob(".tmp-*"))
