@@ -1,19 +1,53 @@
-"""Slurm entry points: ``prolog``, ``epilog``, ``healthcheck`` (not built yet)."""
+"""Slurm entry points: ``prolog``, ``epilog``, ``healthcheck``.
+
+Importing this costs only click: the work lives in ``agent/slurm/`` and is imported when a
+command runs. Exit codes: 1 only when the node failed a check; clusterdiag's own trouble
+exits 0 with a loud stderr line unless the config sets ``fail_closed: true`` (DESIGN §3).
+"""
 
 from __future__ import annotations
 
-import click
+import sys
+from pathlib import Path
 
-from .errors import UsageError
+import click
 
 
 def register(cli: click.Group) -> None:
-    for name, summary in (("prolog", "Slurm prolog entry point."),
-                          ("epilog", "Slurm epilog entry point."),
-                          ("healthcheck", "Slurm HealthCheckProgram entry point.")):
-        def command(name: str = name) -> None:
-            raise UsageError(f"{name}: not built yet")
+    from .cli import source_options
 
-        command.__doc__ = f"{summary} (not built yet)"
-        cli.command(name, context_settings={"ignore_unknown_options": True,
-                                            "allow_extra_args": True})(command)
+    @cli.command("prolog")
+    @source_options
+    def prolog(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+               simulate: str | None, node: str | None, profile: str | None,
+               level: str | None) -> None:
+        """Slurm Prolog: uses the agent's fresh report, else runs the quick checks; drains
+        the node (SLURMD_NODENAME or the host) and exits 1 on a fail."""
+        from .slurm.entry import Inputs
+        from .slurm.prolog import main
+
+        sys.exit(main(Inputs(config_path, root, kernel_log, simulate, node, profile, level)))
+
+    @cli.command("epilog")
+    @source_options
+    def epilog(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+               simulate: str | None, node: str | None, profile: str | None,
+               level: str | None) -> None:
+        """Slurm Epilog: fails and drains on processes left on the job's GPUs after the
+        grace period, or on Xids that need action logged during the job."""
+        from .slurm.entry import Inputs
+        from .slurm.epilog import main
+
+        sys.exit(main(Inputs(config_path, root, kernel_log, simulate, node, profile, level)))
+
+    @cli.command("healthcheck")
+    @source_options
+    def healthcheck(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+                    simulate: str | None, node: str | None, profile: str | None,
+                    level: str | None) -> None:
+        """Slurm HealthCheckProgram: drains a failing node, resumes one it drained once it
+        passes again (never one drained for another reason)."""
+        from .slurm.entry import Inputs
+        from .slurm.healthcheck import main
+
+        sys.exit(main(Inputs(config_path, root, kernel_log, simulate, node, profile, level)))

@@ -1,0 +1,80 @@
+"""The daemon's latest report, read from its state directory when it is fresh enough.
+
+The agent writes ``<state_dir>/report.json`` (``NodeReport.to_dict()``, atomically: temp
+file, fsync, rename) after every collection and ``<state_dir>/agent.json``
+(``{"interval_s", "pid", "listen"}``) at start. The prolog reads the file rather than
+asking the agent's socket: a read is a few hundred microseconds with nothing to import
+(no HTTP client, no token file to load), it works the same while the agent is busy
+collecting, restarting or hung on a GPU (the last good report stays on disk, and its age
+says how much to trust it), and the rename makes a torn read impossible.
+
+Fresh means younger than ``max_age_s`` when configured, else two agent intervals,
+counted from the end of the collection (``started_at`` + ``duration_s``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...reports.node import NodeReport
+
+
+@dataclass
+class Cached:
+    """``report`` is None when there is none to use; ``why`` says why, for the log."""
+
+    report: NodeReport | None
+    why: str
+    age_s: float | None = None
+
+
+def _read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _interval(state_dir: Path, default_s: float) -> float:
+    try:
+        value = _read_json(state_dir / "agent.json")["interval_s"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return default_s
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return default_s
+
+
+def same_node(a: str, b: str) -> bool:
+    """Slurm names nodes by short name while the agent may know its FQDN hostname."""
+    return a == b or a.split(".", 1)[0] == b.split(".", 1)[0]
+
+
+def load_fresh(state_dir: Path, node: str, *, max_age_s: float | None,
+               default_interval_s: float, now: float | None = None) -> Cached:
+    now = time.time() if now is None else now
+    path = state_dir / "report.json"
+    try:
+        data = _read_json(path)
+    except FileNotFoundError:
+        return Cached(None, f"no agent report at {path}")
+    except (OSError, ValueError) as exc:
+        return Cached(None, f"agent report {path} unreadable: {exc}")
+    try:
+        report = NodeReport.from_dict(data)
+        started = report.started_at.replace("Z", "+00:00")  # 3.10 cannot read "Z"
+        finished = dt.datetime.fromisoformat(started).timestamp() + report.duration_s
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return Cached(None, f"agent report {path} malformed: {type(exc).__name__}: {exc}")
+    age = now - finished
+    limit = max_age_s if max_age_s is not None else 2 * _interval(state_dir, default_interval_s)
+    if not same_node(report.node, node):
+        return Cached(None, f"agent report is for node {report.node!r}, not {node!r}", age)
+    if age > limit:
+        return Cached(None, f"agent report is {age:.0f} s old (limit {limit:g} s)", age)
+    if age < -60:
+        return Cached(None, f"agent report is dated {-age:.0f} s in the future", age)
+    return Cached(report, f"agent report {age:.1f} s old", age)

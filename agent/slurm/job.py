@@ -1,0 +1,69 @@
+"""What Slurm tells a prolog, epilog or health check through its environment.
+
+The prolog gets SLURM_JOB_ID, SLURM_JOB_USER, SLURMD_NODENAME and, when the job asked
+for GPUs, SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES with physical indices (it runs outside
+the job's cgroup); a HealthCheckProgram gets only SLURMD_NODENAME (ci-recipes.md §1).
+``hostname`` is wrong on nodes started with ``slurmd -N``, so the node name comes from
+SLURMD_NODENAME first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    job_id: str | None
+    user: str | None
+    node: str | None
+    gpus: tuple[int, ...] | None  # physical indices; None when the job named none
+    start_time: float | None  # epoch, when the environment says
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
+        env = os.environ if environ is None else environ
+        return cls(
+            job_id=env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or None,
+            user=env.get("SLURM_JOB_USER") or None,
+            node=env.get("SLURMD_NODENAME") or None,
+            gpus=_gpu_list(env.get("SLURM_JOB_GPUS") or env.get("CUDA_VISIBLE_DEVICES")),
+            start_time=_epoch(env.get("SLURM_JOB_START_TIME")),
+        )
+
+
+def _gpu_list(value: str | None) -> tuple[int, ...] | None:
+    """``0,1,3``; anything else (UUIDs, MIG names, NoDevFiles) means we cannot narrow."""
+    if not value:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items or not all(v.isdigit() for v in items):
+        return None
+    return tuple(sorted({int(v) for v in items}))
+
+
+def _epoch(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        stamp = float(value)
+    except ValueError:
+        return None
+    return stamp if 0 < stamp <= time.time() + 60 else None
+
+
+def seconds_since_process_start() -> float:
+    """How long ago this process was exec'd: the budget counts the interpreter's start
+    and imports too, which Slurm's timeout also counts. 0 when /proc cannot tell."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - started)

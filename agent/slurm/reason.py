@@ -1,0 +1,57 @@
+"""The drain reason: the worst finding in one short line that starts with ``clusterdiag:``.
+
+The prefix is how the health check knows a drain is its own to lift (NHC's ``NHC:``
+convention): a reason without it was set by an operator or by Slurm and is never
+replaced or resumed. The text names the check id first so ``sinfo -R`` groups nodes by
+problem, then the component and the observed value (``clusterdiag: nvlink.links_up gpu3
+17/18 (down: 7)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ...checks.finding import Finding, Status
+
+PREFIX = "clusterdiag:"
+# Slurm 22.05 stored a 2,000-character reason in our test, but `sinfo -R` shows 20 by
+# default and slurmdbd keeps node events in a short text column: stay well inside.
+MAX_LENGTH = 128
+_MAX_OBSERVED = 40
+
+
+def owned(reason: str | None) -> bool:
+    """True when clusterdiag set this reason (or there is none to protect)."""
+    return reason is None or not reason.strip() or reason.lstrip().startswith(PREFIX)
+
+
+def _detail(finding: Finding) -> str:
+    observed = finding.observed
+    if isinstance(observed, (str, int, float)) and not isinstance(observed, bool):
+        text = str(observed).strip()
+        if text and len(text) <= _MAX_OBSERVED and "\n" not in text:
+            return text
+    return finding.message
+
+
+def drain_reason(findings: Iterable[Finding], statuses: Iterable[Status] = (Status.FAIL,)
+                 ) -> str | None:
+    """The reason for the first finding of the given statuses (fails first), or None."""
+    wanted = tuple(statuses)
+    picked = sorted((f for f in findings if f.status in wanted),
+                    key=lambda f: (wanted.index(f.status), f.check, f.component))
+    if not picked:
+        return None
+    first = picked[0]
+    where = "" if first.component in ("", "node") else f" {first.component}"
+    text = f"{PREFIX} {first.check}{where} {_detail(first)}"
+    return clip(text, len(picked) - 1)
+
+
+def clip(text: str, more: int = 0) -> str:
+    """One line within MAX_LENGTH, saying how many other problems it leaves out."""
+    text = " ".join(text.split())
+    suffix = f" (+{more} more)" if more else ""
+    if len(text) + len(suffix) > MAX_LENGTH:
+        text = text[:MAX_LENGTH - len(suffix) - 3].rstrip() + "..."
+    return text + suffix

@@ -1,0 +1,154 @@
+"""Talking to Slurm through ``scontrol``: read a node's state, drain it, resume it.
+
+Prologs and health checks run with no PATH (and a health check without SLURM_CONF), so
+the program is found by absolute path: the configured one, the ``bin`` next to the
+directory holding SLURM_CONF (``/opt/slurm/etc/slurm.conf`` -> ``/opt/slurm/bin``), then
+the directories distributions install into. Every call has its own timeout (3 s by
+default): at slurmd start the health check runs before the node registers and an
+unbounded scontrol would hang until Slurm kills it (mej/nhc#159). Never a shell: the
+reason is one argv element, whatever it contains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..sources import find_program
+
+DEFAULT_TIMEOUT_S = 3.0
+_EXTRA_DIRS = ("/opt/slurm/bin", "/usr/local/slurm/bin")
+_STATE = re.compile(r"(?:^|\s)State=(\S+)")
+# ``Reason=<text> [user@2026-11-30T00:57:43]``: the text may hold spaces and brackets.
+_REASON = re.compile(r"(?:^|\s)Reason=(.*?)(?:\s\[[^\[\]@]*@[^\[\]]*\])?\s*$")
+_START = re.compile(r"(?:^|\s)StartTime=(\S+)")
+
+
+class SlurmError(Exception):
+    """scontrol missing, refused, or silent: clusterdiag's trouble, not the node's."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """``state`` as scontrol prints it (``IDLE+DRAIN``, ``MIXED``, ``DOWN*``)."""
+
+    name: str
+    state: str
+    reason: str | None
+
+    @property
+    def flags(self) -> set[str]:
+        return {part.rstrip("*~#!%$@^-") for part in self.state.upper().split("+")}
+
+    @property
+    def drained(self) -> bool:
+        """Drained, draining, down or failing: any state that keeps new jobs away."""
+        return bool(self.flags & {"DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING"})
+
+
+def parse_node(name: str, text: str) -> NodeState:
+    """One node from ``scontrol show node NAME -o`` (one line of key=value fields)."""
+    line = next((ln for ln in text.splitlines() if ln.startswith(f"NodeName={name} ")), None)
+    if line is None:
+        raise SlurmError(f"scontrol show node {name}: node not in the answer")
+    state = _STATE.search(line)
+    if state is None:
+        raise SlurmError(f"scontrol show node {name}: no State field")
+    reason = _REASON.search(line)
+    text_reason = reason[1].strip() if reason else ""
+    return NodeState(name, state[1], text_reason or None)
+
+
+def parse_job_start(text: str) -> float | None:
+    """The epoch of ``StartTime=2026-11-30T00:57:44`` (Slurm prints local time)."""
+    import datetime as dt
+
+    found = _START.search(text)
+    if found is None:
+        return None
+    try:
+        return dt.datetime.fromisoformat(found[1]).timestamp()
+    except ValueError:
+        return None  # "Unknown", "None"
+
+
+def locate(configured: str | None, environ: Mapping[str, str]) -> str | None:
+    if configured:
+        return configured if os.path.isabs(configured) and os.access(configured, os.X_OK) \
+            else None
+    conf = environ.get("SLURM_CONF")
+    if conf:
+        base = os.path.dirname(os.path.dirname(os.path.abspath(conf)))
+        candidate = os.path.join(base, "bin", "scontrol")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = find_program("scontrol", environ)
+    if found:
+        return found
+    return next((p for d in _EXTRA_DIRS if os.access(p := os.path.join(d, "scontrol"),
+                                                      os.X_OK)), None)
+
+
+class Scontrol:
+    """``deadline`` (monotonic) caps every call below its own timeout, so the caller's
+    total budget holds even when slurmctld does not answer."""
+
+    def __init__(self, configured: str | None = None, environ: Mapping[str, str] | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, deadline: float | None = None) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+        self.program = locate(configured, self.environ)
+        self.configured = configured
+        self.timeout_s = timeout_s
+        self.deadline = deadline
+
+    def _run(self, *args: str) -> str:
+        if self.program is None:
+            where = self.configured or "PATH, next to SLURM_CONF or the standard directories"
+            raise SlurmError(f"scontrol not found ({where})")
+        timeout = self.timeout_s
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - time.monotonic())
+        if timeout <= 0.05:
+            raise SlurmError(f"scontrol {args[0]}: no time left in the budget")
+        try:
+            proc = subprocess.Popen(
+                [self.program, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL, text=True, errors="replace",
+                start_new_session=True, env=self.environ,
+            )
+        except OSError as exc:
+            raise SlurmError(f"scontrol: {exc.strerror or exc}") from None
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # The whole session: a site's scontrol wrapper may have children of its own.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()  # not read: a child that left the session may hold it
+            raise SlurmError(f"scontrol {args[0]}: no answer within {timeout:.1f} s") from None
+        if proc.returncode != 0:
+            said = (err or out).strip().splitlines()
+            raise SlurmError(f"scontrol {' '.join(args[:2])}: exit {proc.returncode}"
+                             + (f": {said[-1]}" if said else ""))
+        return out
+
+    def show_node(self, name: str) -> NodeState:
+        return parse_node(name, self._run("show", "node", name, "-o"))
+
+    def job_start(self, job_id: str) -> float | None:
+        return parse_job_start(self._run("show", "job", job_id, "-o"))
+
+    def drain(self, name: str, reason: str) -> None:
+        self._run("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
+
+    def resume(self, name: str) -> None:
+        self._run("update", f"NodeName={name}", "State=RESUME")

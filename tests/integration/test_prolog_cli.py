@@ -1,0 +1,347 @@
+"""``clusterdiag prolog|epilog|healthcheck`` as Slurm runs them: a subprocess with no PATH,
+the job in the environment, and an ``scontrol`` that records what it was asked.
+
+The stand-in scontrol answers ``show node`` from a file and appends every call to another,
+so a test can say exactly which drains and resumes happened (the real Slurm is in
+test_slurm.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterdiag.checks.finding import Action, Finding, Status
+from tests.conftest import REPO
+from tests.unit.test_prolog_inputs import write_report
+
+FAKE_SCONTROL = """#!/bin/sh
+printf '%s|' "$@" >> "{dir}/calls"; echo >> "{dir}/calls"
+if [ "$1" = show ] && [ "$2" = node ]; then cat "{dir}/node"; fi
+if [ "$1" = show ] && [ "$2" = job ]; then cat "{dir}/job"; fi
+exit 0
+"""
+SPEC = """nodes:
+  - {names: "n[1-6]", profile: dgx-h100}
+faults:
+  - {node: n2, kind: nvlink_down, gpu: 3, link: 7}
+  - {node: n3, kind: gpu_hang, gpu: 4}
+  - {node: n4, kind: leftover_process, gpu: 2}
+  - {node: n5, kind: xid, gpu: 1, code: 79, age_s: 5}
+  - {node: n6, kind: xid, gpu: 1, code: 79, age_s: 3600}
+"""
+
+
+class Slurm:
+    """The stand-in scontrol's files."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "fake-slurm"
+        self.dir.mkdir()
+        self.program = self.dir / "scontrol"
+        self.program.write_text(FAKE_SCONTROL.format(dir=self.dir))
+        self.program.chmod(self.program.stat().st_mode | stat.S_IXUSR)
+        self.node("n1", "IDLE")
+
+    def node(self, name: str, state: str, reason: str | None = None) -> None:
+        tail = f" Reason={reason} [root@2026-11-30T00:57:43]" if reason else ""
+        (self.dir / "node").write_text(f"NodeName={name} Arch=x86_64 State={state} "
+                                       f"Weight=1{tail}\n")
+
+    def calls(self) -> list[list[str]]:
+        path = self.dir / "calls"
+        if not path.exists():
+            return []
+        return [line.rstrip("|").split("|") for line in path.read_text().splitlines()]
+
+    def updates(self) -> list[list[str]]:
+        return [c for c in self.calls() if c[0] == "update"]
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> tuple[Path, Slurm]:
+    slurm = Slurm(tmp_path)
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    write_config(tmp_path, slurm)
+    return tmp_path, slurm
+
+
+def write_config(root: Path, slurm: Slurm, **sections: dict[str, object]) -> Path:
+    config = {"agent": {"state_dir": str(root / "state")},
+              "prolog": {"scontrol": str(slurm.program)}, "epilog": {"grace_s": 1.5}}
+    for name, values in sections.items():
+        config[name] = {**config.get(name, {}), **values}
+    path = root / "config.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def slurm_run(program: str, root: Path, node: str, *extra: str, job: bool = True,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """As slurmd runs it: no PATH, no HOME, the job's variables only."""
+    environ = {"SLURMD_NODENAME": node, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    if job:
+        environ.update({"SLURM_JOB_ID": "4711", "SLURM_JOB_USER": "alice",
+                        "SLURM_SCRIPT_CONTEXT": f"{program}_slurmd"})
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "clusterdiag.agent", program, "--simulate",
+         str(root / "spec.yaml"), "--config", str(root / "config.yaml"), *extra],
+        capture_output=True, text=True, timeout=60, env=environ, check=False, cwd="/")
+
+
+def _ok(proc: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_healthy_node_passes_logs_job_and_user_and_never_calls_slurm(
+        site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    proc = slurm_run("prolog", root, "n1")
+    _ok(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert "clusterdiag prolog: pass job=4711 user=alice node=n1" in proc.stderr
+    assert proc.stdout == ""
+    assert slurm.calls() == []  # SchedMD: no Slurm commands on the passing path
+
+
+def test_a_fail_exits_1_prints_the_reason_and_drains(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    slurm.node("n2", "ALLOCATED")
+    proc = slurm_run("prolog", root, "n2")
+    _ok(proc)
+    assert proc.returncode == 1
+    reason = "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"
+    assert f'reason="{reason}"' in proc.stderr
+    assert slurm.updates() == [["update", "NodeName=n2", "State=DRAIN", f"Reason={reason}"]]
+
+
+def test_an_operators_drain_reason_is_kept(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    slurm.node("n2", "MIXED+DRAIN", "op: bad fan [ticket 12]")
+    proc = slurm_run("prolog", root, "n2")
+    assert proc.returncode == 1
+    assert slurm.updates() == []
+    assert 'existing="op: bad fan [ticket 12]"' in proc.stderr
+
+
+def test_our_own_older_reason_is_replaced(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    slurm.node("n2", "IDLE+DRAIN", "clusterdiag: gpu.xid gpu1 old")
+    assert slurm_run("prolog", root, "n2").returncode == 1
+    assert [u[3] for u in slurm.updates()] == [
+        "Reason=clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"]
+
+
+def test_drain_false_still_fails_but_leaves_slurm_alone(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    write_config(root, slurm, prolog={"drain": False})
+    assert slurm_run("prolog", root, "n2").returncode == 1
+    assert slurm.calls() == []
+
+
+def test_a_missing_scontrol_is_loud_but_the_fail_stands(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    write_config(root, slurm, prolog={"scontrol": "/nonexistent/scontrol"})
+    proc = slurm_run("prolog", root, "n2")
+    assert proc.returncode == 1
+    assert "ERROR could not drain the node" in proc.stderr
+    assert "not found" in proc.stderr
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_own_errors_exit_0_unless_fail_closed(site: tuple[Path, Slurm], fail_closed: bool) -> None:
+    root, slurm = site
+    write_config(root, slurm, prolog={"fail_closed": fail_closed},
+                 checks={"gpu.processes": {"job_gpus": "a,b"}})
+    proc = slurm_run("prolog", root, "n1")
+    _ok(proc)
+    line = next(ln for ln in proc.stderr.splitlines() if "ERROR check could not run" in ln)
+    assert "check=gpu.processes" in line
+    assert "job=4711 user=alice" in line
+    if fail_closed:
+        assert proc.returncode == 1
+        assert slurm.updates()[0][3].startswith("Reason=clusterdiag: error ")
+    else:
+        assert proc.returncode == 0
+        assert slurm.calls() == []
+        assert "exiting 0 (fail_closed is false)" in proc.stderr
+
+
+@pytest.mark.parametrize("bad", ["prolog: [", "prolog: {drian: true}"])
+def test_a_broken_config_exits_0_in_one_loud_line(site: tuple[Path, Slurm], bad: str) -> None:
+    root, _slurm = site
+    (root / "config.yaml").write_text(bad)
+    proc = slurm_run("prolog", root, "n2")
+    _ok(proc)
+    assert proc.returncode == 0
+    errors = [ln for ln in proc.stderr.splitlines() if "ERROR" in ln]
+    assert len(errors) == 1
+    assert "config" in errors[0]
+
+
+def test_a_fresh_agent_report_is_used_instead_of_collecting(site: tuple[Path, Slurm]) -> None:
+    root, _slurm = site
+    fail = Finding(Status.FAIL, "gpu5", "GPU too hot", "91 C", None, Action.INVESTIGATE,
+                   "gpu.temperature")
+    write_report(root / "state", node="n1", age_s=2, findings=[fail])
+    proc = slurm_run("prolog", root, "n1")
+    assert proc.returncode == 1
+    assert 'source="agent report' in proc.stderr
+    assert 'reason="clusterdiag: gpu.temperature gpu5 91 C"' in proc.stderr
+
+
+def test_a_stale_agent_report_is_ignored(site: tuple[Path, Slurm]) -> None:
+    root, _ = site
+    write_report(root / "state", node="n1", age_s=600, findings=[
+        Finding(Status.FAIL, "gpu5", "hot", "91 C", None, Action.INVESTIGATE,
+                "gpu.temperature")])
+    proc = slurm_run("prolog", root, "n1")
+    assert proc.returncode == 0, proc.stderr
+    assert "running the quick checks" in proc.stderr
+    assert "s old (limit 60 s)" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_hung_gpu_and_a_hung_scontrol_fit_the_budget_and_hold_no_pipe(
+        site: tuple[Path, Slurm]) -> None:
+    """The worst case: NVML hangs, then scontrol (a wrapper with a child) never answers.
+    Slurm reads the prolog's output until EOF, so a child left holding our stdout or
+    stderr would stall slurmd after we exit."""
+    root, slurm = site
+    hung = slurm.dir / "hung-scontrol"
+    hung.write_text("#!/bin/sh\nsleep 60 &\nwait\n")
+    hung.chmod(0o755)
+    write_config(root, slurm, prolog={"scontrol": str(hung)})
+    environ = {"SLURMD_NODENAME": "n3", "SLURM_JOB_ID": "1", "SLURM_JOB_USER": "bob"}
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusterdiag.agent", "prolog", "--simulate",
+         str(root / "spec.yaml"), "--config", str(root / "config.yaml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ, cwd="/")
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    code = proc.wait(timeout=30)
+    exited = time.monotonic() - started
+    open_pipes = [proc.stdout, proc.stderr]
+    stderr = b""
+    deadline = time.monotonic() + 1.0
+    while open_pipes and time.monotonic() < deadline:
+        ready, _, _ = select.select(open_pipes, [], [], max(0.0, deadline - time.monotonic()))
+        for pipe in ready:
+            chunk = os.read(pipe.fileno(), 65536)
+            stderr += chunk if pipe is proc.stderr else b""
+            if not chunk:
+                open_pipes.remove(pipe)
+    still_open = len(open_pipes)
+    proc.stdout.close()
+    proc.stderr.close()
+    assert still_open == 0, "a child of the prolog still holds its stdout/stderr"
+    assert code == 1
+    assert exited < 8.0, f"prolog took {exited:.1f} s, over its 8 s budget"
+    text = stderr.decode()
+    assert 'reason="clusterdiag: gpu.responsive gpu4' in text
+    assert "ERROR could not drain the node" in text
+    assert "no answer within" in text
+
+
+def test_epilog_fails_on_processes_left_after_the_grace_period(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    slurm.node("n4", "COMPLETING")
+    started = time.monotonic()
+    proc = slurm_run("epilog", root, "n4")
+    assert proc.returncode == 1, proc.stderr
+    assert time.monotonic() - started >= 1.5  # it waited the grace period
+    assert "process_looks=" in proc.stderr
+    assert "process_looks=1 " not in proc.stderr
+    assert slurm.updates()[0][3] == ("Reason=clusterdiag: gpu.processes gpu2 compute "
+                                     "processes left on the GPU")
+
+
+def test_epilog_only_looks_at_the_jobs_gpus(site: tuple[Path, Slurm]) -> None:
+    root, _slurm = site
+    proc = slurm_run("epilog", root, "n4", env={"SLURM_JOB_GPUS": "0,1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "process_looks=1" in proc.stderr
+
+
+@pytest.mark.parametrize(("node", "code"), [("n5", 1), ("n6", 0)])
+def test_epilog_judges_xids_logged_since_the_job_started(site: tuple[Path, Slurm], node: str,
+                                                         code: int) -> None:
+    root, slurm = site
+    slurm.node(node, "COMPLETING")
+    start = str(int(time.time()) - 60)
+    proc = slurm_run("epilog", root, node, env={"SLURM_JOB_START_TIME": start})
+    assert proc.returncode == code, proc.stderr
+    if code:
+        assert "clusterdiag: gpu.xid gpu1 Xid 79" in slurm.updates()[0][3]
+
+
+def test_epilog_asks_scontrol_for_the_job_start(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 3000))
+    (slurm.dir / "job").write_text(f"JobId=4711 JobState=COMPLETING StartTime={start} "
+                                   "EndTime=x\n")
+    proc = slurm_run("epilog", root, "n6")  # its Xid is an hour old: an earlier job's
+    assert proc.returncode == 0, proc.stderr
+    assert ["show", "job", "4711", "-o"] in slurm.calls()
+
+
+def test_healthcheck_drains_a_failing_node_and_resumes_it_once_it_passes(
+        site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    slurm.node("n2", "IDLE")
+    assert slurm_run("healthcheck", root, "n2", job=False).returncode == 1
+    reason = "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"
+    assert slurm.updates() == [["update", "NodeName=n2", "State=DRAIN", f"Reason={reason}"]]
+    slurm.node("n1", "IDLE+DRAIN", reason)  # the fault is gone: node n1 is healthy
+    assert slurm_run("healthcheck", root, "n1", job=False).returncode == 0
+    assert slurm.updates()[-1] == ["update", "NodeName=n1", "State=RESUME"]
+
+
+@pytest.mark.parametrize("reason", ["op: bad fan [ticket 12]", "Prolog error"])
+def test_healthcheck_never_resumes_a_drain_that_is_not_ours(site: tuple[Path, Slurm],
+                                                            reason: str) -> None:
+    root, slurm = site
+    slurm.node("n1", "IDLE+DRAIN", reason)
+    proc = slurm_run("healthcheck", root, "n1", job=False)
+    assert proc.returncode == 0
+    assert slurm.updates() == []
+    assert "not resuming" in proc.stderr
+
+
+def test_healthcheck_leaves_a_healthy_undrained_node_alone(site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    assert slurm_run("healthcheck", root, "n1", job=False).returncode == 0
+    assert slurm.updates() == []
+
+
+LEAN_FORBIDDEN = ("aiohttp", "prometheus_client", "rich", "jsonschema", "ClusterShell")
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_the_prolog_path_imports_nothing_heavy(tmp_path: Path, fresh: bool) -> None:
+    """Measured with ``python -X importtime`` on the real (not simulated) path: the
+    simulator itself reads node sets with ClusterShell."""
+    (tmp_path / "root").mkdir()
+    config = {"agent": {"state_dir": str(tmp_path / "state")}, "prolog": {"drain": False}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    if fresh:
+        write_report(tmp_path / "state", node="n1")
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "clusterdiag.agent", "prolog",
+         "--root", str(tmp_path / "root"), "--config", str(tmp_path / "config.yaml")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=REPO,
+        env={**os.environ, "SLURMD_NODENAME": "n1"})
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "clusterdiag.agent.slurm.prolog" in imported, proc.stderr[-2000:]
+    heavy = sorted(m for m in imported if m.split(".")[0] in LEAN_FORBIDDEN)
+    assert heavy == []

@@ -1,0 +1,292 @@
+"""The prolog, epilog and health check under a real Slurm: munged, slurmctld and four slurmd
+daemons on this machine (``slurmd -N``), each node's hardware simulated from a spec chosen
+by SLURMD_NODENAME, everything under a temporary directory and on loopback.
+
+The wrappers are what a site installs, with the venv's clusterdiag by absolute path
+(prologs have no PATH) and the spec read from a file the test switches to inject or
+remove a fault. Everything started is stopped by PID, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+NODES = ("n1", "n2", "n3", "n4")
+BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sbatch", "srun", "sinfo")
+HEALTH_INTERVAL_S = 5
+REASON = "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"
+OPERATOR = "op: bad fan [ticket 12]"
+SPECS = {
+    "healthy": "nodes:\n  - {names: \"n[1-4]\", profile: dgx-h100}\n",
+    "faulty": ("nodes:\n  - {names: \"n[1-4]\", profile: dgx-h100}\nfaults:\n"
+               "  - {node: n3, kind: nvlink_down, gpu: 3, link: 7}\n"
+               "  - {node: n2, kind: gpu_lost, gpu: 0}\n"),
+}
+WRAPPER = """#!/bin/sh
+# The shipped wrapper, told where the venv's clusterdiag is and where to log, plus the
+# test's switches: which spec the nodes are, and whether the health check may act yet.
+export CLUSTERDIAG={clusterdiag} CLUSTERDIAG_LOG={dir}/{program}.log SLURM_CONF={conf}
+{gate}read -r SPEC < {dir}/spec-path
+exec {shipped} --simulate "$SPEC" --config {dir}/config.yaml
+"""
+
+
+def _missing() -> list[str]:
+    return [b for b in BINARIES if shutil.which(b, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        socks.append(sock)
+    ports = [s.getsockname()[1] for s in socks]
+    for sock in socks:
+        sock.close()
+    return ports
+
+
+class Cluster:
+    """The daemons, their files, and the client commands pointed at them."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.conf = base / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def cmd(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                              env=self.env, check=False)
+
+    def spawn(self, name: str, *argv: str) -> None:
+        with open(self.base / f"{name}.out", "wb") as out:
+            self.procs.append(subprocess.Popen(list(argv), stdout=out, stderr=out,
+                                               stdin=subprocess.DEVNULL, env=self.env,
+                                               start_new_session=True))
+
+    def stop(self) -> None:
+        """Every job cancelled, then every daemon by its PID: TERM, then KILL."""
+        if self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                self.cmd("scancel", "--user=root", timeout=5)  # hangs without slurmctld
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    def use(self, spec: str) -> None:
+        (self.base / "spec-path").write_text(str(self.base / f"{spec}.yaml") + "\n")
+
+    def health(self, on: bool) -> None:
+        gate = self.base / "health-off"
+        if on:
+            gate.unlink(missing_ok=True)
+        else:
+            gate.touch()
+
+    def node(self, name: str) -> tuple[str, str | None]:
+        from clusterdiag.agent.slurm.scontrol import parse_node
+
+        state = parse_node(name, self.cmd("scontrol", "show", "node", name, "-o").stdout)
+        return state.state, state.reason
+
+    def wait(self, what: str, ready: Callable[[], bool], timeout: float = 60,
+             detail: Callable[[], str] = str) -> None:
+        until = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > until:
+                logs = "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}"
+                                 for p in sorted(self.base.glob("*.log")))
+                raise AssertionError(f"timed out waiting for {what}: {detail()}\n{logs}")
+            time.sleep(0.2)
+
+    def job(self, job_id: str) -> dict[str, str]:
+        text = self.cmd("scontrol", "show", "job", job_id, "-o").stdout
+        return dict(f.split("=", 1) for f in text.split() if "=" in f)
+
+
+def _write_files(base: Path, ports: list[int]) -> None:
+    munge = base / "munge"
+    for sub in ("run", "log", "lib"):
+        (munge / sub).mkdir(parents=True)
+    for sub in ("log", "lib"):
+        (munge / sub).chmod(0o700)
+    for sub in ("state", "spool", "run", "log", "state-agent"):
+        (base / sub).mkdir()
+    nodes = "\n".join(
+        f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[i + 1]} "
+        f"CPUs=2 RealMemory=1000 Weight={1 if n == 'n3' else 10}"
+        for i, n in enumerate(NODES))
+    clusterdiag = Path(sys.executable).parent / "clusterdiag"
+    # cred_expire: a requeued job waits cred_expire + 1 s before it may start again
+    # (120 s by default), which is how long the test would wait for the requeue.
+    (base / "slurm.conf").write_text(f"""ClusterName=cdtest
+SlurmctldHost=localhost
+SlurmctldPort={ports[0]}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge}/run/munge.socket.2,cred_expire=10
+StateSaveLocation={base}/state
+SlurmdSpoolDir={base}/spool/%n
+SlurmctldPidFile={base}/run/slurmctld.pid
+SlurmdPidFile={base}/run/slurmd-%n.pid
+SlurmctldLogFile={base}/log/slurmctld.log
+SlurmdLogFile={base}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=1
+SchedulerParameters=nohold_on_prolog_fail
+PrologFlags=Alloc
+Prolog={base}/prolog.sh
+Epilog={base}/epilog.sh
+HealthCheckProgram={base}/healthcheck.sh
+HealthCheckInterval={HEALTH_INTERVAL_S}
+{nodes}
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+""")
+    for program in ("prolog", "epilog", "healthcheck"):
+        gate = (f"[ -e {base}/health-off ] && exit 0\n" if program == "healthcheck" else "")
+        path = base / f"{program}.sh"
+        path.write_text(WRAPPER.format(
+            conf=base / "slurm.conf", dir=base, gate=gate, clusterdiag=clusterdiag,
+            program=program, shipped=REPO / f"systemd/clusterdiag-{program}.sh"))
+        path.chmod(0o755)
+    for name, text in SPECS.items():
+        (base / f"{name}.yaml").write_text(text)
+    (base / "config.yaml").write_text(json.dumps(
+        {"agent": {"state_dir": str(base / "state-agent")}, "epilog": {"grace_s": 2}}))
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    missing = _missing()
+    if missing:
+        pytest.skip(f"Slurm/munge not installed: {', '.join(missing)}")
+    if os.geteuid() != 0:
+        pytest.skip("a real Slurm with SlurmdUser=root needs root")
+    # Not pytest's tmp_path: parallel pytest sessions prune each other's numbered dirs.
+    base = Path(tempfile.mkdtemp(prefix="clusterdiag-slurm-"))
+    base.chmod(0o755)  # munged refuses a socket under a directory others cannot enter
+    _write_files(base, _free_ports(len(NODES) + 1))
+    cluster = Cluster(base)
+    cluster.use("healthy")
+    cluster.health(False)
+    munge = base / "munge"
+    try:
+        subprocess.run(["mungekey", "--create", f"--keyfile={munge}/munge.key", "--bits=1024"],
+                       check=True, capture_output=True, timeout=30)
+        cluster.spawn("munged", "munged", "-F", f"--key-file={munge}/munge.key",
+                      f"--socket={munge}/run/munge.socket.2",
+                      f"--pid-file={munge}/run/munged.pid",
+                      f"--log-file={munge}/log/munged.log", f"--seed-file={munge}/lib/seed")
+        cluster.wait("munged", lambda: (munge / "run/munge.socket.2").exists(), 10)
+        cluster.spawn("slurmctld", "slurmctld", "-D", "-i", "-f", str(cluster.conf))
+        for name in NODES:
+            (base / "spool" / name).mkdir()
+            cluster.spawn(f"slurmd-{name}", "slurmd", "-D", "-f", str(cluster.conf), "-N", name)
+        cluster.wait("four idle nodes", lambda: cluster.cmd(
+            "sinfo", "-h", "-N", "-o", "%N %T").stdout.split() == [
+                x for n in NODES for x in (n, "idle")], 60)
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_jobs_run_on_healthy_nodes_after_the_prolog_passes(cluster: Cluster) -> None:
+    cluster.use("healthy")
+    proc = cluster.cmd("srun", "-N4", "--time=1", "sh", "-c", "echo $SLURMD_NODENAME",
+                       timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == list(NODES)
+    log = (cluster.base / "prolog.log").read_text()
+    for name in NODES:
+        assert re.search(rf"clusterdiag prolog: pass job=\d+ user=root node={name} ", log)
+    cluster.wait("the epilogs to pass", lambda: [cluster.node(n)[0] for n in NODES]
+                 == ["IDLE"] * 4, 30)
+    assert _read(cluster.base / "epilog.log").count("clusterdiag epilog: pass") >= 4
+
+
+def test_a_faulty_node_drains_the_job_runs_elsewhere_and_health_check_resumes_it(
+        cluster: Cluster) -> None:
+    cluster.use("healthy")
+    cluster.health(False)
+    assert cluster.cmd("scontrol", "update", "NodeName=n2", "State=DRAIN",
+                       f"Reason={OPERATOR}").returncode == 0
+    try:
+        cluster.use("faulty")
+        out = cluster.base / "where.out"
+        sub = cluster.cmd("sbatch", "--parsable", "-N1", f"--output={out}", "--wrap",
+                          "echo $SLURMD_NODENAME")
+        assert sub.returncode == 0, sub.stderr
+        job_id = sub.stdout.strip().split(";")[0]
+        cluster.wait("the job to complete", lambda: cluster.job(job_id).get(
+            "JobState") == "COMPLETED", 40, lambda: str(cluster.job(job_id)))
+        # n3 (lowest weight) got it first; its prolog failed and drained it with our reason
+        state, reason = cluster.node("n3")
+        assert "DRAIN" in state
+        assert reason == REASON
+        assert int(cluster.job(job_id)["Restarts"]) >= 1
+        ran_on = out.read_text().strip()
+        assert ran_on in ("n1", "n4")
+        prolog_log = (cluster.base / "prolog.log").read_text()
+        assert f"FAIL node not ready job={job_id} user=root node=n3" in prolog_log
+        # The periodic health check: n3 still fails (reason kept); n2 fails too, but an
+        # operator drained it, so its reason is never replaced.
+        cluster.health(True)
+        cluster.wait("a health check on n2", lambda: "node=n2" in _read(
+            cluster.base / "healthcheck.log"), 4 * HEALTH_INTERVAL_S)
+        assert cluster.node("n2")[1] == OPERATOR
+        assert cluster.node("n3")[1] == REASON
+        # The fault is repaired: the health check lifts its own drain, not the operator's.
+        cluster.use("healthy")
+        cluster.wait("n3 idle again", lambda: cluster.node("n3")[0] == "IDLE",
+                     6 * HEALTH_INTERVAL_S)
+        cluster.wait("n3 responding", lambda: cluster.cmd(
+            "sinfo", "-h", "-n", "n3", "-o", "%T").stdout.strip() == "idle", 30)
+        assert cluster.node("n2") == ("IDLE+DRAIN", OPERATOR)
+        again = cluster.cmd("srun", "-w", "n3", "--time=1", "sh", "-c",
+                            "echo $SLURMD_NODENAME", timeout=60)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.strip() == "n3"
+        assert "resumed" in _read(cluster.base / "healthcheck.log")
+    finally:
+        cluster.health(False)
+        cluster.use("healthy")
+        for name in NODES:
+            cluster.cmd("scontrol", "update", f"NodeName={name}", "State=RESUME")
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""

@@ -1,0 +1,86 @@
+"""The prolog's fast path: the agent's findings stand, privileged skips are run here."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.sim.node import simulated_env
+from clusterdiag.agent.slurm.entry import Inputs, Run
+from clusterdiag.agent.slurm.job import JobEnv
+from clusterdiag.agent.slurm.log import Log, format_line
+from clusterdiag.agent.slurm.prolog import check_node, from_agent
+from clusterdiag.checks import REGISTRY
+from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.reports.node import NodeReport, iso
+
+PRIVILEGED = "gpu.pcie_link"  # stands in for a check that reads PCI config space
+
+
+@pytest.fixture
+def privileged(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(REGISTRY, PRIVILEGED, replace(REGISTRY[PRIVILEGED], privileged=True))
+
+
+def _agent_report(findings: list[Finding], node: str = "n1") -> NodeReport:
+    return NodeReport(node=node, profile={"name": "dgx-h100"}, version="0.1.0",
+                      started_at=iso(time.time() - 2), duration_s=1.0, level="quick",
+                      mode="agent", findings=findings)
+
+
+def _f(check: str, status: Status, component: str = "node") -> Finding:
+    return replace(Finding(status, component, f"{check} said {status.value}"), check=check)
+
+
+def test_privileged_skips_are_rerun_and_everything_else_is_taken_as_is(
+        privileged: None) -> None:
+    report = _agent_report([
+        _f(PRIVILEGED, Status.SKIP), _f("gpu.temperature", Status.FAIL, "gpu1"),
+        _f("gpu.persistence_mode", Status.SKIP), _f("fabric.imex", Status.WARN),
+    ])
+    findings, rerun = from_agent(Config(), report)
+    assert rerun == {PRIVILEGED}
+    checks = {f.check: f.status for f in findings}
+    assert checks["gpu.temperature"] is Status.FAIL
+    assert checks["gpu.persistence_mode"] is Status.SKIP  # not privileged: the agent's word
+    assert PRIVILEGED not in checks
+    # fabric.imex does not apply in the prolog: its skip comes from the plan, not the agent
+    assert checks["fabric.imex"] is Status.SKIP
+
+
+def test_without_the_privileged_flag_nothing_is_rerun() -> None:
+    _, rerun = from_agent(Config(), _agent_report([_f(PRIVILEGED, Status.SKIP)]))
+    assert rerun == set()
+
+
+def test_the_prolog_runs_the_skipped_check_on_the_node_itself(
+        privileged: None, tmp_path: Path) -> None:
+    config = Config()
+    config.data["agent"]["state_dir"] = str(tmp_path)
+    env = simulated_env("dgx-h100", None, config)
+    agent = run_node(env, config, RunOptions(mode="agent"))
+    findings = [f for f in agent.findings if f.check != PRIVILEGED]
+    findings += [_f(PRIVILEGED, Status.SKIP), _f("host.disk", Status.FAIL)]
+    cached = replace(agent, started_at=iso(time.time() - 1), findings=findings)
+    (tmp_path / "report.json").write_text(json.dumps(cached.to_dict()))
+    run = Run("prolog", config, env, JobEnv(None, None, None, None, None), Log("prolog"),
+              time.monotonic() + 8, Inputs())
+    outcome = check_node(run)
+    assert outcome.source.startswith("agent report")
+    assert outcome.extra["reran"] == PRIVILEGED
+    own = [f for f in outcome.findings if f.check == PRIVILEGED]
+    assert {f.component for f in own} == {f"gpu{i}" for i in range(8)}
+    assert {f.status for f in own} == {Status.PASS}
+    assert any(f.check == "host.disk" and f.status is Status.FAIL for f in outcome.findings)
+
+
+def test_log_lines_are_key_value_and_quote_what_needs_it() -> None:
+    line = format_line("prolog", "FAIL", {"job": "7", "user": None,
+                                          "reason": 'clusterdiag: a "b" c=d'})
+    assert line == 'clusterdiag prolog: FAIL job=7 reason="clusterdiag: a \\"b\\" c=d"'

@@ -1,0 +1,156 @@
+"""The prolog's inputs: the agent's report file, the job's environment, the epilog's poll."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.slurm.agent_report import load_fresh
+from clusterdiag.agent.slurm.epilog import poll_until_clean, xid_config
+from clusterdiag.agent.slurm.job import JobEnv, seconds_since_process_start
+from clusterdiag.agent.slurm.prolog import job_config
+from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.reports.node import NodeReport, iso
+
+
+def write_report(state: Path, node: str = "n1", age_s: float = 1.0, duration_s: float = 0.5,
+                 findings: list[Finding] | None = None, interval_s: float | None = 30) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    report = NodeReport(node=node, profile={"name": "dgx-h100"}, version="0.1.0",
+                        started_at=iso(time.time() - age_s - duration_s),
+                        duration_s=duration_s, level="quick", mode="agent",
+                        findings=findings or [Finding.passed("node", "ok")])
+    (state / "report.json").write_text(json.dumps(report.to_dict()))
+    if interval_s is not None:
+        (state / "agent.json").write_text(json.dumps(
+            {"interval_s": interval_s, "pid": 1, "listen": "127.0.0.1:9464"}))
+
+
+def _load(state: Path, node: str = "n1", max_age_s: float | None = None):  # type: ignore[no-untyped-def]
+    return load_fresh(state, node, max_age_s=max_age_s, default_interval_s=30.0)
+
+
+def test_a_report_younger_than_two_intervals_is_used(tmp_path: Path) -> None:
+    write_report(tmp_path, age_s=50)
+    cached = _load(tmp_path)
+    assert cached.report is not None
+    assert cached.report.node == "n1"
+    assert 49 < (cached.age_s or 0) < 52
+
+
+def test_age_counts_from_the_end_of_the_collection_and_uses_the_agents_interval(
+        tmp_path: Path) -> None:
+    write_report(tmp_path, age_s=25, duration_s=100, interval_s=10)
+    cached = _load(tmp_path)
+    assert cached.report is None
+    assert re.search(r"2[56] s old \(limit 20 s\)", cached.why)  # started_at is whole seconds
+
+
+def test_max_report_age_overrides_the_interval(tmp_path: Path) -> None:
+    write_report(tmp_path, age_s=50)
+    assert _load(tmp_path, max_age_s=10).report is None
+    write_report(tmp_path, age_s=50, interval_s=None)
+    assert _load(tmp_path).report is not None  # default interval 30 s: limit 60 s
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (None, "no agent report"),
+    ("{not json", "unreadable"),
+    ('{"node": "n1"}', "malformed"),
+    ('{"node": "n1", "profile": {}, "version": "x", "started_at": "yesterday", '
+     '"duration_s": 1, "findings": []}', "malformed"),
+])
+def test_a_missing_or_broken_report_is_not_used(tmp_path: Path, content: str | None,
+                                                why: str) -> None:
+    if content is not None:
+        (tmp_path / "report.json").write_text(content)
+    cached = _load(tmp_path)
+    assert cached.report is None
+    assert why in cached.why
+
+
+def test_another_nodes_report_is_not_used(tmp_path: Path) -> None:
+    write_report(tmp_path, node="n2")
+    assert "for node 'n2', not 'n1'" in _load(tmp_path).why
+    write_report(tmp_path, node="n1.cluster.example")  # the agent knows its FQDN
+    assert _load(tmp_path).report is not None
+    assert _load(tmp_path, node="n1.cluster.example").report is not None
+
+
+def test_a_z_suffixed_time_is_read(tmp_path: Path) -> None:
+    write_report(tmp_path)
+    data = json.loads((tmp_path / "report.json").read_text())
+    data["started_at"] = data["started_at"].replace("+00:00", "Z")
+    (tmp_path / "report.json").write_text(json.dumps(data))
+    assert _load(tmp_path).report is not None
+
+
+def test_job_environment() -> None:
+    job = JobEnv.from_environ({"SLURM_JOBID": "12", "SLURM_JOB_USER": "alice",
+                               "SLURMD_NODENAME": "n3", "CUDA_VISIBLE_DEVICES": "3,1",
+                               "SLURM_JOB_START_TIME": str(int(time.time()) - 5)})
+    assert (job.job_id, job.user, job.node, job.gpus) == ("12", "alice", "n3", (1, 3))
+    assert job.start_time is not None
+    assert job.start_time <= time.time()
+    odd = JobEnv.from_environ({"CUDA_VISIBLE_DEVICES": "GPU-1234,GPU-5678",
+                               "SLURM_JOB_START_TIME": "soon"})
+    assert (odd.job_id, odd.gpus, odd.start_time) == (None, None, None)
+
+
+def test_process_age_is_plausible() -> None:
+    assert 0 < seconds_since_process_start() < 3600
+
+
+def test_job_gpus_go_to_gpu_processes_unless_the_config_pins_them() -> None:
+    config = job_config(Config(), (0, 2))
+    assert config.data["checks"]["gpu.processes"] == {"job_gpus": [0, 2]}
+    pinned = Config()
+    pinned.data["checks"] = {"gpu.processes": {"job_gpus": [5]}}
+    assert job_config(pinned, (0,)).data["checks"]["gpu.processes"]["job_gpus"] == [5]
+    assert job_config(Config(), None).data["checks"] == {}
+
+
+def test_xids_are_judged_since_the_job_start() -> None:
+    config = xid_config(Config(), 1000.0, 1600.0)
+    assert config.data["checks"]["gpu.xid"]["window_s"] == 600.0
+    assert xid_config(Config(), None, 1600.0).data["checks"] == {}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+LEFT = [Finding.fail("gpu2", "compute processes left on the GPU")]
+CLEAN = [Finding.passed("gpu2", "no compute process on the GPU")]
+
+
+def test_processes_that_exit_within_the_grace_period_pass() -> None:
+    clock = _Clock()
+    answers = iter([LEFT, LEFT, CLEAN])
+    findings, looks = poll_until_clean(LEFT, lambda: next(answers), 15.0, clock=clock,
+                                       sleep=clock.sleep)
+    assert findings == CLEAN
+    assert looks == 4
+    assert clock.now == 3.0
+
+
+def test_processes_still_there_after_the_grace_period_fail() -> None:
+    clock = _Clock()
+    findings, looks = poll_until_clean(LEFT, lambda: LEFT, 2.5, clock=clock, sleep=clock.sleep)
+    assert findings[0].status is Status.FAIL
+    assert looks == 4
+    assert clock.now == 2.5
+    _, once = poll_until_clean(CLEAN, lambda: LEFT, 15.0, clock=clock, sleep=clock.sleep)
+    assert once == 1
