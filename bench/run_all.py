@@ -24,6 +24,9 @@ HERE = Path(__file__).resolve().parent
 # name -> accepts --quick
 BENCHES: dict[str, bool] = {
     "nvml_calls.py": False,
+    "merge_scale.py": True,
+    "gather_scale.py": True,
+    "ib_collect.py": False,
 }
 
 

@@ -1,0 +1,70 @@
+"""``clusterdiag demo``: a simulated cluster end to end, on a machine without GPUs.
+
+Simulated agents start on loopback (each node on its own 127.0.x.y, never a routable
+address), the report is gathered from them over real HTTP with a bearer token, judged and
+rendered like any cluster run; everything started is stopped again, also on Ctrl-C or
+SIGTERM, so no agent is left listening.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+from .config import Config, load_config
+from .errors import UsageError
+
+DEMO_SPEC = Path(__file__).parent / "sim" / "demo-cluster.yaml"
+
+
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the ``finally`` that stops the agents runs."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def with_racks(config: Config, racks: dict[str, str]) -> Config:
+    """The spec's racks as ``cluster.racks`` unless the config names racks itself."""
+    data = copy.deepcopy(config.data)
+    if not data["cluster"].get("racks"):
+        data["cluster"]["racks"] = racks
+    return Config(data, config.path)
+
+
+def run_demo(spec_path: Path | None, config_path: Path | None, fmt: str, output: Path | None,
+             exclude_file: Path | None, need: int | None) -> int:
+    from .. import checks
+    from .cli_cluster import emit, gather_and_judge
+    from .daemon.fleet import Fleet
+    from .sim.cluster import present, racks
+    from .sim.spec import load_spec
+
+    if spec_path is not None and not spec_path.is_file():
+        raise UsageError(f"--spec {spec_path}: no such file")
+    config = load_config(config_path, {s.id: s.params for s in checks.REGISTRY.values()})
+    spec = load_spec(str(spec_path or DEMO_SPEC))
+    config = with_racks(config, racks(spec))
+    cluster = present(spec)
+    token = secrets.token_urlsafe(24)
+    with _sigterm_exits():
+        fleet = Fleet(cluster, token=token, config=config)
+        try:
+            urls = fleet.start()
+            report = gather_and_judge(config, sorted(urls), "agent", need, urls=urls,
+                                      token=token)
+        finally:
+            fleet.close()
+    return emit(report, fmt, output, exclude_file)

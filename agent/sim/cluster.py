@@ -1,0 +1,28 @@
+"""A simulated cluster as a whole: which nodes exist, and the racks its spec declares."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+from ClusterShell.NodeSet import NodeSet
+
+from .faults import FAULTS
+from .spec import ClusterSpec
+
+
+def present(spec: ClusterSpec) -> ClusterSpec:
+    """The spec without the nodes a fault takes out of the cluster (``tray_missing``)."""
+    nodes = {name: node for name, node in spec.nodes.items()
+             if not any(FAULTS[f["kind"]].absent for f in node.faults)}
+    return replace(spec, nodes=nodes)
+
+
+def racks(spec: ClusterSpec) -> dict[str, str]:
+    """Rack name -> folded node set of its trays, absent ones included: the layout an
+    operator would write under ``cluster.racks``."""
+    members: dict[str, list[str]] = defaultdict(list)
+    for name, node in spec.nodes.items():
+        if node.rack:
+            members[node.rack].append(name)
+    return {rack: str(NodeSet.fromlist(names)) for rack, names in sorted(members.items())}

@@ -1,0 +1,58 @@
+"""The cross-node checks (``cluster.*`` in DESIGN §5): plain functions over node summaries.
+
+``judge`` runs them all and builds the ClusterReport. Capacity runs last, because what is
+ready depends on what the other checks found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...agent import __version__
+from ..cluster import ClusterFinding, ClusterReport
+from ..summary import NodeSummary, unanswered
+from .capacity import capacity
+from .ib_rails import ib_rails
+from .nvl_domain import nvl_domain
+from .outliers import outliers
+from .profiles import profiles
+from .reachability import Unreachable, reachability
+from .settings import ClusterSettings, settings_from
+from .versions import versions
+
+# id -> one line: what `checks list` and the fault table's consistency test read.
+CATALOG = {
+    "cluster.versions": "driver, CUDA, NCCL, VBIOS, HCA firmware, kernel, clusterdiag agree "
+                        "within each profile",
+    "cluster.profiles": "the nodes of one node set run one platform profile",
+    "cluster.nvl_domain": "each NVL72 rack: trays present, fabric registered, one partition",
+    "cluster.ib_rails": "the port serving GPU i is in one subnet at one rate on every node",
+    "cluster.outliers": "no node far above its peers' median temperature or error counts",
+    "cluster.reachability": "every node answered with a node report we read",
+    "cluster.capacity": "nodes and GPUs ready; with --need N, whether the job can start",
+}
+
+
+def judge(summaries: Sequence[NodeSummary], failures: Sequence[Unreachable],
+          settings: ClusterSettings, *, via: str, need: int | None = None,
+          version: str = __version__) -> ClusterReport:
+    """One cluster report from the nodes that answered and the reasons the others did not."""
+    nodes = {s.node: s for s in summaries}
+    for failure in failures:
+        if failure.node is not None and failure.node not in nodes:
+            nodes[failure.node] = unanswered(failure.node)
+    everyone = list(nodes.values())
+    findings: list[ClusterFinding] = [
+        *reachability(failures, len(everyone)),
+        *versions(everyone, settings),
+        *profiles(everyone),
+        *nvl_domain(everyone, settings),
+        *ib_rails(everyone),
+        *outliers(everyone, settings),
+    ]
+    report = ClusterReport(everyone, findings, version=version, via=via, need=need)
+    report.findings.extend(capacity(everyone, report.ready_nodes, need))
+    return report
+
+
+__all__ = ["CATALOG", "ClusterSettings", "Unreachable", "judge", "settings_from"]

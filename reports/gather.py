@@ -1,0 +1,266 @@
+"""Gathering node reports from many nodes: from their agents over HTTP, through ClusterShell
+(ssh and its fan-out/gateway tree), or with srun inside a Slurm allocation.
+
+Whatever the transport, every node asked ends as a summary or as a reason: a node that is
+silent, answers garbage or another schema version becomes cluster.reachability, never a
+crash and never a node that silently drops out of the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ..agent.errors import UsageError
+from .cluster_checks import Unreachable
+from .summary import BadReport, NodeSummary, summarize
+
+Advance = Callable[[], None]
+Gathered = tuple[list[NodeSummary], list[Unreachable]]
+# HTTP answers worth one more try: the agent or a proxy in front of it is busy or restarting.
+TRANSIENT_HTTP = frozenset({502, 503, 504})
+
+
+@dataclass(frozen=True)
+class GatherSettings:
+    concurrency: int = 256
+    connect_timeout_s: float = 3.0
+    read_timeout_s: float = 15.0
+    retries: int = 1
+    token: str | None = None
+    agent_url: str = "http://{node}:9464"
+    remote_command: str = "clusterdiag run --format json"
+    ssh_worker: str = "ssh"
+
+
+def settings_from(section: Mapping[str, Any], agent_token_file: str | None = None
+                  ) -> GatherSettings:
+    """From the config's ``cluster:`` section; the token file defaults to the agent's."""
+    token = None
+    token_file = section.get("token_file") or agent_token_file
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise UsageError(f"cluster.token_file {token_file}: {exc.strerror or exc}") from None
+        if not token:
+            raise UsageError(f"cluster.token_file {token_file}: empty")
+    if int(section.get("concurrency", 256)) < 1:
+        raise UsageError("cluster.concurrency must be at least 1")
+    return GatherSettings(
+        concurrency=int(section.get("concurrency", 256)),
+        connect_timeout_s=float(section.get("connect_timeout_s", 3.0)),
+        read_timeout_s=float(section.get("read_timeout_s", 15.0)),
+        retries=max(0, int(section.get("retries", 1))), token=token,
+        agent_url=str(section.get("agent_url", "http://{node}:9464")),
+        remote_command=str(section.get("remote_command", "clusterdiag run --format json")),
+        ssh_worker=str(section.get("ssh_worker", "ssh")))
+
+
+def _same_host(asked: str, answered: str) -> bool:
+    return asked.split(".", 1)[0] == answered.split(".", 1)[0]
+
+
+def parse_answer(node: str, raw: bytes | str) -> NodeSummary | Unreachable:
+    """One node's answer as a summary, or the reason it is not one."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return Unreachable("answer is not JSON", node=node)
+    try:
+        summary = summarize(data)
+    except BadReport as exc:
+        return Unreachable(str(exc), node=node)
+    if not _same_host(node, summary.node):
+        return Unreachable("answered with another node's report", node=node)
+    summary.node = node
+    return summary
+
+
+def _finish(results: Sequence[NodeSummary | Unreachable]) -> Gathered:
+    summaries = [r for r in results if isinstance(r, NodeSummary)]
+    failures = [r for r in results if isinstance(r, Unreachable)]
+    return summaries, failures
+
+
+# -- agent: GET /v1/report from every node's daemon ------------------------------------------
+
+def agent_urls(nodes: Sequence[str], template: str) -> dict[str, str]:
+    return {node: template.format(node=node) for node in nodes}
+
+
+def _error_reason(exc: BaseException, settings: GatherSettings) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        # strerror here carries the address; the errno text groups across nodes.
+        code = exc.os_error.errno if exc.os_error is not None else None
+        return f"no answer (connect: {os.strerror(code).lower() if code else 'failed'})"
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return f"no answer within {settings.connect_timeout_s:g} s (connect)"
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.SocketTimeoutError)):
+        return f"no complete answer within {settings.read_timeout_s:g} s"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "agent closed the connection"
+    if isinstance(exc, aiohttp.InvalidURL):
+        return "agent URL is not valid"
+    return f"no answer ({type(exc).__name__})"
+
+
+async def _fetch(session: aiohttp.ClientSession, node: str, url: str,
+                 settings: GatherSettings) -> NodeSummary | Unreachable:
+    headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
+    result: NodeSummary | Unreachable = Unreachable("no answer", node=node)
+    for attempt in range(settings.retries + 1):
+        if attempt:
+            await asyncio.sleep(0.2 * attempt)
+        try:
+            async with session.get(f"{url.rstrip('/')}/v1/report", headers=headers) as resp:
+                body = await resp.read()
+                if resp.status == 200:
+                    return parse_answer(node, body)
+                reason = ("agent refused our token" if resp.status in (401, 403)
+                          else "agent answered")
+                result = Unreachable(f"{reason} (HTTP {resp.status})", node=node)
+                if resp.status not in TRANSIENT_HTTP:
+                    return result
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            result = Unreachable(_error_reason(exc, settings), node=node)
+            if isinstance(exc, aiohttp.InvalidURL):
+                return result
+    return result
+
+
+async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
+                         advance: Advance | None) -> list[NodeSummary | Unreachable]:
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s,
+                                    sock_read=settings.read_timeout_s)
+    # Concurrency is bounded by a FIFO semaphore, not by the connector's limit: aiohttp
+    # wakes connector waiters by scanning every waiting host, and with one host per node
+    # that made 10,000 nodes quadratic.
+    slots = asyncio.Semaphore(settings.concurrency)
+    connector = aiohttp.TCPConnector(limit=settings.concurrency, limit_per_host=0,
+                                     force_close=True, ttl_dns_cache=300)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                     raise_for_status=False) as session:
+        async def one(node: str, url: str) -> NodeSummary | Unreachable:
+            async with slots:
+                result = await _fetch(session, node, url, settings)
+            if advance is not None:
+                advance()
+            return result
+
+        return list(await asyncio.gather(*(one(n, u) for n, u in urls.items())))
+
+
+def gather_agent(urls: Mapping[str, str], settings: GatherSettings,
+                 advance: Advance | None = None) -> Gathered:
+    """Every node's latest report from its agent (node -> base URL)."""
+    return _finish(asyncio.run(_gather_agents(urls, settings, advance)))
+
+
+# -- ssh: ClusterShell runs the command on every node ----------------------------------------
+
+def gather_ssh(nodes: Sequence[str], settings: GatherSettings,
+               advance: Advance | None = None) -> Gathered:
+    """``remote_command`` on every node through ClusterShell: its fan-out, timeouts and
+    gateway tree (topology.conf) apply; ``ssh_worker: exec`` runs it locally per node
+    (``%h`` is the node name), as ClusterShell's own tests do."""
+    from ClusterShell.Defaults import _load_workerclass
+    from ClusterShell.Event import EventHandler
+    from ClusterShell.NodeSet import NodeSet
+    from ClusterShell.Task import task_self
+
+    class Progress(EventHandler):  # type: ignore[misc]
+        def ev_hup(self, worker: Any, node: str, rc: int) -> None:
+            if advance is not None:
+                advance()
+
+    task = task_self()
+    task.set_info("fanout", settings.concurrency)
+    task.set_info("connect_timeout", settings.connect_timeout_s)
+    if settings.ssh_worker != "ssh":
+        try:
+            task.set_default("distant_worker", _load_workerclass(settings.ssh_worker))
+        except (ImportError, AttributeError):
+            raise UsageError(f"cluster.ssh_worker {settings.ssh_worker!r}: no such "
+                             "ClusterShell worker") from None
+    worker = task.shell(settings.remote_command, nodes=NodeSet.fromlist(nodes),
+                        handler=Progress(), timeout=settings.read_timeout_s, stderr=True)
+    task.run()
+    timed_out = {str(n) for n in worker.iter_keys_timeout()}
+    results: list[NodeSummary | Unreachable] = []
+    for node in nodes:
+        if node in timed_out:
+            results.append(Unreachable(f"no complete answer within "
+                                       f"{settings.read_timeout_s:g} s", node=node))
+            continue
+        out = bytes(task.node_buffer(node) or b"")
+        rc = task.node_retcode(node)
+        if not out.strip():
+            err = bytes(task.node_error(node) or b"").decode(errors="replace")
+            tail = err.strip().splitlines()[-1][:120] if err.strip() else f"exit code {rc}"
+            results.append(Unreachable(f"remote command gave no report ({_stable(tail)})",
+                                       node=node))
+            continue
+        results.append(parse_answer(node, out))
+    return _finish(results)
+
+
+def _stable(text: str) -> str:
+    """Error text without the node name ssh puts in it, so it groups across nodes."""
+    return text.split(": ", 1)[1] if text.startswith(("ssh:", "rsh:")) and ": " in text \
+        else text
+
+
+# -- srun: one task per node inside a Slurm allocation ---------------------------------------
+
+def srun_argv(nodes: Sequence[str], command: str) -> list[str]:
+    """Each task first prints its node name, so ``--label``'s task ranks map to nodes
+    whatever order Slurm placed the tasks in."""
+    from ClusterShell.NodeSet import NodeSet
+
+    script = f'printf "%s\\n" "${{SLURMD_NODENAME:-$(hostname -s)}}"; exec {command}'
+    return ["srun", f"--nodelist={NodeSet.fromlist(nodes)}", f"--nodes={len(nodes)}",
+            f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0",
+            "sh", "-c", script]
+
+
+def split_labelled(output: str) -> dict[str, str]:
+    """``--label`` output (``RANK: line``) -> node -> its lines."""
+    by_rank: dict[str, list[str]] = defaultdict(list)
+    for line in output.splitlines():
+        rank, sep, rest = line.partition(": ")
+        if sep and rank.strip().isdigit():
+            by_rank[rank.strip()].append(rest)
+    return {lines[0].strip(): "\n".join(lines[1:]) for lines in by_rank.values() if lines}
+
+
+def gather_srun(nodes: Sequence[str], settings: GatherSettings) -> Gathered:
+    if shutil.which("srun") is None:
+        raise UsageError("--via srun: srun not found (run inside a Slurm allocation)")
+    argv = srun_argv(nodes, settings.remote_command)
+    timeout = settings.connect_timeout_s + settings.read_timeout_s + 30
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        outputs = split_labelled(proc.stdout)
+        why = (proc.stderr.strip().splitlines() or [f"srun exit code {proc.returncode}"])[-1]
+    except subprocess.TimeoutExpired:
+        outputs, why = {}, f"srun gave no complete answer within {timeout:g} s"
+    results: list[NodeSummary | Unreachable] = []
+    for node in nodes:
+        if node in outputs and outputs[node].strip():
+            results.append(parse_answer(node, outputs[node]))
+        else:
+            results.append(Unreachable(f"no report from its srun task ({why[:120]})",
+                                       node=node))
+    return _finish(results)

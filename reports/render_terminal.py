@@ -1,0 +1,71 @@
+"""The cluster report for a terminal (rich): the verdict first, then the nodes to exclude
+as one folded set ready for ``sbatch --exclude=``, then what to fix, grouped across
+nodes, most severe first. Passes are counted, not listed. Piped, it is plain text."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..checks.finding import Status
+from .cluster import ClusterReport, ProblemGroup, fold
+
+STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "bold yellow",
+         Status.PASS: "green", Status.SKIP: "dim"}
+# A group names at most this many components; the rest are counted.
+MAX_COMPONENTS = 4
+
+
+def verdict_line(report: ClusterReport) -> str:
+    gpus, gpus_ready = report.gpu_counts()
+    word = "READY" if report.ready else "NOT READY"
+    need = f" for a job of {report.need} nodes" if report.need is not None else ""
+    return (f"{word}{need}: {len(report.ready_nodes)} of {len(report.nodes)} nodes ready, "
+            f"{gpus_ready} of {gpus} GPUs")
+
+
+def components(group: ProblemGroup) -> str:
+    names = sorted(group.components)
+    more = f" +{len(names) - MAX_COMPONENTS}" if len(names) > MAX_COMPONENTS else ""
+    return ", ".join(names[:MAX_COMPONENTS]) + more
+
+
+def passes_line(report: ClusterReport) -> str:
+    counts = report.finding_counts()
+    return (f"{counts['pass']:,} passes and {counts['skip']:,} skips across "
+            f"{len(report.nodes):,} nodes (counted per node, not listed)")
+
+
+def render_terminal(report: ClusterReport, colour: bool = False, width: int = 120) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=colour, no_color=not colour, width=width,
+                      highlight=False, soft_wrap=False)
+    console.print(Text(verdict_line(report),
+                       style="bold green" if report.ready else "bold red"))
+    bad = fold(report.bad_nodes)
+    if bad:
+        console.print(f"exclude ({len(report.bad_nodes)}): ", Text(bad, style="bold"), sep="")
+        console.print(Text(f"  sbatch --exclude={bad} ...", style="dim"))
+    if report.unreachable:
+        console.print(f"unreachable ({len(report.unreachable)}): {fold(report.unreachable)}")
+    for blocker in report.cluster_blockers:
+        console.print(Text(f"cluster: {blocker.finding.component}: {blocker.finding.message}",
+                           style="bold red"))
+    groups = report.groups()
+    if groups:
+        table = Table(title="problems, most severe first", title_justify="left",
+                      show_edge=False, box=None, pad_edge=False, expand=False)
+        for name in ("status", "check", "problem", "nodes", "n", "action", "where"):
+            table.add_column(name, overflow="fold", no_wrap=name in ("status", "n"))
+        for g in groups:
+            table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]), g.check,
+                          g.message, fold(g.nodes) or "-", str(len(set(g.nodes))),
+                          g.action.value, components(g))
+        console.print()
+        console.print(table)
+    console.print()
+    console.print(Text(passes_line(report), style="dim"))
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"

@@ -1,0 +1,299 @@
+"""Each cross-node check over hand-built node summaries: what it catches, whom it names,
+and what it leaves alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusterdiag.agent.errors import ConfigError
+from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.reports.cluster_checks import Unreachable, judge, settings_from
+from clusterdiag.reports.cluster_checks.capacity import capacity
+from clusterdiag.reports.cluster_checks.ib_rails import ib_rails
+from clusterdiag.reports.cluster_checks.nvl_domain import nvl_domain
+from clusterdiag.reports.cluster_checks.outliers import outliers, outlying
+from clusterdiag.reports.cluster_checks.profiles import node_sets, profiles
+from clusterdiag.reports.cluster_checks.reachability import reachability
+from clusterdiag.reports.cluster_checks.settings import ClusterSettings
+from clusterdiag.reports.cluster_checks.versions import versions
+from clusterdiag.reports.summary import NodeFacts, NodeSummary, unanswered
+
+UUID_A = "0cb9fff3-b336-5f08-b48e-8f30ff6ad12c"
+UUID_B = "77777777-b336-5f08-b48e-8f30ff6ad12c"
+
+
+def node(name: str, profile: str = "dgx-h100", verdict: Status = Status.PASS,
+         version: str = "0.1.0", **facts: Any) -> NodeSummary:
+    defaults: dict[str, Any] = {"driver": "590.48.01", "cuda": "13.1", "kernel": "5.15.0"}
+    return NodeSummary(node=name, profile=profile, version=version, verdict=verdict, gpus=8,
+                       counts={"pass": 10}, problems=[], facts=NodeFacts(**{**defaults,
+                                                                             **facts}))
+
+
+def tray(name: str, uuid: str = UUID_A, clique: int = 32766, state: int = 3) -> NodeSummary:
+    fabric = [{"gpu": i, "state": state, "status": 0, "cluster_uuid": uuid, "clique_id": clique}
+              for i in range(4)]
+    summary = node(name, "gb200-nvl72", fabric=fabric)
+    summary.gpus = 4
+    return summary
+
+
+def statuses(found: list[Any]) -> set[Status]:
+    return {c.finding.status for c in found}
+
+
+# -- versions -------------------------------------------------------------------------------
+
+def test_versions_minority_driver_is_a_warning_naming_the_minority() -> None:
+    nodes = [node(f"gpu{i:03d}") for i in range(1, 6)] + [node("gpu006", driver="550.54.15")]
+    found = versions(nodes, ClusterSettings())
+    assert len(found) == 1
+    item = found[0]
+    assert item.finding.status is Status.WARN
+    assert item.finding.check == "cluster.versions"
+    assert item.nodes == ("gpu006",)
+    assert item.finding.expected == "590.48.01"
+    assert item.finding.observed == {"550.54.15": "gpu006"}
+    assert "dgx-h100" in item.finding.message
+
+
+def test_versions_compares_only_within_a_profile() -> None:
+    nodes = [node(f"gpu{i}") for i in range(3)] + [
+        tray(f"nvl1-tray{i:02d}") for i in range(1, 4)]
+    for t in nodes[3:]:
+        t.facts.driver, t.facts.kernel = "570.10", "6.8.0-nvidia-64k"
+    assert statuses(versions(nodes, ClusterSettings())) == {Status.PASS}
+
+
+def test_versions_pinned_makes_every_differing_node_fail() -> None:
+    nodes = [node("a"), node("b"), node("c", nccl="2.21.5"), node("d", nccl="2.23.4")]
+    for n in nodes[:2]:
+        n.facts.nccl = "2.21.5"
+    found = versions(nodes, ClusterSettings(pinned={"nccl": "2.23.4"}))
+    assert [c.nodes for c in found] == [("a", "b", "c")]
+    assert found[0].finding.status is Status.FAIL
+    assert found[0].finding.expected == "2.23.4"
+
+
+def test_versions_includes_clusterdiag_itself_and_hca_firmware() -> None:
+    nodes = [node("a", hca_firmware="28.41.1000"), node("b", hca_firmware="28.41.1000"),
+             node("c", version="0.0.9", hca_firmware="28.39.1002")]
+    found = versions(nodes, ClusterSettings())
+    assert {c.finding.component for c in found} == {"clusterdiag", "hca_firmware"}
+    assert all(c.nodes == ("c",) for c in found)
+
+
+def test_versions_skips_nodes_that_did_not_answer() -> None:
+    nodes = [node("a"), node("b"), unanswered("c")]
+    assert statuses(versions(nodes, ClusterSettings())) == {Status.PASS}
+
+
+# -- profiles -------------------------------------------------------------------------------
+
+def test_profiles_flags_the_odd_node_of_a_node_set_only() -> None:
+    nodes = [node(f"gpu{i:03d}") for i in range(1, 5)] + [node("gpu005", "generic")]
+    nodes += [tray(f"nvl1-tray{i:02d}") for i in range(1, 3)]
+    found = profiles(nodes)
+    assert len(found) == 1
+    assert found[0].nodes == ("gpu005",)
+    assert found[0].finding.expected == "dgx-h100"
+
+
+def test_node_sets_split_by_name_pattern() -> None:
+    assert node_sets(["gpu001", "gpu002", "nvl1-tray01", "nvl2-tray03", "login"]) == [
+        ["gpu001", "gpu002"], ["login"], ["nvl1-tray01", "nvl2-tray03"]]
+
+
+# -- nvl_domain -----------------------------------------------------------------------------
+
+def test_nvl_domain_names_the_tray_in_another_clique_not_the_rack() -> None:
+    trays = [tray(f"nvl1-tray{i:02d}") for i in range(1, 19)]
+    trays[4] = tray("nvl1-tray05", clique=32767)
+    found = nvl_domain(trays, ClusterSettings())
+    fails = [c for c in found if c.finding.status is Status.FAIL]
+    assert len(fails) == 1
+    assert fails[0].nodes == ("nvl1-tray05",)
+    assert fails[0].finding.message == "tray in another NVLink partition than its rack"
+    assert all(t.rack == f"nvl-{UUID_A[:8]}" for t in trays)
+
+
+def test_nvl_domain_missing_tray_with_configured_rack_names_it() -> None:
+    trays = [tray(f"nvl1-tray{i:02d}") for i in range(1, 19) if i != 7]
+    settings = ClusterSettings(racks={"nvl1": tuple(f"nvl1-tray{i:02d}" for i in range(1, 19))})
+    found = nvl_domain(trays, settings)
+    assert [c.finding.message for c in found] == ["rack has fewer trays than expected"]
+    item = found[0]
+    assert item.finding.component == "rack nvl1"
+    assert item.nodes == ()
+    assert item.finding.observed == {"trays": 17, "missing": "nvl1-tray07"}
+    assert item.finding.expected == 18
+
+
+def test_nvl_domain_unreachable_tray_is_left_to_reachability() -> None:
+    names = tuple(f"nvl1-tray{i:02d}" for i in range(1, 19))
+    nodes = [tray(n) for n in names[:-1]] + [unanswered(names[-1])]
+    found = nvl_domain(nodes, ClusterSettings(racks={"nvl1": names}))
+    assert statuses(found) == {Status.PASS}
+    assert nodes[-1].rack == "nvl1"
+
+
+def test_nvl_domain_expected_trays_from_config_without_rack_names() -> None:
+    trays = [tray(f"nvl1-tray{i:02d}") for i in range(1, 17)]
+    assert statuses(nvl_domain(trays, ClusterSettings(expected_trays_per_rack=16))) == {
+        Status.PASS}
+    assert statuses(nvl_domain(trays, ClusterSettings())) == {Status.FAIL}
+
+
+def test_nvl_domain_fabric_not_completed_and_unassigned_trays() -> None:
+    trays = [tray(f"t{i:02d}") for i in range(1, 19)]
+    trays[2] = tray("t03", state=2)
+    trays.append(tray("t19", uuid="00000000-0000-0000-0000-000000000000", clique=0))
+    found = nvl_domain(trays, ClusterSettings(expected_trays_per_rack=18))
+    by_message = {c.finding.message: c.nodes for c in found}
+    assert by_message["tray has not completed NVLink fabric registration"] == ("t03",)
+    assert by_message["tray not in any NVLink domain (zero cluster UUID or clique)"] == ("t19",)
+
+
+def test_nvl_domain_skips_without_trays() -> None:
+    assert statuses(nvl_domain([node("gpu1")], ClusterSettings())) == {Status.SKIP}
+
+
+# -- ib_rails -------------------------------------------------------------------------------
+
+def rails(rate: float = 400.0, subnet: str = "fe80:0000:0000:0000", odd_gpu: int = -1,
+          odd: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for gpu in range(8):
+        rail = {"gpu": gpu, "hca": f"mlx5_{gpu}", "port": 1, "rate_gbps": rate,
+                "subnet": subnet, "state": "ACTIVE"}
+        if gpu == odd_gpu:
+            rail.update(odd or {})
+        out.append(rail)
+    return out
+
+
+def test_ib_rails_keyed_by_gpu_names_node_and_gpu() -> None:
+    nodes = [node(f"n{i}", rails=rails()) for i in range(4)]
+    nodes[2].facts.rails = rails(odd_gpu=3, odd={"rate_gbps": 200.0, "hca": "mlx5_9"})
+    nodes[3].facts.rails = rails(odd_gpu=5, odd={"subnet": "fe80:0000:0000:0001"})
+    found = ib_rails(nodes)
+    assert {(c.finding.component, c.nodes, c.finding.status) for c in found} == {
+        ("gpu3 rail", ("n2",), Status.FAIL), ("gpu5 rail", ("n3",), Status.FAIL)}
+
+
+def test_ib_rails_device_names_may_differ() -> None:
+    nodes = [node(f"n{i}", rails=rails()) for i in range(3)]
+    for rail in nodes[1].facts.rails:
+        rail["hca"] = "mlx5_" + str(11 - rail["gpu"])
+    assert statuses(ib_rails(nodes)) == {Status.PASS}
+
+
+def test_ib_rails_skip_without_rail_data() -> None:
+    assert statuses(ib_rails([node("a"), node("b")])) == {Status.SKIP}
+
+
+# -- outliers -------------------------------------------------------------------------------
+
+def test_outlying_uses_median_and_mad_with_a_minimum_excess() -> None:
+    values = {f"n{i}": 40.0 + (i % 3) for i in range(20)} | {"hot": 58.0}
+    median, high = outlying(values, k=6.0, min_delta=10.0)
+    assert median == 41.0
+    assert high == {"hot": 58.0}
+    assert outlying(values | {"hot": 45.0}, 6.0, 10.0)[1] == {}
+
+
+def test_outliers_warn_on_hot_node_within_its_profile() -> None:
+    nodes = [node(f"n{i}", telemetry={"gpu_temperature_c": 41.0 + i % 2}) for i in range(8)]
+    nodes.append(node("hot", telemetry={"gpu_temperature_c": 67.0}))
+    found = outliers(nodes, ClusterSettings())
+    assert len(found) == 1
+    assert found[0].finding.status is Status.WARN
+    assert found[0].nodes == ("hot",)
+
+
+def test_outliers_need_enough_nodes() -> None:
+    nodes = [node(f"n{i}", telemetry={"ecc_corrected": 0.0}) for i in range(3)]
+    assert statuses(outliers(nodes, ClusterSettings())) == {Status.SKIP}
+
+
+# -- reachability and capacity ------------------------------------------------------------
+
+def test_reachability_groups_by_reason_and_names_files() -> None:
+    found = reachability([Unreachable("answer is not JSON", node="a"),
+                          Unreachable("answer is not JSON", node="b"),
+                          Unreachable("file is not JSON", file="/x/c.json")], asked=5)
+    assert [(c.finding.message, c.nodes) for c in found] == [
+        ("answer is not JSON", ("a", "b")), ("file is not JSON", ())]
+    assert found[1].finding.observed == {"files": ["/x/c.json"]}
+    assert statuses(found) == {Status.FAIL}
+
+
+def test_capacity_with_need() -> None:
+    nodes = [node(f"n{i}") for i in range(4)]
+    ok = capacity(nodes, ["n0", "n1", "n2"], need=3)[0].finding
+    assert ok.status is Status.PASS
+    assert ok.observed["on"] == "n[0-2]"
+    short = capacity(nodes, ["n0"], need=3)[0].finding
+    assert short.status is Status.FAIL
+    assert short.observed["gpus_ready"] == 8
+
+
+# -- judge: the whole report ----------------------------------------------------------------
+
+def test_judge_bad_nodes_only_fail_or_error_and_unreachable_listed() -> None:
+    nodes = [node("n1"), node("n2", verdict=Status.WARN), node("n3", verdict=Status.FAIL),
+             node("n4", verdict=Status.ERROR), node("n5", driver="1.0")]
+    report = judge(nodes, [Unreachable("no answer", node="n6")], ClusterSettings(), via="agent")
+    assert report.bad_nodes == ["n3", "n4", "n6"]
+    assert report.unreachable == ["n6"]
+    assert not report.ready
+    assert report.node_verdict(nodes[4]) is Status.WARN  # a version warning is not a fail
+
+
+def test_judge_need_is_ready_when_enough_nodes_are() -> None:
+    nodes = [node(f"n{i}") for i in range(4)] + [node("bad", verdict=Status.FAIL)]
+    assert judge(nodes, [], ClusterSettings(), via="files", need=4).ready
+    assert not judge(nodes, [], ClusterSettings(), via="files", need=5).ready
+    assert not judge(nodes, [], ClusterSettings(), via="files").ready
+
+
+def test_groups_most_severe_first_with_folded_nodes() -> None:
+    nodes = [node(f"n{i}") for i in range(1, 5)]
+    for n in nodes[:3]:
+        n.problems.append(Finding(Status.WARN, "gpu1", "GPU warm", check="gpu.temperature"))
+    nodes[3].problems.append(Finding(Status.FAIL, "gpu3", "NVLinks down", check="nvlink.links_up"))
+    groups = judge(nodes, [], ClusterSettings(), via="files").groups()
+    assert [(g.check, g.status, sorted(set(g.nodes))) for g in groups] == [
+        ("nvlink.links_up", Status.FAIL, ["n4"]),
+        ("gpu.temperature", Status.WARN, ["n1", "n2", "n3"])]
+
+
+# -- settings -------------------------------------------------------------------------------
+
+def test_settings_reject_unknown_pins_and_bad_racks() -> None:
+    with pytest.raises(ConfigError, match=r"cluster\.pinned: unknown key 'drivr'"):
+        settings_from({"pinned": {"drivr": "1"}})
+    with pytest.raises(ConfigError, match=r"cluster\.racks\.r1: bad node set"):
+        settings_from({"racks": {"r1": "tray[01-"}})
+    settings = settings_from({"racks": {"r1": "t[1-3]"}, "pinned": {"driver": 550}})
+    assert settings.racks == {"r1": ("t1", "t2", "t3")}
+    assert settings.pinned == {"driver": "550"}
+
+
+def test_config_cluster_section_is_validated(tmp_path: Any) -> None:
+    from clusterdiag.agent.config import load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("cluster:\n  concurrency: 64\n  racks: {nvl1: 'nvl1-tray[01-18]'}\n")
+    config = load_config(path, {})
+    assert config.section("cluster")["concurrency"] == 64
+    assert config.section("cluster")["read_timeout_s"] == 15.0
+    assert settings_from(config.section("cluster")).racks["nvl1"][-1] == "nvl1-tray18"
+    path.write_text("cluster:\n  concurency: 64\n")
+    with pytest.raises(ConfigError, match=r"did you mean 'cluster\.concurrency'"):
+        load_config(path, {})
+    path.write_text("cluster:\n  concurrency: lots\n")
+    with pytest.raises(ConfigError, match="must be an integer"):
+        load_config(path, {})
