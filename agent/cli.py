@@ -245,6 +245,12 @@ for _module in (cli_daemon, cli_slurm, cli_cluster, cli_topo):
     _module.register(cli)
 
 
+# Slurm drains a node on any non-zero exit of these: a wrapper with a bad flag is our
+# trouble, not the node's, so it exits 0 with a loud line (DESIGN §3; fail_closed cannot
+# apply, as the command line that would load the config is what is wrong).
+SLURM_ENTRY_POINTS = frozenset({"prolog", "epilog", "healthcheck"})
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
@@ -252,6 +258,9 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
+        if SLURM_ENTRY_POINTS & set(sys.argv[1:2]):
+            _die(f"{sys.argv[1]}: usage error above; exiting 0 so Slurm does not drain the node "
+                 "for it", EXIT_READY)
         sys.exit(EXIT_USAGE)
     except click.Abort:
         _die("aborted", 130)

@@ -187,6 +187,19 @@ def test_a_broken_config_exits_0_in_one_loud_line(site: tuple[Path, Slurm], bad:
     assert "config" in errors[0]
 
 
+
+@pytest.mark.parametrize("program", ["prolog", "epilog", "healthcheck"])
+def test_a_wrapper_with_a_bad_flag_exits_0_and_says_so(site: tuple[Path, Slurm],
+                                                       program: str) -> None:
+    """Slurm drains on any non-zero exit; a typo in a wrapper must not drain the fleet."""
+    root, slurm = site
+    proc = slurm_run(program, root, "n2", "--levle", "quick")
+    _ok(proc)
+    assert proc.returncode == 0
+    assert "No such option '--levle'" in proc.stderr
+    assert "exiting 0 so Slurm does not drain the node" in proc.stderr
+    assert slurm.calls() == []
+
 def test_a_fresh_agent_report_is_used_instead_of_collecting(site: tuple[Path, Slurm]) -> None:
     root, _slurm = site
     fail = Finding(Status.FAIL, "gpu5", "GPU too hot", "91 C", None, Action.INVESTIGATE,
