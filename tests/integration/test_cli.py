@@ -129,6 +129,19 @@ def test_checks_list_and_explain() -> None:
     assert "min_free_pct" in explain.stdout
 
 
+def test_the_catalog_lists_and_explains_cluster_checks_too() -> None:
+    from clusterdiag.reports.cluster_checks import CATALOG
+
+    listing = run_cli("checks", "list").stdout.splitlines()
+    cluster_lines = [line for line in listing if line.startswith("cluster.")]
+    assert [line.split()[0] for line in cluster_lines] == list(CATALOG)
+    assert all(line.split()[1] == "cluster" for line in cluster_lines)
+    explain = run_cli("checks", "explain", "cluster.ib_rails")
+    assert explain.returncode == 0
+    assert explain.stdout.startswith("cluster.ib_rails: ")
+    assert "runs in: cluster reports" in explain.stdout
+
+
 def test_profiles_list_and_show() -> None:
     listing = run_cli("profiles", "list")
     for name in ("dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72",
