@@ -69,9 +69,18 @@ def raw_read_s(paths: Iterable[Path], runs: int = 5) -> float:
 
 
 def files_under(root: Path, *tops: str) -> list[Path]:
+    """Every file below each top; a top that is a /sys/class-style directory of links is
+    read through its links one level deep (sysfs links lead back up: never follow further)."""
     found = []
+    starts = []
     for top in tops:
-        for directory, _, names in os.walk(root / top, followlinks=False):
+        base = root / top
+        entries = sorted(base.iterdir()) if base.is_dir() else []
+        starts.extend(e.resolve() for e in entries if e.is_symlink())
+        if not any(e.is_symlink() for e in entries):
+            starts.append(base)
+    for start in starts:
+        for directory, _, names in os.walk(start, followlinks=False):
             found.extend(Path(directory) / name for name in names)
     return found
 

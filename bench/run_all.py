@@ -27,6 +27,8 @@ BENCHES: dict[str, bool] = {
     "merge_scale.py": True,
     "gather_scale.py": True,
     "ib_collect.py": False,
+    "prolog_time.py": False,
+    "agent_load.py": True,
 }
 
 
