@@ -71,28 +71,33 @@ def test_systemd_analyze_security_exposure(tmp_path: Path, analyze: str,
     assert score <= 3.0  # "OK"; an unhardened service scores 9.2 (UNSAFE)
 
 
+# The code and its dependencies are bound at neutral paths inside the container: a
+# checkout under /tmp (as CI's is) would vanish behind the unit's PrivateTmp, and the
+# editable install's finder points at the checkout's absolute paths.
+SOURCES_AT, SITE_AT, PYTHON_AT = "/opt/cd-src", "/opt/cd-site", "/opt/cd-python"
+PACKAGES = ("agent", "checks", "reports")
+
+
+def _code_binds() -> list[str]:
+    site = sysconfig.get_paths()["purelib"]
+    binds = [f"--bind-ro={REPO / name}:{SOURCES_AT}/clusterdiag/{name}" for name in PACKAGES]
+    binds += [f"--bind-ro={site}:{SITE_AT}", f"--bind-ro={sys.base_prefix}:{PYTHON_AT}"]
+    return binds
+
+
 def _drop_in(sandbox: Path) -> Path:
     """Run this checkout's code on a simulated node, as root (the container has no
     clusterdiag user), with a short watchdog so the test sees it fed several times."""
-    python = Path(sys.executable)
-    base = Path(sys.base_prefix)
-    site = sysconfig.get_paths()["purelib"]
+    exe = f"{PYTHON_AT}/bin/{Path(os.path.realpath(sys.executable)).name}"
+    code = (f"import sys; sys.path[:0] = ['{SOURCES_AT}', '{SITE_AT}']; "
+            "sys.argv[0] = 'clusterdiag'; from clusterdiag.agent.cli import main; main()")
     args = "agent --simulate dgx-h100 --interval 1 --listen 127.0.0.1:9464"
-    if base.is_relative_to("/root") or base.is_relative_to("/home"):
-        # ProtectHome hides the interpreter: it is bound at /opt/cd-python instead.
-        exe = f"/opt/cd-python/bin/{Path(os.path.realpath(python)).name}"
-        code = (f"import site,sys; site.addsitedir('{site}'); sys.argv[0]='clusterdiag'; "
-                "from clusterdiag.agent.cli import main; main()")
-        exec_start = f'{exe} -c "{code}" {args}'
-        env = "Environment=LD_LIBRARY_PATH=/opt/cd-python/lib\n"  # its own libpython
-    else:
-        exec_start = f"{python} -m clusterdiag.agent {args}"
-        env = ""
     drop = sandbox / "clusterdiag-agent.service.d"
     drop.mkdir(parents=True)
     (drop / "test.conf").write_text(
-        "[Service]\nUser=\nGroup=\nSupplementaryGroups=\nWatchdogSec=3s\n" + env +
-        f"ExecStart=\nExecStart={exec_start}\n")
+        "[Service]\nUser=\nGroup=\nSupplementaryGroups=\nWatchdogSec=3s\n"
+        f"Environment=LD_LIBRARY_PATH={PYTHON_AT}/lib\n"  # a non-system Python's libpython
+        f'ExecStart=\nExecStart={exe} -I -c "{code}" {args}\n')
     return drop
 
 
@@ -128,15 +133,12 @@ def test_boots_under_systemd_nspawn_with_watchdog(tmp_path: Path) -> None:
     drop = _drop_in(tmp_path)
     # Masked like firstboot: with a private network, wait-online would hold the boot
     # (and the agent's After=network-online.target) for two minutes.
-    binds = [f"--bind-ro={REPO}", "--bind-ro=/dev/null:/etc/systemd/system/"
+    binds = [*_code_binds(), "--bind-ro=/dev/null:/etc/systemd/system/"
              "systemd-firstboot.service",
              "--bind-ro=/dev/null:/etc/systemd/system/systemd-networkd-wait-online.service",
              f"--bind-ro={UNIT}:/etc/systemd/system/clusterdiag-agent.service",
              f"--bind-ro={drop}:/etc/systemd/system/clusterdiag-agent.service.d",
              f"--bind-ro={wants}:/etc/systemd/system/multi-user.target.wants"]
-    base = Path(sys.base_prefix)
-    if base.is_relative_to("/root") or base.is_relative_to("/home"):
-        binds.append(f"--bind-ro={base}:/opt/cd-python")
     machine = f"cdtest{os.getpid()}"
     log = open(tmp_path / "nspawn.log", "w")  # noqa: SIM115 - closed below
     container = subprocess.Popen(
