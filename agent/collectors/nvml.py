@@ -24,9 +24,9 @@ from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
 from ..serde import from_jsonable, to_jsonable
 from ..sources import SourceEnv
+from ..worker import fork_worker
 from .nvml_read import CountingNvml, GpuReader, read_p2p, read_system, resolve_remotes
 
-_RESULT_FD = 3
 _P2P_RESERVE_S = 0.5  # time kept before the deadline to read P2P among answering GPUs
 
 
@@ -144,31 +144,7 @@ class PendingNvml:
 def start(env: SourceEnv, deadline: float | None = None) -> PendingNvml:
     """Fork the worker. Call before starting threads: the child must not inherit locks."""
     module = env.nvml()  # imported in the parent, so the child imports nothing
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the worker
-        try:
-            os.close(read_fd)
-            os.setsid()
-            devnull = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            if write_fd != _RESULT_FD:
-                os.dup2(write_fd, _RESULT_FD)
-            os.closerange(_RESULT_FD + 1, 65536)
-            out = os.fdopen(_RESULT_FD, "w", buffering=1)
-
-            def emit(message: dict[str, Any]) -> None:
-                out.write(json.dumps(message) + "\n")
-
-            try:
-                read_all(module, emit, deadline)
-            except Exception as exc:  # noqa: BLE001 - reported to the parent as data
-                emit({"t": "crash", "error": f"{type(exc).__name__}: {exc}"[:300]})
-            out.flush()
-        finally:
-            os._exit(0)
-    os.close(write_fd)
+    pid, read_fd = fork_worker(lambda emit: read_all(module, emit, deadline))
     return PendingNvml(pid=pid, fd=read_fd, started=time.monotonic())
 
 

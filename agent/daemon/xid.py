@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..sources import SourceEnv
+from ..worker import fork_worker
 
-_FD = 3
 _WAIT_MS = 1000  # how long one wait blocks: also how soon the listener notices an orphaning
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 
@@ -106,32 +106,6 @@ class Listener:
 def start(env: SourceEnv) -> Listener:
     module = env.nvml()
     parent = os.getpid()
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read_fd)
-            os.setsid()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGHUP, signal.SIG_DFL)
-            devnull = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            if write_fd != _FD:
-                os.dup2(write_fd, _FD)
-            os.closerange(_FD + 1, 65536)
-            out = os.fdopen(_FD, "w", buffering=1)
-
-            def emit(message: dict[str, Any]) -> None:
-                out.write(json.dumps(message) + "\n")
-
-            try:
-                listen(module, emit, parent)
-            except Exception as exc:  # noqa: BLE001 - reported to the agent as data
-                emit({"t": "crash", "error": f"{type(exc).__name__}: {exc}"[:300]})
-            out.flush()
-        finally:
-            os._exit(0)
-    os.close(write_fd)
+    pid, read_fd = fork_worker(lambda emit: listen(module, emit, parent))
     os.set_blocking(read_fd, False)
     return Listener(pid, read_fd)
