@@ -27,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
+from .sysfs import open_regular
 
 # domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (hardware.md §5.1).
 _BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
@@ -404,7 +405,8 @@ def _reason(exc: OSError) -> str:
 def _boot_time(root: Path) -> tuple[float | None, str | None]:
     """``btime`` from ``<root>/proc/stat``: the epoch second the machine booted."""
     try:
-        text = (root / "proc" / "stat").read_bytes().decode("ascii", errors="replace")
+        with open_regular(root / "proc" / "stat") as handle:
+            text = handle.read().decode("ascii", errors="replace")
     except OSError as exc:
         return None, _reason(exc)
     for line in text.splitlines():
@@ -417,6 +419,10 @@ def _boot_time(root: Path) -> tuple[float | None, str | None]:
 # A kmsg record is at most ~8 KiB (PRINTK_MESSAGE_MAX plus the dictionary); a read with
 # a smaller buffer fails with EINVAL, so give room.
 _KMSG_READ_SIZE = 16384
+# The largest ring buffer the kernel builds by default is 32 MiB (CONFIG_LOG_BUF_SHIFT=25).
+# A device that never runs dry (a tree whose dev/kmsg is /dev/zero) would otherwise fill
+# memory for as long as the process lives, long after the source's deadline.
+_KMSG_MAX_BYTES = 64 << 20
 
 
 def _kmsg_records(path: Path) -> tuple[list[str], str | None]:
@@ -424,6 +430,7 @@ def _kmsg_records(path: Path) -> tuple[list[str], str | None]:
     blocking, or a regular file of records (captured trees, tests) read whole."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     records: list[str] = []
+    total = 0
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):
             with os.fdopen(os.dup(fd), "rb") as handle:
@@ -439,6 +446,9 @@ def _kmsg_records(path: Path) -> tuple[list[str], str | None]:
                 return records, f"read stopped: {_reason(exc)}"
             if not chunk:
                 return records, None
+            total += len(chunk)
+            if total > _KMSG_MAX_BYTES:
+                return records, f"read stopped after {_KMSG_MAX_BYTES >> 20} MiB: not a ring buffer"
             # One read() returns one record: header line plus " KEY=value" lines.
             records.append(chunk.decode("utf-8", errors="replace").split("\n", 1)[0])
     finally:

@@ -7,8 +7,11 @@ that the collector records as unknown, so one bad file costs one value, not the 
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 Read = tuple[str | None, str | None]
 
@@ -20,9 +23,28 @@ class FileCounter:
         self.count = 0
 
 
+def _nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading, or OSError unless it is a regular file.
+
+    Every sysfs and procfs attribute is a regular file. Anything else in a captured or
+    simulated tree (a FIFO above all) would block ``open()`` or ``read()`` until a writer
+    came, taking the whole source past its deadline instead of costing one value, so the
+    file is opened without blocking and looked at before it is read.
+    """
+    handle = open(path, "rb", opener=_nonblocking)  # noqa: SIM115 - returned to the caller
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return handle
+
+
 def read_text(path: Path, counter: FileCounter | None = None, limit: int = 1 << 20) -> Read:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             data = handle.read(limit)
     except FileNotFoundError:
         return None, "missing"

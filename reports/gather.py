@@ -75,7 +75,7 @@ def parse_answer(node: str, raw: bytes | str) -> NodeSummary | Unreachable:
     """One node's answer as a summary, or the reason it is not one."""
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than json reads
         return Unreachable("answer is not JSON", node=node)
     try:
         summary = summarize(data)

@@ -29,7 +29,9 @@ def read_report(path: str) -> NodeSummary | Unreachable:
         return Unreachable(f"cannot read file ({exc.strerror or exc})", file=path)
     try:
         data = json.loads(raw)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
+    # JSONDecodeError and UnicodeDecodeError are ValueErrors; nesting deeper than the
+    # parser recurses is a RecursionError.
+    except (ValueError, RecursionError):
         return Unreachable("file is not JSON", file=path)
     try:
         return summarize(data)

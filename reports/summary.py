@@ -76,16 +76,47 @@ def _joined(values: list[Any]) -> str | None:
     return ",".join(unique) if unique else None
 
 
+_SCALARS = (str, int, float, bool, type(None))
+# The fields the cross-node checks compare, and the type each must have there: they group
+# and count these values, so a list where a string belongs would crash the whole report.
+_RECORDS = {"fabric": {"gpu": int, "state": _SCALARS, "cluster_uuid": _SCALARS,
+                       "clique_id": (int, type(None))},
+            "rails": {"gpu": int, "subnet": _SCALARS, "rate_gbps": _SCALARS}}
+
+
+def _records(inventory: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    items = inventory.get(key) or []
+    fields = _RECORDS[key]
+    if not isinstance(items, list) or not all(
+            isinstance(item, dict) and all(isinstance(item.get(name), kind)
+                                           for name, kind in fields.items())
+            for item in items):
+        raise BadReport(f"node report has a malformed inventory.{key}")
+    return items
+
+
+def _telemetry(inventory: dict[str, Any]) -> dict[str, float]:
+    values = inventory.get("telemetry") or {}
+    try:
+        if isinstance(values, dict) and all(isinstance(v, (int, float)) for v in values.values()):
+            return {str(k): float(v) for k, v in values.items()}
+    except OverflowError:  # an integer beyond any float
+        pass
+    raise BadReport("node report has a malformed inventory.telemetry")
+
+
 def _facts(inventory: dict[str, Any]) -> NodeFacts:
     gpus = inventory.get("gpus") or []
     hcas = inventory.get("hcas") or []
+    if not isinstance(gpus, list) or not isinstance(hcas, list):
+        raise BadReport("node report has a malformed inventory.gpus or inventory.hcas")
     return NodeFacts(
         driver=inventory.get("driver"), cuda=inventory.get("cuda"), nccl=inventory.get("nccl"),
         kernel=inventory.get("kernel"),
         vbios=_joined([g.get("vbios") for g in gpus if isinstance(g, dict)]),
         hca_firmware=_joined([h.get("firmware") for h in hcas if isinstance(h, dict)]),
-        fabric=list(inventory.get("fabric") or []), rails=list(inventory.get("rails") or []),
-        telemetry=dict(inventory.get("telemetry") or {}),
+        fabric=_records(inventory, "fabric"), rails=_records(inventory, "rails"),
+        telemetry=_telemetry(inventory),
     )
 
 
@@ -119,8 +150,10 @@ def summarize(data: Any) -> NodeSummary:
         node, profile = str(report["node"]), str(report["profile"]["name"])
         verdict = Status(report["verdict"])
         inventory = report["inventory"]
-        gpus = len(inventory.get("gpus") or [])
         facts = _facts(inventory)
+        gpus = len(inventory.get("gpus") or [])
+    except BadReport:
+        raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise BadReport(f"malformed node report ({type(exc).__name__})") from None
     if not node:

@@ -32,6 +32,10 @@ from ..sysfs import FileCounter, list_dir, parse_int, read_int, read_text, under
 DEFAULT_DISK_PATHS = ("/", "/tmp")
 COMMAND_TIMEOUT_S = 3.0
 STATVFS_TIMEOUT_S = 1.0
+# Kept back from the source's deadline for what follows a command: the runner waits for the
+# source up to the same deadline, and a command given every last second would make the
+# whole host source late for the sake of one value.
+FINISH_RESERVE_S = 0.3
 _SERVICE_PROPERTIES = "Id,ActiveState,SubState,LoadState"
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -56,8 +60,8 @@ class _Ctx:
         return value
 
     def run(self, argv: list[str]) -> CommandResult | None:
-        """Run ``argv`` with at most 3 s, never past the deadline; None when no time is left."""
-        left = self.deadline - time.monotonic()
+        """Run ``argv`` with at most 3 s, ending before the deadline; None when no time is left."""
+        left = self.deadline - FINISH_RESERVE_S - time.monotonic()
         if left <= 0:
             return None
         self.stats.calls += 1
@@ -254,7 +258,8 @@ def _disks(ctx: _Ctx, paths: list[str]) -> list[DiskUsage]:
 
     worker = threading.Thread(target=measure, daemon=True, name="host-statvfs")
     worker.start()
-    worker.join(max(0.0, min(STATVFS_TIMEOUT_S, ctx.deadline - time.monotonic())))
+    worker.join(max(0.0, min(STATVFS_TIMEOUT_S,
+                             ctx.deadline - FINISH_RESERVE_S - time.monotonic())))
     late = f"no answer within {STATVFS_TIMEOUT_S:g} s (hung filesystem?)"
     return [measured.get(path) or DiskUsage(path, error=late) for path in paths]
 
@@ -460,7 +465,7 @@ def _clock(ctx: _Ctx) -> ClockSync:
             continue
         failures.append(_failure(result))
         if result is None or _hung(result):
-            ctx.info.unknown["clock"] = failures[-1]
+            ctx.info.unknown.setdefault("clock", failures[-1])  # the first hang is the cause
     return ClockSync(None, None, "; ".join(failures))
 
 

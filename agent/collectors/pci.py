@@ -15,7 +15,7 @@ from pathlib import Path
 from ..model import SourceStats
 from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice
 from ..sources import SourceEnv
-from ..sysfs import FileCounter, list_dir, parse_int, read_int, read_text, under
+from ..sysfs import FileCounter, list_dir, open_regular, parse_int, read_int, read_text, under
 
 _KEEP_VENDORS = (NVIDIA_VENDOR, MELLANOX_VENDOR)
 _AER_FILES = {"correctable": "aer_dev_correctable", "nonfatal": "aer_dev_nonfatal",
@@ -93,7 +93,8 @@ def read_acs_ctrl(config: Path, unknown: dict[str, str]) -> int | None:
     extended capability list (offset 0x100 on) is simply absent then.
     """
     try:
-        data = config.read_bytes()
+        with open_regular(config) as handle:
+            data = handle.read()
     except OSError as exc:
         unknown["acs"] = exc.strerror or "unreadable"
         return None
@@ -121,8 +122,10 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
     for bdf in list_dir(devices_dir):
         if time.monotonic() > deadline:
             break
-        vendor, _ = read_int(devices_dir / bdf / "vendor", counter, 16)
-        if vendor not in _KEEP_VENDORS:
+        vendor, why = read_int(devices_dir / bdf / "vendor", counter, 16)
+        # A device whose vendor cannot be read may be one we judge: kept, with the reason
+        # in its unknown. One whose files are gone was unplugged after the listing.
+        if vendor not in _KEEP_VENDORS and (vendor is not None or why == "missing"):
             continue
         dev = read_device(env.root, bdf, counter, with_config=False)
         wanted[bdf] = dev

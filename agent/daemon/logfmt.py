@@ -39,3 +39,8 @@ def setup(level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    # asyncio reports a failed task or callback on its own logger; without this it would
+    # reach stderr through logging's last-resort handler as a multi-line traceback.
+    aio = logging.getLogger("asyncio")
+    aio.handlers[:] = [handler]
+    aio.propagate = False

@@ -38,6 +38,7 @@ from ..sources import SourceEnv
 from . import cycle, xid
 from .metrics import AgentView, registry_for
 from .notify import Notifier
+from .persist import Persister
 from .security import Listen, Security, security_from
 from .server import RateLimited, make_app, serve
 from .state import AGENT, EVENTS, REPORT, SNAPSHOT, StateDir
@@ -72,6 +73,7 @@ class Agent:
         self.previous = self._load_previous()
         self._report: bytes | None = None
         self._snapshot: bytes | None = None
+        self._metrics: tuple[tuple[Any, ...], bytes] | None = None
         self._collecting: asyncio.Task[None] | None = None
         self._last_start = 0.0
         self._next_due = 0.0
@@ -80,7 +82,7 @@ class Agent:
         self._bound = ""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._collector = ThreadPoolExecutor(1, thread_name_prefix="collect")
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="write")
+        self.persist = Persister(state, self.view)
 
     # --- settings -------------------------------------------------------------------
 
@@ -119,7 +121,13 @@ class Agent:
         return self._snapshot
 
     def metrics_body(self) -> bytes:
-        return generate_latest(self.registry)
+        """Rendered once per change of what it shows: rendering a dgx-h100's ~140 KB costs
+        ~8 ms of the one event loop, so 200 scrapers at once would starve every other
+        request (and the watchdog) if each rendered its own copy."""
+        key = self.view.version()
+        if self._metrics is None or self._metrics[0] != key:
+            self._metrics = (key, generate_latest(self.registry))
+        return self._metrics[1]
 
     async def refresh(self) -> None:
         if self._collecting is None:
@@ -146,7 +154,7 @@ class Agent:
             if self._listener is not None:
                 self._listener.stop()
             self._collector.shutdown(wait=False, cancel_futures=True)
-            self._writer.shutdown(wait=True)
+            self.persist.shutdown()
 
     async def _main(self) -> int:
         loop = asyncio.get_running_loop()
@@ -179,6 +187,8 @@ class Agent:
             tick = min(tick, self.notifier.watchdog_s / 4)
         while not self._stop.is_set():
             self.notifier.watchdog()
+            if await self.persist.retry() and self._collecting is None:
+                self._start_collection("state_writable")  # a fresh report on disk now
             await self._take_clear_requests()
             if self._collecting is None and time.monotonic() >= self._next_due:
                 self._start_collection("interval")
@@ -224,9 +234,10 @@ class Agent:
             log.error("collection_failed", extra={"why": why, "error": one_line(exc)},
                       exc_info=True)
             return
-        report_body = json.dumps(report.to_dict()).encode()
         snapshot_body = json.dumps(snap.to_dict()).encode()
         await self._write(SNAPSHOT, snapshot_body)
+        self.persist.annotate(report)
+        report_body = json.dumps(report.to_dict()).encode()
         await self._write(REPORT, report_body)
         first = self._report is None
         self.previous, self._report, self._snapshot = snap, report_body, snapshot_body
@@ -252,9 +263,8 @@ class Agent:
         self.view.nvml_calls += self._nvml_calls(snap)
         self.view.last_success = time.time()
 
-    async def _write(self, name: str, body: bytes) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._writer, self.state.write_bytes,
-                                                         name, body)
+    async def _write(self, name: str, body: bytes) -> bool:
+        return await self.persist.write(name, body)
 
     # --- XID events -----------------------------------------------------------------
 
@@ -303,15 +313,15 @@ class Agent:
             return
         if not self.events.add(event):
             return
-        await self._write_events()  # on disk before it is reported as recorded
+        saved = await self._write_events()  # on disk before it is reported as recorded
         self.view.xid_counts[_xid_key(event)] += 1
-        log.warning("xid_recorded", extra={"id": event["id"], "xid": event["xid"],
-                                           "gpu": event["gpu_index"]})
+        log.warning("xid_recorded" if saved else "xid_recorded_in_memory",
+                    extra={"id": event["id"], "xid": event["xid"], "gpu": event["gpu_index"]})
         if self._collecting is None:
             self._start_collection("xid")
 
-    async def _write_events(self) -> None:
-        await self._write(EVENTS, self.state.events_body(self.events))
+    async def _write_events(self) -> bool:
+        return await self._write(EVENTS, self.state.events_body(self.events))
 
     async def _resolve_events(self, snap: Snapshot) -> None:
         changed = False
@@ -334,6 +344,8 @@ class Agent:
         return done
 
     async def _take_clear_requests(self) -> None:
+        if not self.persist.healthy:  # left on disk, applied once the events can be saved
+            return
         for event_id in self.state.take_clear_requests():
             done = await self._clear(event_id, "cleared with clusterdiag agent --clear")
             if not done:

@@ -34,6 +34,15 @@ class AgentView:
     collection_errors: int = 0
     nvml_calls: int = 0
     last_success: float | None = None
+    state_write_errors: int = 0
+    state_writable: bool = True
+
+    def version(self) -> tuple[Any, ...]:
+        """Changes whenever a scrape would see something different (every field above is
+        only ever replaced or counted up), so the rendered text can be reused until then."""
+        return (id(self.snapshot), id(self.report), self.collections, self.collection_errors,
+                self.nvml_calls, self.last_success, sum(self.xid_counts.values()),
+                len(self.xid_counts), self.state_write_errors, self.state_writable)
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -74,6 +83,15 @@ class SnapshotCollector(Collector):
         calls = CounterMetricFamily("clusterdiag_nvml_calls", "NVML calls made by collections.")
         calls.add_metric([], view.nvml_calls)
         yield calls
+        writes = CounterMetricFamily("clusterdiag_state_write_errors",
+                                     "State-directory writes that failed (disk full, "
+                                     "read-only); the agent serves from memory meanwhile.")
+        writes.add_metric([], view.state_write_errors)
+        yield writes
+        writable = _gauge("state_writable", "1 when the latest state-directory write "
+                                            "succeeded.", [])
+        writable.add_metric([], 1 if view.state_writable else 0)
+        yield writable
         if view.report is not None:
             dur = _gauge("collection_duration_seconds", "Wall time of the latest collection.", [])
             dur.add_metric([], view.report.duration_s)

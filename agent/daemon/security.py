@@ -78,7 +78,11 @@ def token_matches(header: str | None, token: str) -> bool:
     scheme, _, given = (header or "").partition(" ")
     if scheme.lower() != "bearer":
         return False
-    return hmac.compare_digest(given.strip().encode(), token.encode())
+    try:
+        offered = given.strip().encode()
+    except UnicodeEncodeError:  # header bytes that are not UTF-8 (kept as surrogates)
+        return False
+    return hmac.compare_digest(offered, token.encode())
 
 
 def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:

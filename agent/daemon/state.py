@@ -38,13 +38,20 @@ def write_atomic(path: Path, body: bytes) -> None:
     tmp = path.with_name(f"{_TMP_PREFIX}{path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
     try:
-        view = memoryview(body)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        # A full disk fails mid-write: the partial temp file would hold on to the very
+        # space the next attempt needs (and a tiny tmpfs would stay full for good).
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
@@ -63,7 +70,7 @@ def read_json(path: Path) -> Any | None:
         return None
     try:
         return json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
         with contextlib.suppress(OSError):
             os.replace(path, aside)

@@ -6,6 +6,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +18,18 @@ from .faults import FAULTS
 from .hardware import SimNode, build_node
 from .host_nccl import allreduce_output, versions
 from .nvml import build_module
+from .schedule import Schedule, present, timed
 from .spec import ClusterSpec, NodeSpec, load_spec
 from .tree import write_tree
 from .tree_ib import refresh_counters
 
 
-def build(spec: NodeSpec) -> SimNode:
+def build(spec: NodeSpec, faults: list[dict[str, Any]] | None = None) -> SimNode:
+    """The node with ``faults`` applied; by default those present at its start (a fault
+    with a later ``from_s`` arrives through the Schedule hook)."""
     node = build_node(spec.name, load_profile(spec.profile), rack=spec.rack,
                       clique_id=spec.clique)
-    for fault in spec.faults:
+    for fault in [f for f in spec.faults if present(f, 0.0)] if faults is None else faults:
         FAULTS[fault["kind"]].apply(node, fault)
     return node
 
@@ -69,9 +73,13 @@ def env_for(spec: NodeSpec) -> SourceEnv:
     node = build(spec)
     module = build_module(node)
     root = make_root(node)
+    hooks: list[Callable[[], None]] = [lambda: refresh_counters(node, root)]
+    if any(timed(f) for f in spec.faults):  # faults come and go: before the counters
+        hooks.insert(0, Schedule(node, spec.faults, root, lambda now: build(spec, now),
+                                 write_tree))
     return SourceEnv(node=spec.name, root=root, nvml=lambda: module,
                      runner=command_runner(node), environ={}, find_library=lambda name: None,
-                     simulated=True, before_sample=[lambda: refresh_counters(node, root)],
+                     simulated=True, before_sample=hooks,
                      nccl_versions=versions(root), python_site_dirs=list)
 
 

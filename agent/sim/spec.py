@@ -18,6 +18,7 @@ from ..errors import UsageError
 from .faults import FAULTS
 from .ib_faults import hca_problem
 from .layout import LAYOUTS
+from .schedule import WINDOW_KEYS, window_problem
 
 _NODE_KEYS = {"names", "profile", "rack", "clique"}
 _FAULT_COMMON = {"node", "kind"}
@@ -48,15 +49,20 @@ def load_spec(arg: str) -> ClusterSpec:
         name = f"{arg}-sim"
         return ClusterSpec({name: NodeSpec(name, arg)}, arg)
     path = Path(arg)
-    if path.is_file():
-        text = path.read_text()
-    else:
+    if not path.is_file():
         known = ", ".join(sorted(LAYOUTS))
         raise UsageError(f"--simulate {arg}: neither a profile ({known}) nor a spec file")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.safe_load(path.read_bytes())
+    except OSError as exc:
+        raise _bad(arg, exc.strerror or str(exc)) from None
     except yaml.YAMLError as exc:
-        raise _bad(arg, f"malformed YAML: {getattr(exc, 'problem', exc)}") from None
+        # A reader error (bad encoding, control characters) has no ``problem``, and the
+        # full text spans lines: the first line is the one that says what is wrong.
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise _bad(arg, f"malformed YAML: {problem}") from None
+    except RecursionError:
+        raise _bad(arg, "malformed YAML: nested too deeply") from None
     return parse_spec(data, arg)
 
 
@@ -86,6 +92,8 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
         for name in names:
             nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"),
                                    int(entry.get("clique", 0)))
+    if not nodes:
+        raise _bad(where, "names no nodes")
     for fault in data.get("faults") or []:
         _add_fault(nodes, fault, where)
     return ClusterSpec(nodes, where)
@@ -97,13 +105,16 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
     kind = FAULTS.get(str(fault["kind"]))
     if kind is None:
         raise _bad(where, f"unknown fault kind {fault['kind']!r}")
-    allowed = _FAULT_COMMON | set(kind.keys) | set(kind.options) | {"gpu"}
+    allowed = _FAULT_COMMON | set(kind.keys) | set(kind.options) | {"gpu", *WINDOW_KEYS}
     extra = set(fault) - allowed
     if extra:
         raise _bad(where, f"fault {kind.kind}: unknown key {sorted(extra)[0]!r}")
     missing = set(kind.keys) - set(fault)
     if missing:
         raise _bad(where, f"fault {kind.kind}: needs key {sorted(missing)[0]!r}")
+    problem = window_problem(fault)
+    if problem:
+        raise _bad(where, f"fault {kind.kind}: {problem}")
     try:
         targets = list(NodeSet(str(fault["node"])))
     except NodeSetParseError as exc:

@@ -52,11 +52,20 @@ class AgentProc:
                 raise AssertionError(f"agent exited {self.proc.returncode}: {self.log()}")
             agent = self.state / "agent.json"
             if agent.exists() and (self.state / "report.json").exists():
-                listen = json.loads(agent.read_text())["listen"]
-                self.url = f"http://{listen}"
-                return self.url
+                meta = json.loads(agent.read_text())
+                # files an earlier (killed) agent left in the same state dir are not ours
+                if meta.get("pid") == self.proc.pid and self._healthy(f"http://{meta['listen']}"):
+                    self.url = f"http://{meta['listen']}"
+                    return self.url
             time.sleep(0.05)
         raise AssertionError(f"agent not ready: {self.log()}")
+
+    @staticmethod
+    def _healthy(url: str) -> bool:
+        try:
+            return get(f"{url}/healthz", timeout=2)[0] == 200
+        except OSError:
+            return False
 
     def log(self) -> str:
         return self.stderr_path.read_text()
