@@ -3,12 +3,13 @@ and what it leaves alone."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from clusterdiag.agent.errors import ConfigError
-from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.finding import Action, Finding, Status
 from clusterdiag.reports.cluster_checks import Unreachable, judge, settings_from
 from clusterdiag.reports.cluster_checks.capacity import capacity
 from clusterdiag.reports.cluster_checks.ib_rails import ib_rails
@@ -188,6 +189,19 @@ def test_ib_rails_device_names_may_differ() -> None:
     for rail in nodes[1].facts.rails:
         rail["hca"] = "mlx5_" + str(11 - rail["gpu"])
     assert statuses(ib_rails(nodes)) == {Status.PASS}
+
+
+def test_ib_rails_does_not_repeat_a_port_the_node_already_failed() -> None:
+    """A slow port the node's own ib.rate failed is one problem in the report, not two;
+    a rail slower than its peers that the node's profile did not catch is still named."""
+    nodes = [node(f"n{i}", rails=rails()) for i in range(4)]
+    nodes[1].facts.rails = rails(odd_gpu=2, odd={"rate_gbps": 200.0})
+    nodes[1].problems = [replace(Finding.fail("mlx5_2/1", "link trained at a lower speed",
+                                              200.0, ">= 400 Gb/s", Action.RESEAT_CABLE),
+                                 check="ib.rate")]
+    nodes[2].facts.rails = rails(odd_gpu=6, odd={"rate_gbps": 200.0})
+    found = ib_rails(nodes)
+    assert {(c.finding.component, c.nodes) for c in found} == {("gpu6 rail", ("n2",))}
 
 
 def test_ib_rails_skip_without_rail_data() -> None:
