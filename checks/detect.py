@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..agent.model import Snapshot
 from .finding import Finding
-from .profile import load_profile, profile_names
+from .profile import Profile, load_profile, profile_names
 from .registry import CheckContext, check
 
 
@@ -38,21 +38,29 @@ def detect_profile(snap: Snapshot) -> Detection:
     if not candidates:
         return Detection("generic", f"no profile for GPU model {model!r}", False)
     count_nvml, count_pci = len(nvml_gpus), len(pci_gpus)
+    product = (snap.host.dmi_product_name if snap.host else None) or ""
+    by_dmi = [p for p in candidates if _dmi_names(p, product)]
+    if len(by_dmi) == 1:
+        # The chassis says what it is, whatever number of GPUs still answers: a DGX H100
+        # with a GPU off the bus is a DGX H100 short of a GPU (gpu.count fails), not a
+        # 7-GPU platform judged against nothing.
+        return Detection(by_dmi[0].name, f"DMI product {product!r}, {count_nvml} x {model}",
+                         True)
     if snap.pci is not None and count_pci != count_nvml:
         return Detection("generic", f"{count_pci} GPUs on PCI but {count_nvml} in NVML", False)
     fits = [p for p in candidates if p.gpu_count == count_nvml]
     if snap.pci is not None:
         fits = [p for p in fits if p.nvswitch == bool(nvswitches) or p.nvl72]
-    product = (snap.host.dmi_product_name if snap.host else None) or ""
-    if len(fits) > 1 and product:
-        by_dmi = [p for p in fits if any(d.lower() in product.lower() for d in p.dmi_products)]
-        fits = by_dmi or fits
     if len(fits) != 1:
         names = [p.name for p in fits] or [p.name for p in candidates]
         return Detection("generic", f"{count_nvml} x {model} matches "
                          f"{'none' if not fits else 'several'} of {names}", False)
     return Detection(fits[0].name, f"{count_nvml} x {model}"
                      f"{', NVSwitch on PCI' if nvswitches else ''}", True)
+
+
+def _dmi_names(profile: Profile, product: str) -> bool:
+    return bool(product) and any(d.lower() in product.lower() for d in profile.dmi_products)
 
 
 @check("host.profile", needs=("pci", "nvml", "host"),
