@@ -63,10 +63,17 @@ def parse_int(text: str | None, base: int = 0) -> tuple[int | None, str | None]:
     if text is None:
         return None, "missing"
     word = text.split()[0] if text.split() else ""
-    try:
-        return int(word, base), None
-    except ValueError:
+    if "_" in word:  # Python reads 1_000 as a number; the kernel never writes one
         return None, f"garbage {text[:40]!r}"
+    try:
+        value = int(word, base)
+    except ValueError:  # also for decimals past Python's 4300-digit limit
+        return None, f"garbage {text[:40]!r}"
+    # Kernel attributes are at most 64 bits wide; a longer number is junk, and one past
+    # the digit limit could not even be written out as JSON.
+    if not -(1 << 63) <= value < 1 << 64:
+        return None, f"garbage {text[:40]!r} (beyond 64 bits)"
+    return value, None
 
 
 def read_int(path: Path, counter: FileCounter | None = None, base: int = 0

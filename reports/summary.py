@@ -147,7 +147,10 @@ def summarize(data: Any) -> NodeSummary:
             counts[status] += 1
             if status != "pass" and status != "skip":
                 problems.append(Finding.from_dict(item))
-        node, profile = str(report["node"]), str(report["profile"]["name"])
+        node, profile = report["node"], report["profile"]["name"]
+        if not isinstance(node, str) or not isinstance(profile, str):
+            # str() would turn a null node into a node called "None" in the cluster report
+            raise BadReport("node report's node or profile name is not a string")
         verdict = Status(report["verdict"])
         inventory = report["inventory"]
         facts = _facts(inventory)

@@ -112,6 +112,9 @@ def _os_release(ctx: _Ctx) -> str | None:
     return None
 
 
+_MAX_CPU_DIGITS = 9  # far beyond any CPU id; int() refuses 4300 digits and more
+
+
 def parse_cpu_list(text: str) -> int | None:
     """Count the CPUs in a kernel cpu list such as ``0-63,128-191``; None when malformed."""
     count = 0
@@ -120,6 +123,8 @@ def parse_cpu_list(text: str) -> int | None:
         # isdigit() also accepts '²', which int() refuses: only ASCII decimals are CPU ids.
         if not (low.isascii() and low.isdecimal()) or (
                 dash and not (high.isascii() and high.isdecimal())):
+            return None
+        if len(low) > _MAX_CPU_DIGITS or len(high) > _MAX_CPU_DIGITS:
             return None
         first, last = int(low), int(high) if dash else int(low)
         if last < first:
@@ -160,8 +165,9 @@ def _memory_total(ctx: _Ctx) -> int | None:
     for line in text.splitlines():
         if line.startswith("MemTotal:"):
             words = line.split()
-            if len(words) >= 2 and words[1].isdigit():
-                return int(words[1]) * 1024  # meminfo's "kB" is KiB
+            kib, _ = parse_int(words[1], 10) if len(words) >= 2 else (None, None)
+            if kib is not None and kib >= 0:
+                return kib * 1024  # meminfo's "kB" is KiB
             break
     ctx.info.unknown["memory_total_bytes"] = "/proc/meminfo: no readable MemTotal"
     return None
@@ -174,9 +180,9 @@ def _boot_time(ctx: _Ctx) -> float | None:
     for line in text.splitlines():
         if line.startswith("btime "):
             value, reason = parse_int(line[len("btime "):])
-            if value is not None:
+            if value is not None and value >= 0:
                 return float(value)
-            ctx.info.unknown["boot_time"] = f"/proc/stat btime: {reason}"
+            ctx.info.unknown["boot_time"] = f"/proc/stat btime: {reason or 'negative'}"
             return None
     ctx.info.unknown["boot_time"] = "/proc/stat: no btime line"
     return None
@@ -305,14 +311,15 @@ def _dstate(ctx: _Ctx) -> list[StuckProcess]:
             continue
         head, sep, tail = text.rpartition(")")
         fields = tail.split()
-        if not sep or "(" not in head or len(fields) < 20 or not fields[19].isdigit():
+        start, _ = parse_int(fields[19], 10) if len(fields) >= 20 else (None, None)
+        if not sep or "(" not in head or start is None or start < 0:
             ctx.info.unknown[f"dstate.{entry}"] = f"/proc/{entry}/stat: garbage {text[:60]!r}"
             continue
         if fields[0] != "D":
             continue
         wchan, _ = read_text(proc / entry / "wchan", ctx.files)
         stuck.append(StuckProcess(pid=int(entry), name=head.partition("(")[2],
-                                  start_ticks=int(fields[19]),
+                                  start_ticks=start,
                                   wchan=wchan if wchan and wchan != "0" else None))
     return stuck
 
@@ -347,8 +354,9 @@ def _memlock(ctx: _Ctx) -> int | None:
             soft = line[len("Max locked memory"):].split()[:1]
             if soft == ["unlimited"]:
                 return -1
-            if soft and soft[0].isdigit():
-                return int(soft[0])
+            limit, _ = parse_int(soft[0], 10) if soft else (None, None)
+            if limit is not None and limit >= 0:
+                return limit
             break
     ctx.info.unknown["memlock_limit_bytes"] = "/proc/self/limits: no readable Max locked memory"
     return None

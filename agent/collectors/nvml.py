@@ -25,7 +25,14 @@ from ..model.gpu import Gpu, NvmlInfo
 from ..serde import from_jsonable, to_jsonable
 from ..sources import SourceEnv
 from ..worker import fork_worker
-from .nvml_read import CountingNvml, GpuReader, read_p2p, read_system, resolve_remotes
+from .nvml_read import (
+    CountingNvml,
+    GpuReader,
+    checked,
+    read_p2p,
+    read_system,
+    resolve_remotes,
+)
 
 _P2P_RESERVE_S = 0.5  # time kept before the deadline to read P2P among answering GPUs
 
@@ -54,7 +61,7 @@ def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None],
             gpu = reader.gpu
             gpu.errors["reader"] = f"{type(exc).__name__}: {exc}"[:200]
         with lock:
-            emit({"t": "gpu", "data": to_jsonable(gpu)})
+            emit({"t": "gpu", "data": to_jsonable(checked(gpu))})
 
     threads = [threading.Thread(target=work, args=(r,), daemon=True) for r in readers]
     for t in threads:

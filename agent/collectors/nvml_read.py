@@ -15,11 +15,15 @@ source), not NVML: the same numbers, two calls fewer per GPU.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import itertools
+import json
+import typing
 import uuid as uuidlib
 from typing import Any
 
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
+from ..serde import SerdeError, from_jsonable, to_jsonable
 
 # Error names that mean "this part or driver does not have it", not "broken".
 UNSUPPORTED = frozenset({"NotSupported", "FunctionNotFound", "NoPermission",
@@ -286,6 +290,29 @@ class GpuReader:
                         "nvmlDeviceGetNvLinkRemotePciInfo", self.handle, link.link)
         if pci is not None:
             link.remote_bdf = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
+
+
+def checked(gpu: Gpu) -> Gpu:
+    """Each value as the model types it, else its default with the reason in ``errors``.
+
+    A binding that answers in another type (bytes for a name, as old pynvml did, or a
+    number where a struct belongs) must cost that value: left in, it would fail to encode
+    in the worker or to decode in the parent, and the whole GPU would read as hung.
+    """
+    hints = typing.get_type_hints(Gpu)
+    for item in dataclasses.fields(Gpu):
+        if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING:
+            continue  # the index, which is ours
+        value = to_jsonable(getattr(gpu, item.name))
+        try:
+            json.dumps(value)
+            from_jsonable(hints[item.name], value, f"$.{item.name}")
+        except (SerdeError, TypeError, ValueError) as exc:
+            default = (item.default_factory() if item.default_factory is not dataclasses.MISSING
+                       else item.default)
+            setattr(gpu, item.name, default)
+            gpu.errors[item.name] = f"unexpected answer: {exc}"[:200]
+    return gpu
 
 
 def _field_value(entry: Any) -> tuple[Any, str | None]:
