@@ -29,6 +29,7 @@ BENCHES: dict[str, bool] = {
     "ib_collect.py": False,
     "prolog_time.py": False,
     "agent_load.py": True,
+    "agent_http_load.py": True,
 }
 
 

@@ -16,4 +16,9 @@ is a contract other parts read without talking to the daemon:
   moment loses none.
 - ``clear/<id>``: a request to clear a sticky finding, left by ``clusterdiag agent --clear``
   for the running agent (or applied at its next start).
+
+A directory that fills up or turns read-only after start does not stop the agent: it logs
+``state_write_failed``, reports an ``agent.state_dir`` warning, serves from memory and
+retries each second until the files land again (persist.py). An XID event that arrives
+meanwhile is logged as ``xid_recorded_in_memory``, not ``xid_recorded``.
 """

@@ -58,15 +58,38 @@ def command_runner(node: SimNode) -> Any:
     return run
 
 
+_TREE_PREFIX = "clusterdiag-sim-"
+
+
 def make_root(node: SimNode) -> Path:
     """The tree goes on tmpfs where there is one (like the real /sys and /proc): on a
-    disk-backed /tmp writing its ~800 small files costs about a second."""
+    disk-backed /tmp writing its ~800 small files costs about a second. Its name carries
+    the owner's pid, so trees left by a killed process (atexit never ran) are swept."""
     shm = Path("/dev/shm")
-    base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-    root = Path(tempfile.mkdtemp(prefix=f"clusterdiag-sim-{node.name}-", dir=base))
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    sweep_orphans(base)
+    root = Path(tempfile.mkdtemp(prefix=f"{_TREE_PREFIX}{os.getpid()}-{node.name}-", dir=base))
     atexit.register(shutil.rmtree, root, True)
     write_tree(node, root)
     return root
+
+
+def sweep_orphans(base: Path) -> None:
+    """Remove the simulated trees whose owning process is gone."""
+    for entry in base.glob(f"{_TREE_PREFIX}*"):
+        owner = entry.name[len(_TREE_PREFIX):].split("-", 1)[0]
+        if owner.isdecimal() and not _alive(int(owner)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
 
 
 def env_for(spec: NodeSpec) -> SourceEnv:

@@ -71,14 +71,21 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
         raise _bad(where, "needs a 'nodes' list")
     unknown = set(data) - {"nodes", "faults"}
     if unknown:
-        raise _bad(where, f"unknown key {sorted(unknown)[0]!r}")
+        raise _bad(where, f"unknown key {_first(unknown)!r}")
     nodes: dict[str, NodeSpec] = {}
     for entry in data["nodes"]:
         if not isinstance(entry, dict) or "names" not in entry or "profile" not in entry:
             raise _bad(where, "each node entry needs 'names' and 'profile'")
         extra = set(entry) - _NODE_KEYS
         if extra:
-            raise _bad(where, f"unknown node key {sorted(extra)[0]!r}")
+            raise _bad(where, f"unknown node key {_first(extra)!r}")
+        if not isinstance(entry["profile"], str):
+            raise _bad(where, f"profile {entry['profile']!r} is not a profile name")
+        if entry.get("rack") is not None and not isinstance(entry["rack"], str):
+            raise _bad(where, f"rack {entry['rack']!r} is not a name")
+        clique = _int(entry.get("clique", 0))
+        if clique < 0:
+            raise _bad(where, f"clique {entry.get('clique')!r} is not a number from 0 up")
         if entry["profile"] not in LAYOUTS:
             try:
                 load_profile(entry["profile"])
@@ -90,8 +97,7 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
         except NodeSetParseError as exc:
             raise _bad(where, f"bad node set {entry['names']!r}: {exc}") from None
         for name in names:
-            nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"),
-                                   int(entry.get("clique", 0)))
+            nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"), clique)
     if not nodes:
         raise _bad(where, "names no nodes")
     for fault in data.get("faults") or []:
@@ -108,10 +114,10 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
     allowed = _FAULT_COMMON | set(kind.keys) | set(kind.options) | {"gpu", *WINDOW_KEYS}
     extra = set(fault) - allowed
     if extra:
-        raise _bad(where, f"fault {kind.kind}: unknown key {sorted(extra)[0]!r}")
+        raise _bad(where, f"fault {kind.kind}: unknown key {_first(extra)!r}")
     missing = set(kind.keys) - set(fault)
     if missing:
-        raise _bad(where, f"fault {kind.kind}: needs key {sorted(missing)[0]!r}")
+        raise _bad(where, f"fault {kind.kind}: needs key {_first(missing)!r}")
     problem = window_problem(fault)
     if problem:
         raise _bad(where, f"fault {kind.kind}: {problem}")
@@ -124,11 +130,11 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
         if node is None:
             raise _bad(where, f"fault {kind.kind}: no node {name!r} in the spec")
         layout = LAYOUTS[node.profile]
-        if "gpu" in fault and not 0 <= int(fault["gpu"]) < len(layout.gpus):
+        if "gpu" in fault and not 0 <= _int(fault["gpu"]) < len(layout.gpus):
             raise _bad(where, f"fault {kind.kind}: {name} has no GPU {fault['gpu']}")
         if "link" in fault:
             links = load_profile(node.profile).nvlinks_per_gpu
-            if not 0 <= int(fault["link"]) < links:
+            if not 0 <= _int(fault["link"]) < links:
                 raise _bad(where, f"fault {kind.kind}: {name} GPU {fault.get('gpu')} has no "
                                   f"NVLink {fault['link']}")
         if kind.profiles and node.profile not in kind.profiles:
@@ -141,9 +147,15 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
         node.faults.append(dict(fault))
 
 
+def _first(keys: set[Any]) -> Any:
+    """The first of ``keys`` in a stable order; YAML keys need not be strings."""
+    return min(keys, key=lambda k: (str(type(k)), str(k)))
+
+
 def _int(value: Any) -> int:
-    """A port number as the spec wrote it; -1 (no such port) when it is not a number."""
+    """A number (port, GPU, link, clique) as the spec wrote it; -1 (no such thing) when it
+    is not a whole number."""
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: .inf
         return -1

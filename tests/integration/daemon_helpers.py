@@ -53,19 +53,14 @@ class AgentProc:
             agent = self.state / "agent.json"
             if agent.exists() and (self.state / "report.json").exists():
                 meta = json.loads(agent.read_text())
-                # files an earlier (killed) agent left in the same state dir are not ours
-                if meta.get("pid") == self.proc.pid and self._healthy(f"http://{meta['listen']}"):
+                # files an earlier (killed) agent left in the same state dir are not ours:
+                # this one writes agent.json, then its first report
+                if meta.get("pid") == self.proc.pid and (self.state / "report.json").stat(
+                        ).st_mtime_ns >= agent.stat().st_mtime_ns:
                     self.url = f"http://{meta['listen']}"
                     return self.url
             time.sleep(0.05)
         raise AssertionError(f"agent not ready: {self.log()}")
-
-    @staticmethod
-    def _healthy(url: str) -> bool:
-        try:
-            return get(f"{url}/healthz", timeout=2)[0] == 200
-        except OSError:
-            return False
 
     def log(self) -> str:
         return self.stderr_path.read_text()
