@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     PASS = "pass"
     SKIP = "skip"
     WARN = "warn"
@@ -32,7 +32,7 @@ def worst(statuses: Any) -> Status:
     return result
 
 
-class Action(str, enum.Enum):
+class Action(enum.StrEnum):
     NONE = "none"
     RESET_GPU = "reset_gpu"
     REBOOT = "reboot"
