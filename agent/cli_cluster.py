@@ -83,12 +83,14 @@ def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Pat
 
 
 def _read_nodes(text: str, where: str) -> list[str]:
-    from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+    from ClusterShell.NodeSet import NodeSetParseError
+
+    from ..reports.nodeset import expand
 
     names: list[str] = []
     for word in text.split() if where != "--nodes" else [text]:
         try:
-            names.extend(NodeSet(word))
+            names.extend(expand(word))
         except NodeSetParseError as exc:
             raise UsageError(f"{where}: bad node set {word!r}: {exc}") from None
     return sorted(set(names))

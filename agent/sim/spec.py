@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+from ClusterShell.NodeSet import NodeSetParseError
 
 from ...checks.profile import UnknownProfileError, load_profile
+from ...reports.nodeset import expand
 from ..errors import UsageError
 from .faults import FAULTS
 from .ib_faults import hca_problem
@@ -93,7 +94,7 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
                 raise _bad(where, str(exc)) from None
             raise _bad(where, f"profile {entry['profile']!r} cannot be simulated")
         try:
-            names = list(NodeSet(str(entry["names"])))
+            names = expand(str(entry["names"]))
         except NodeSetParseError as exc:
             raise _bad(where, f"bad node set {entry['names']!r}: {exc}") from None
         for name in names:
@@ -122,7 +123,7 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
     if problem:
         raise _bad(where, f"fault {kind.kind}: {problem}")
     try:
-        targets = list(NodeSet(str(fault["node"])))
+        targets = expand(str(fault["node"]))
     except NodeSetParseError as exc:
         raise _bad(where, f"bad node set {fault['node']!r}: {exc}") from None
     for name in targets:

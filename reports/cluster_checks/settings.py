@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+from ClusterShell.NodeSet import NodeSetParseError
 
 from ...agent.errors import ConfigError
+from ..nodeset import expand
 
 # What cluster.versions compares, and how each is called in findings and in ``pinned``.
 VERSION_FIELDS = ("driver", "cuda", "nccl", "vbios", "hca_firmware", "kernel", "clusterdiag")
@@ -40,7 +41,7 @@ def settings_from(section: Mapping[str, Any], where: str = "config") -> ClusterS
     racks: dict[str, tuple[str, ...]] = {}
     for name, nodes in (section.get("racks") or {}).items():
         try:
-            racks[str(name)] = tuple(NodeSet(str(nodes)))
+            racks[str(name)] = tuple(expand(str(nodes)))
         except NodeSetParseError as exc:
             raise ConfigError(f"{where}: cluster.racks.{name}: bad node set: {exc}") from None
     delta = dict(OUTLIER_MIN_DELTA)
