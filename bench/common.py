@@ -97,7 +97,8 @@ def emit(figures: list[Figure]) -> None:
 def table(figures: list[Figure]) -> str:
     rows = [("figure", "value", "goal", "ratio to baseline")]
     for f in figures:
-        ratio = f"{f.ratio:.1f}x {f.baseline}" if f.ratio is not None else ""
+        ratio = "" if f.ratio is None else \
+            f"{f.ratio:.1f}x {f.baseline}" if f.ratio >= 1 else f"{f.ratio:.2g}x {f.baseline}"
         rows.append((f.name, f"{f.value:g} {f.unit}", f.goal, ratio))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
