@@ -117,7 +117,8 @@ def python_site_dirs() -> list[str]:
 def real_nvml() -> ModuleType:
     import pynvml
 
-    return pynvml
+    module: ModuleType = pynvml
+    return module
 
 
 @dataclass

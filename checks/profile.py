@@ -83,5 +83,5 @@ def load_profile(name: str) -> Profile:
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"profile {name}: unknown keys {sorted(unknown)}")
-    kwargs = {k: tuple(v) if k in _TUPLE_FIELDS else v for k, v in data.items()}
+    kwargs: dict[str, Any] = {k: tuple(v) if k in _TUPLE_FIELDS else v for k, v in data.items()}
     return Profile(name=name, **{k: v for k, v in kwargs.items() if k != "name"})

@@ -79,9 +79,10 @@ def _joined(values: list[Any]) -> str | None:
 _SCALARS = (str, int, float, bool, type(None))
 # The fields the cross-node checks compare, and the type each must have there: they group
 # and count these values, so a list where a string belongs would crash the whole report.
-_RECORDS = {"fabric": {"gpu": int, "state": _SCALARS, "cluster_uuid": _SCALARS,
-                       "clique_id": (int, type(None))},
-            "rails": {"gpu": int, "subnet": _SCALARS, "rate_gbps": _SCALARS}}
+_RECORDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "fabric": {"gpu": int, "state": _SCALARS, "cluster_uuid": _SCALARS,
+               "clique_id": (int, type(None))},
+    "rails": {"gpu": int, "subnet": _SCALARS, "rate_gbps": _SCALARS}}
 
 
 def _records(inventory: dict[str, Any], key: str) -> list[dict[str, Any]]:

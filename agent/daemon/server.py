@@ -19,7 +19,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -35,7 +35,7 @@ MAX_BODY = 1024
 # lingering_time: how long a body nobody wants (a refused POST's) is read and dropped before
 # the connection closes; aiohttp's 10 s would let a client that never sends the body it
 # announced hold the connection twice as long as one that never finishes its headers.
-HANDLER_LIMITS = {"max_line_size": 4096, "max_field_size": 4096, "max_headers": 32,
+HANDLER_LIMITS: dict[str, Any] = {"max_line_size": 4096, "max_field_size": 4096, "max_headers": 32,
                   "keepalive_timeout": KEEPALIVE_S, "lingering_time": 2.0}
 # A burst of connections (a gather fanning out, hundreds of scrapers) beyond the accept
 # queue waits for SYN retransmits (1 s, then 3 s); a deeper queue costs nothing when idle.

@@ -53,11 +53,11 @@ def listen(nv: Any, emit: Callable[[dict[str, Any]], None], parent: int) -> None
         if not int(data.eventType) & XID_EVENT:
             continue
         try:
-            index = int(nv.nvmlDeviceGetIndex(data.device))
+            gpu: int | None = int(nv.nvmlDeviceGetIndex(data.device))
         except nv.NVMLError:
-            index = None
-        emit({"t": "xid", "xid": int(data.eventData), "gpu_index": index,
-              "gpu_uuid": uuids.get(index) if index is not None else None, "time": time.time()})
+            gpu = None
+        emit({"t": "xid", "xid": int(data.eventData), "gpu_index": gpu,
+              "gpu_uuid": uuids.get(gpu) if gpu is not None else None, "time": time.time()})
 
 
 def _text(value: Any) -> str:

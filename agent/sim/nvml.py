@@ -14,7 +14,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import pynvml
 
@@ -31,7 +31,7 @@ class _Handle:
         self.gpu = gpu
 
 
-def _raise(code: int) -> None:
+def _raise(code: int) -> NoReturn:
     raise pynvml.NVMLError(code)
 
 
@@ -310,7 +310,7 @@ def build_module(node: SimNode) -> types.ModuleType:
         info.chassisSerialNumber = b"1821225000001"
         raw = (ctypes.c_char * 5).from_buffer(info, type(info).slotNumber.offset)
         tray = int("".join(c for c in node.name[-2:] if c.isdigit()) or 0)
-        raw[:] = bytes([tray, tray, 0, 0, gpu.index + 1])
+        ctypes.memmove(raw, bytes([tray, tray, 0, 0, gpu.index + 1]), 5)
         return pynvml.NVML_SUCCESS
 
     @device
@@ -473,4 +473,4 @@ def _add_events(mod: types.ModuleType, node: SimNode, state: dict[str, int]) -> 
     for func in (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2,
                  nvmlEventSetFree):
         setattr(mod, func.__name__, func)
-    mod.nvmlEventSetWait = nvmlEventSetWait_v2
+    setattr(mod, "nvmlEventSetWait", nvmlEventSetWait_v2)  # noqa: B010 - a module attribute
