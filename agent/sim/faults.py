@@ -363,7 +363,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               profiles=("dgx-h100", "dgx-h200", "dgx-b200", "dgx-a100", *_NVL)),
     FaultKind("rack_clique_mismatch", "cluster.nvl_domain", "fail", "investigate",
               "rack {rack}", (), _rack_clique, cluster=True, profiles=_NVL),
-    FaultKind("tray_missing", "cluster.nvl_domain", "fail", "investigate", "rack {rack}", (),
+    FaultKind("tray_missing", "cluster.nvl_domain", "warn", "investigate", "rack {rack}", (),
               _left_out, cluster=True, absent=True, profiles=_NVL),
     FaultKind("node_unreachable", "cluster.reachability", "fail", "investigate", "node", (),
               _serve("unreachable"), cluster=True),

@@ -21,19 +21,48 @@ from .common import by_profile, majority, minority_by_value, observed_sets, tagg
 CHECK = "cluster.ib_rails"
 
 
-def _compare(profile: str, gpu: int, rails: list[tuple[str, dict[str, Any]]], key: str,
-             message: str, action: Action, known: set[str]) -> ClusterFinding | None:
-    """``known``: nodes whose own report already failed this port for the same reason;
-    they count towards the majority but are not reported twice."""
-    values = [(node, rail.get(key)) for node, rail in rails if rail.get(key) is not None]
+def _slow(gpu: int, rails: list[tuple[str, dict[str, Any]]], profile: str,
+          known: set[str]) -> ClusterFinding | None:
+    """Rails below the fastest peer's rate. A faster rail is never the problem, and a tie
+    between two rates still names the slower side. ``known``: nodes whose own ib.rate
+    already failed this port; they are not reported twice."""
+    rates = [(node, float(rail["rate_gbps"])) for node, rail in rails
+             if isinstance(rail.get("rate_gbps"), (int, float))]
+    if not rates:
+        return None
+    best = max(rate for _, rate in rates)
+    odd = minority_by_value([(n, r) for n, r in rates if n not in known and r < best], best)
+    if not odd:
+        return None
+    return tagged(CHECK, Finding.fail(f"gpu{gpu} rail",
+                                      f"rail slower than on the other {profile} nodes",
+                                      observed_sets(odd, lambda r: f"{r:g} Gb/s"),
+                                      f"{best:g} Gb/s", Action.RESEAT_CABLE),
+                  (n for group in odd.values() for n in group))
+
+
+def _subnets(gpu: int, rails: list[tuple[str, dict[str, Any]]], profile: str
+             ) -> ClusterFinding | None:
+    """The odd subnet fails when most nodes agree; with no majority there is no telling
+    which side is wrong, so it is a warning naming both and excluding neither."""
+    values = [(node, rail["subnet"]) for node, rail in rails if rail.get("subnet") is not None]
     if not values:
         return None
     common = majority(v for _, v in values)
-    odd = minority_by_value([(n, v) for n, v in values if n not in known], common)
+    odd = minority_by_value(values, common)
     if not odd:
         return None
-    return tagged(CHECK, Finding.fail(f"gpu{gpu} rail", message, observed_sets(odd), common,
-                                      action), (n for group in odd.values() for n in group))
+    if sum(1 for _, v in values if v == common) * 2 > len(values):
+        return tagged(CHECK, Finding.fail(
+            f"gpu{gpu} rail", f"rail in another subnet than on the other {profile} nodes",
+            observed_sets(odd), common, Action.INVESTIGATE),
+            (n for group in odd.values() for n in group))
+    split: dict[Any, list[str]] = defaultdict(list)
+    for node, value in values:
+        split[value].append(node)
+    return tagged(CHECK, Finding.warn(
+        f"gpu{gpu} rail", f"rail split between subnets on the {profile} nodes, no majority",
+        observed_sets(split), "one subnet", Action.INVESTIGATE))
 
 
 def ib_rails(nodes: Sequence[NodeSummary]) -> list[ClusterFinding]:
@@ -54,12 +83,7 @@ def ib_rails(nodes: Sequence[NodeSummary]) -> list[ClusterFinding]:
             # A port the node's own ib.rate already failed is one problem, not two.
             slow = {node for node, rail in rails
                     if f"{rail['hca']}/{rail['port']}" in rate_failed.get(node, set())}
-            for key, message, action, known in (
-                    ("subnet", f"rail in another subnet than on the other {profile} nodes",
-                     Action.INVESTIGATE, set()),
-                    ("rate_gbps", f"rail slower than on the other {profile} nodes",
-                     Action.RESEAT_CABLE, slow)):
-                finding = _compare(profile, gpu, rails, key, message, action, known)
+            for finding in (_subnets(gpu, rails, profile), _slow(gpu, rails, profile, slow)):
                 if finding is not None:
                     findings.append(finding)
     if not compared:

@@ -124,12 +124,23 @@ def test_nvl_domain_missing_tray_with_configured_rack_names_it() -> None:
     trays = [tray(f"nvl1-tray{i:02d}") for i in range(1, 19) if i != 7]
     settings = ClusterSettings(racks={"nvl1": tuple(f"nvl1-tray{i:02d}" for i in range(1, 19))})
     found = nvl_domain(trays, settings)
-    assert [c.finding.message for c in found] == ["rack has fewer trays than expected"]
+    assert [(c.finding.status, c.finding.message) for c in found] == [
+        (Status.WARN, "rack has fewer trays than expected")]
     item = found[0]
     assert item.finding.component == "rack nvl1"
     assert item.nodes == ()
     assert item.finding.observed == {"trays": 17, "missing": "nvl1-tray07"}
     assert item.finding.expected == 18
+
+
+def test_a_run_over_part_of_a_rack_is_ready_when_its_trays_are() -> None:
+    asked = [tray(f"nvl1-tray{i:02d}") for i in range(1, 5)]
+    settings = ClusterSettings(racks={"nvl1": tuple(f"nvl1-tray{i:02d}" for i in range(1, 19))})
+    report = judge(asked, [], settings, via="agent")
+    assert report.ready
+    assert report.bad_nodes == []
+    rack = [c for c in report.findings if c.finding.check == "cluster.nvl_domain"]
+    assert [c.finding.status for c in rack] == [Status.WARN]
 
 
 def test_nvl_domain_unreachable_tray_is_left_to_reachability() -> None:
@@ -144,7 +155,7 @@ def test_nvl_domain_expected_trays_from_config_without_rack_names() -> None:
     trays = [tray(f"nvl1-tray{i:02d}") for i in range(1, 17)]
     assert statuses(nvl_domain(trays, ClusterSettings(expected_trays_per_rack=16))) == {
         Status.PASS}
-    assert statuses(nvl_domain(trays, ClusterSettings())) == {Status.FAIL}
+    assert statuses(nvl_domain(trays, ClusterSettings())) == {Status.WARN}
 
 
 def test_nvl_domain_fabric_not_completed_and_unassigned_trays() -> None:
@@ -202,6 +213,22 @@ def test_ib_rails_does_not_repeat_a_port_the_node_already_failed() -> None:
     nodes[2].facts.rails = rails(odd_gpu=6, odd={"rate_gbps": 200.0})
     found = ib_rails(nodes)
     assert {(c.finding.component, c.nodes) for c in found} == {("gpu6 rail", ("n2",))}
+
+
+def test_ib_rails_never_fails_the_faster_rail_even_in_a_tie() -> None:
+    nodes = [node("gpu01", rails=rails()), node("gpu02", rails=rails(odd_gpu=0,
+                                                                     odd={"rate_gbps": 200.0}))]
+    found = ib_rails(nodes)
+    assert [(c.finding.status, c.nodes) for c in found] == [(Status.FAIL, ("gpu02",))]
+    assert found[0].finding.expected == "400 Gb/s"
+
+
+def test_ib_rails_split_subnets_without_a_majority_warn_and_exclude_no_one() -> None:
+    nodes = [node("a", rails=rails()),
+             node("b", rails=rails(odd_gpu=1, odd={"subnet": "fe80:0000:0000:0009"}))]
+    found = ib_rails(nodes)
+    assert [(c.finding.status, c.nodes) for c in found] == [(Status.WARN, ())]
+    assert set(found[0].finding.observed.values()) == {"a", "b"}
 
 
 def test_ib_rails_skip_without_rail_data() -> None:
