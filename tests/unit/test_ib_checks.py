@@ -184,6 +184,16 @@ def test_saturated_counter_warns_never_a_zero_rate() -> None:
     assert "saturated" in bad[0].message
 
 
+def test_a_saturated_xmit_wait_is_routine_not_a_warning() -> None:
+    """The 32-bit port_xmit_wait fills up on any busy link; the error counters do not."""
+    devs = _eight(saturated=["port_xmit_wait"])
+    devs[3].ports[0].counters["port_xmit_wait"] = 4294967295
+    found = _run("ib.congestion", _snap(copy.deepcopy(devs), 1003.0), previous=_snap(devs))
+    assert _statuses(found) == {Status.PASS}
+    note = next(f for f in found if f.component == "mlx5_3/1")
+    assert "port_xmit_wait at its 32-bit maximum" in str(note.observed)
+
+
 def test_congestion_and_rate_skips() -> None:
     found = _run("ib.congestion", _later(_eight(), 2.0, port_xmit_wait=10_000_000),
                  previous=_snap(_eight()))
