@@ -7,9 +7,11 @@ collector or check knows which it got.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,20 +51,33 @@ def find_program(name: str, environ: Mapping[str, str] | None = None) -> str | N
 
 
 def run_command(argv: list[str], timeout_s: float) -> CommandResult:
-    """Run a program (never a shell) with a deadline; the child cannot hold our pipes."""
+    """Run a program (never a shell) with a deadline, in its own session.
+
+    At the deadline the whole session is killed, not just the child: a wrapper script
+    (an MPI launcher around all_reduce_perf, a site's scontrol) has children of its own,
+    and one that survived would keep the GPUs busy and our pipes open. The pipes are then
+    closed unread, since a grandchild that left the session may still hold them.
+    """
     program = find_program(argv[0])
     if program is None:
         return CommandResult(argv, None, error=f"{argv[0]}: not found")
     try:
-        proc = subprocess.run(
-            [program, *argv[1:]], capture_output=True, text=True, errors="replace",
-            timeout=timeout_s, stdin=subprocess.DEVNULL, check=False, start_new_session=True,
-        )
-    except subprocess.TimeoutExpired:
-        return CommandResult(argv, None, error=f"{argv[0]}: no answer within {timeout_s:g} s")
+        proc = subprocess.Popen(
+            [program, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
     except OSError as exc:
         return CommandResult(argv, None, error=f"{argv[0]}: {exc.strerror or exc}")
-    return CommandResult(argv, proc.returncode, proc.stdout, proc.stderr)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return CommandResult(argv, None, error=f"{argv[0]}: no answer within {timeout_s:g} s")
+    return CommandResult(argv, proc.returncode, out, err)
 
 
 def find_library(name: str) -> str | None:
