@@ -81,19 +81,27 @@ def rails(snap: Snapshot) -> list[dict[str, Any]]:
 
 
 def _telemetry(snap: Snapshot) -> dict[str, float]:
+    """The values cluster.outliers ranks nodes by. Error counters are rates per hour since
+    boot (they count from driver load, about boot): as totals, uptime would rank the nodes,
+    not their health. At least one hour is assumed, so a fresh boot's few errors do not
+    become a huge rate."""
     values: dict[str, float] = {}
     gpus = snap.nvml.gpus if snap.nvml is not None else []
     temps = [g.temperature_c for g in gpus if g.temperature_c is not None]
     if temps:
         values["gpu_temperature_c"] = float(max(temps))
+    boot = snap.host.boot_time if snap.host is not None else None
+    if boot is None or snap.taken_at <= boot:
+        return values
+    hours = max(1.0, (snap.taken_at - boot) / 3600)
     corrected = [g.ecc_volatile_corrected for g in gpus if g.ecc_volatile_corrected is not None]
     if corrected:
-        values["ecc_corrected"] = float(sum(corrected))
+        values["ecc_corrected_per_h"] = round(sum(corrected) / hours, 3)
     replays = [g.pcie_replay_count for g in gpus if g.pcie_replay_count is not None]
     if replays:
-        values["pcie_replays"] = float(sum(replays))
+        values["pcie_replays_per_h"] = round(sum(replays) / hours, 3)
     ports = [p for d in _compute_devices(snap) for p in d.ports]
     if ports:
-        values["ib_errors"] = float(sum(p.counters.get(name) or 0
-                                        for p in ports for name in IB_ERROR_COUNTERS))
+        errors = sum(p.counters.get(name) or 0 for p in ports for name in IB_ERROR_COUNTERS)
+        values["ib_errors_per_h"] = round(errors / hours, 3)
     return values

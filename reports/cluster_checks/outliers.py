@@ -21,8 +21,10 @@ from .settings import ClusterSettings
 
 CHECK = "cluster.outliers"
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
-LABELS = {"gpu_temperature_c": "hottest GPU", "ecc_corrected": "corrected ECC errors",
-          "pcie_replays": "PCIe replays", "ib_errors": "InfiniBand port errors"}
+LABELS = {"gpu_temperature_c": "hottest GPU",
+          "ecc_corrected_per_h": "corrected ECC errors per hour since boot",
+          "pcie_replays_per_h": "PCIe replays per hour since boot",
+          "ib_errors_per_h": "InfiniBand port errors per hour since boot"}
 
 
 def outlying(values: dict[str, float], k: float, min_delta: float) -> tuple[float, dict[str,

@@ -15,8 +15,8 @@ from ..nodeset import expand
 VERSION_FIELDS = ("driver", "cuda", "nccl", "vbios", "hca_firmware", "kernel", "clusterdiag")
 # The smallest excess over the median worth a warning, per outlier metric: a cool cluster
 # with one GPU 3 °C warmer has a tiny MAD but nothing wrong.
-OUTLIER_MIN_DELTA = {"gpu_temperature_c": 10.0, "ecc_corrected": 100.0, "pcie_replays": 100.0,
-                     "ib_errors": 100.0}
+OUTLIER_MIN_DELTA = {"gpu_temperature_c": 10.0, "ecc_corrected_per_h": 10.0,
+                     "pcie_replays_per_h": 10.0, "ib_errors_per_h": 10.0}
 
 
 @dataclass(frozen=True)

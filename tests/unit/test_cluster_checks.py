@@ -255,7 +255,7 @@ def test_outliers_warn_on_hot_node_within_its_profile() -> None:
 
 
 def test_outliers_need_enough_nodes() -> None:
-    nodes = [node(f"n{i}", telemetry={"ecc_corrected": 0.0}) for i in range(3)]
+    nodes = [node(f"n{i}", telemetry={"ecc_corrected_per_h": 0.0}) for i in range(3)]
     assert statuses(outliers(nodes, ClusterSettings())) == {Status.SKIP}
 
 
