@@ -266,10 +266,21 @@ for _module in (cli_daemon, cli_slurm, cli_cluster, cli_topo):
     _module.register(cli)
 
 
-# Slurm drains a node on any non-zero exit of these: a wrapper with a bad flag is our
-# trouble, not the node's, so it exits 0 with a loud line (DESIGN §3; fail_closed cannot
-# apply, as the command line that would load the config is what is wrong).
+# Slurm drains a node on any non-zero exit of these: a wrapper with a bad flag, or a
+# crash outside the entry point's own guard (slurm/entry.py execute()), is our trouble,
+# not the node's, so it exits 0 with a loud line (DESIGN §3). fail_closed cannot apply
+# here: the command line or config that would say it is what may have failed.
 SLURM_ENTRY_POINTS = frozenset({"prolog", "epilog", "healthcheck"})
+
+
+def _slurm_entry_point() -> str | None:
+    return sys.argv[1] if SLURM_ENTRY_POINTS & set(sys.argv[1:2]) else None
+
+
+def _spare_the_node(program: str, trouble: str) -> NoReturn:
+    trouble = " ".join(trouble.split())
+    _die(f"{program}: ERROR {trouble}; exiting 0 so Slurm does not drain the node for it "
+         "(fail_closed cannot be read here)", EXIT_READY)
 
 
 def main() -> None:
@@ -286,8 +297,14 @@ def main() -> None:
     except click.Abort:
         _die("aborted", 130)
     except ClusterdiagError as exc:
+        if program := _slurm_entry_point():
+            _spare_the_node(program, str(exc))
         _die(str(exc), exc.exit_code)
     except BrokenPipeError:
         sys.exit(EXIT_READY)
     except KeyboardInterrupt:
         _die("interrupted", 130)
+    except Exception as exc:
+        if program := _slurm_entry_point():
+            _spare_the_node(program, f"crashed: {type(exc).__name__}: {exc}")
+        raise

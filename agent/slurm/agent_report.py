@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...reports.hostname import same_host
 from ...reports.node import NodeReport
+from ..config import Config
 
 
 @dataclass
@@ -48,11 +50,6 @@ def _interval(state_dir: Path, default_s: float) -> float:
     return default_s
 
 
-def same_node(a: str, b: str) -> bool:
-    """Slurm names nodes by short name while the agent may know its FQDN hostname."""
-    return a == b or a.split(".", 1)[0] == b.split(".", 1)[0]
-
-
 def load_fresh(state_dir: Path, node: str, *, max_age_s: float | None,
                default_interval_s: float, now: float | None = None) -> Cached:
     now = time.time() if now is None else now
@@ -61,8 +58,8 @@ def load_fresh(state_dir: Path, node: str, *, max_age_s: float | None,
         data = _read_json(path)
     except FileNotFoundError:
         return Cached(None, f"no agent report at {path}")
-    except (OSError, ValueError) as exc:
-        return Cached(None, f"agent report {path} unreadable: {exc}")
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        return Cached(None, f"agent report {path} unreadable: {type(exc).__name__}: {exc}")
     try:
         report = NodeReport.from_dict(data)
         started = report.started_at.replace("Z", "+00:00")  # 3.10 cannot read "Z"
@@ -71,10 +68,19 @@ def load_fresh(state_dir: Path, node: str, *, max_age_s: float | None,
         return Cached(None, f"agent report {path} malformed: {type(exc).__name__}: {exc}")
     age = now - finished
     limit = max_age_s if max_age_s is not None else 2 * _interval(state_dir, default_interval_s)
-    if not same_node(report.node, node):
+    if not same_host(report.node, node):
         return Cached(None, f"agent report is for node {report.node!r}, not {node!r}", age)
     if age > limit:
         return Cached(None, f"agent report is {age:.0f} s old (limit {limit:g} s)", age)
     if age < -60:
         return Cached(None, f"agent report is dated {-age:.0f} s in the future", age)
     return Cached(report, f"agent report {age:.1f} s old", age)
+
+
+def load_trusted(config: Config, node: str) -> Cached:
+    """The report as the prolog trusts it (``prolog.max_report_age_s``, else two agent
+    intervals); the health check uses the same, to see what the next prolog will."""
+    agent = config.section("agent")
+    return load_fresh(Path(agent["state_dir"]), node,
+                      max_age_s=config.section("prolog")["max_report_age_s"],
+                      default_interval_s=float(agent["interval_s"]))

@@ -21,10 +21,11 @@ from ..errors import ClusterdiagError
 from ..sources import SourceEnv
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
-from .reason import PREFIX, clip, drain_reason, owned
+from .reason import EPILOG, OWN_ERROR, PREFIX, clip, drain_reason, owned, parse
 from .scontrol import DEFAULT_TIMEOUT_S, Scontrol, SlurmError
 
 EXIT_OK, EXIT_FAIL = 0, 1
+SCONTROL_CALLS = 2  # drain() and resume_if_ours(): show node, then update
 
 
 @dataclass
@@ -68,8 +69,10 @@ class Run:
                         timeout_s=DEFAULT_TIMEOUT_S, deadline=self.deadline - 0.1)
 
     def collect_budget(self) -> float:
-        """What is left for collecting once scontrol's own timeout is set aside."""
-        return max(0.5, self.deadline - time.monotonic() - DEFAULT_TIMEOUT_S)
+        """What is left for collecting once scontrol's timeouts are set aside: a drain or
+        a resume is two calls (``show`` to protect an operator's reason, then ``update``),
+        and an update cut short leaves Slurm to drain with its generic "Prolog error"."""
+        return max(0.5, self.deadline - time.monotonic() - SCONTROL_CALLS * DEFAULT_TIMEOUT_S)
 
 
 Body = Callable[[Run], Outcome]
@@ -114,7 +117,8 @@ def own_error(run: Run, error: str) -> int:
                 error=error)
         return EXIT_OK
     run.log("ERROR could not check the node, failing (fail_closed is true)", error=error)
-    drain(run, clip(f"{PREFIX} error {error}"))
+    if run.settings["drain"]:
+        drain(run, clip(f"{PREFIX} {OWN_ERROR} {error}"))
     return EXIT_FAIL
 
 
@@ -126,7 +130,7 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
         run.log("ERROR check could not run", check=finding.check,
                 component=finding.component, error=finding.message)
     if fails:
-        reason = drain_reason(fails)
+        reason = drain_reason(fails, program=run.program)
         run.log("FAIL node not ready", reason=reason, fails=len(fails), **summary)
         if reason and run.settings["drain"]:
             drain(run, reason)
@@ -140,7 +144,9 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
 
 
 def drain(run: Run, reason: str) -> None:
-    """Drain with ``reason`` unless the node carries a reason that is not ours."""
+    """Drain with ``reason`` unless the node carries a reason that is not ours, or the
+    epilog's, which only a person lifts (reason.py): another program's newer reason
+    would hide it, and the health check would resume the node once that one passes."""
     scontrol = run.scontrol()
     name = run.env.node
     try:
@@ -148,6 +154,11 @@ def drain(run: Run, reason: str) -> None:
         if not owned(state.reason):
             run.log("kept the existing drain reason (not clusterdiag's)", state=state.state,
                     existing=state.reason)
+            return
+        existing = parse(state.reason)
+        if state.drained and existing and existing.epilog and run.program != EPILOG:
+            run.log("kept the epilog's drain reason", state=state.state,
+                    existing=state.reason, reason=reason)
             return
         if state.drained and state.reason == reason:
             run.log("already drained with this reason", state=state.state)

@@ -1,19 +1,23 @@
 """``clusterdiag healthcheck``: Slurm's HealthCheckProgram, run between jobs.
 
 It runs the ``quick`` checks; a node that fails is drained (DRAIN lets a running job
-finish) with a ``clusterdiag:`` reason, and a node that passes again is resumed, but
-only when the current reason is ours: a node an operator drained stays drained. Slurm
-kills the program at 60 s and gives it nothing but SLURMD_NODENAME, so its budget is
-smaller (``healthcheck.budget_s``) and the wrapper must export SLURM_CONF.
+finish) with a ``clusterdiag:`` reason. A drained node is resumed only when the reason is
+ours and the check it names passed again: in this pass, or in the agent's fresh report
+for what this pass does not run (rate checks). Resuming on any clean pass would undo the
+prolog's drains for rate checks and the epilog's for what happened during a job, and the
+node would cycle drain, resume, job, drain. A node an operator drained stays drained.
+Slurm kills the program at 60 s and gives it nothing but SLURMD_NODENAME, so its budget
+is smaller (``healthcheck.budget_s``) and the wrapper must export SLURM_CONF.
 """
 
 from __future__ import annotations
 
-from ...checks.finding import Status
+from ...checks.finding import Finding, Status
 from ..runner import run_node
+from .agent_report import Cached, load_trusted
 from .entry import EXIT_OK, Inputs, Outcome, Run, decide, execute
-from .prolog import options
-from .reason import owned
+from .prolog import JOB_DEPENDENT, options
+from .reason import owned, parse
 from .scontrol import SlurmError
 
 
@@ -26,7 +30,45 @@ def check_idle_node(run: Run) -> Outcome:
     return Outcome(report.findings, "own checks")
 
 
-def resume_if_ours(run: Run) -> None:
+def _verdict(check: str, findings: list[Finding]) -> bool | None:
+    """Whether ``check`` passed; None when it did not run (no finding, or only skips)."""
+    ran = [f for f in findings if f.check == check and f.status is not Status.SKIP]
+    if not ran:
+        return None
+    return all(f.status in (Status.PASS, Status.WARN) for f in ran)
+
+
+def may_resume(reason: str, own: list[Finding], agent: Cached) -> tuple[bool, str]:
+    """Whether a node drained with ``reason`` (ours) may be resumed after a clean pass
+    that found ``own``, and why, for the log."""
+    parsed = parse(reason)
+    if parsed is None:
+        return False, "not clusterdiag's reason"
+    if parsed.epilog:
+        return False, ("the epilog saw it during a job, which no later check sees again: "
+                       "a person resumes the node")
+    failing = sorted({f.check for f in agent.report.findings if f.status is Status.FAIL}) \
+        if agent.report else []
+    if failing:
+        return False, f"the agent's report still fails {','.join(failing)}"
+    check = parsed.check
+    if check is None:
+        return True, "clusterdiag can check the node again"
+    if check in JOB_DEPENDENT:
+        return False, (f"{check} is judged only for a job (the health check notes it): a "
+                       "person resumes the node")
+    verdict, source = _verdict(check, own), "this pass"
+    if verdict is None and agent.report is not None:
+        verdict, source = _verdict(check, agent.report.findings), agent.why
+    if verdict is None:
+        where = agent.why if agent.report is None else "nor in the agent's report"
+        return False, f"{check} did not run in this pass ({where})"
+    if not verdict:
+        return False, f"{check} still fails ({source})"
+    return True, f"{check} passed ({source})"
+
+
+def resume_if_ours(run: Run, findings: list[Finding]) -> None:
     if not run.settings["resume"]:
         return
     try:
@@ -38,17 +80,22 @@ def resume_if_ours(run: Run) -> None:
             run.log("not resuming: drained for a reason that is not clusterdiag's",
                     state=state.state, existing=state.reason)
             return
+        resume, why = may_resume(state.reason, findings,
+                                 load_trusted(run.config, run.env.node))
+        if not resume:
+            run.log("not resuming", existing=state.reason, why=why)
+            return
         scontrol.resume(run.env.node)
     except SlurmError as exc:
         run.log("ERROR could not resume the node", error=exc)
         return
-    run.log("resumed", previous=state.reason)
+    run.log("resumed", previous=state.reason, why=why)
 
 
 def act(run: Run, outcome: Outcome, seconds: float) -> int:
-    """decide() drains on a fail; a clean pass also lifts our own drain."""
+    """decide() drains on a fail; a clean pass may also lift our own drain."""
     code = decide(run, outcome, seconds)
     clean = not any(f.status in (Status.FAIL, Status.ERROR) for f in outcome.findings)
     if code == EXIT_OK and clean:
-        resume_if_ours(run)
+        resume_if_ours(run, outcome.findings)
     return code

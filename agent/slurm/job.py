@@ -40,7 +40,7 @@ def _gpu_list(value: str | None) -> tuple[int, ...] | None:
     if not value:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items or not all(v.isdigit() for v in items):
+    if not items or not all(v.isascii() and v.isdigit() for v in items):  # not "²"
         return None
     return tuple(sorted({int(v) for v in items}))
 

@@ -5,11 +5,19 @@ convention): a reason without it was set by an operator or by Slurm and is never
 replaced or resumed. The text names the check id first so ``sinfo -R`` groups nodes by
 problem, then the component and the observed value (``clusterdiag: nvlink.links_up gpu3
 17/18 (down: 7)``).
+
+The health check reads the check id back to resume only once that check passes again,
+so two kinds of reason say more. The epilog's put ``epilog`` before the id (``clusterdiag:
+epilog gpu.xid gpu1 Xid 79``): what it saw happened during a job (an Xid in the job's
+window, processes the job left), which no later check can see again, so a person resumes
+those. clusterdiag's own trouble under ``fail_closed`` names no check (``clusterdiag:
+error ...``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ...checks.finding import Finding, Status
 
@@ -18,6 +26,30 @@ PREFIX = "clusterdiag:"
 # default and slurmdbd keeps node events in a short text column: stay well inside.
 MAX_LENGTH = 128
 _MAX_OBSERVED = 40
+EPILOG = "epilog"  # the program whose reasons are marked: see the module docstring
+OWN_ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one of our reasons says: the check that failed (None for our own error) and
+    whether the epilog set it."""
+
+    check: str | None
+    epilog: bool
+
+
+def parse(reason: str | None) -> Parsed | None:
+    """None when the reason is not clusterdiag's."""
+    text = (reason or "").strip()
+    if not text.startswith(PREFIX):
+        return None
+    words = text[len(PREFIX):].split()
+    epilog = bool(words) and words[0] == EPILOG
+    if epilog:
+        words = words[1:]
+    check = words[0] if words and words[0] != OWN_ERROR else None
+    return Parsed(check, epilog)
 
 
 def owned(reason: str | None) -> bool:
@@ -34,9 +66,10 @@ def _detail(finding: Finding) -> str:
     return finding.message
 
 
-def drain_reason(findings: Iterable[Finding], statuses: Iterable[Status] = (Status.FAIL,)
-                 ) -> str | None:
-    """The reason for the first finding of the given statuses (fails first), or None."""
+def drain_reason(findings: Iterable[Finding], statuses: Iterable[Status] = (Status.FAIL,),
+                 program: str | None = None) -> str | None:
+    """The reason for the first finding of the given statuses (fails first), or None;
+    marked when ``program`` is the epilog."""
     wanted = tuple(statuses)
     picked = sorted((f for f in findings if f.status in wanted),
                     key=lambda f: (wanted.index(f.status), f.check, f.component))
@@ -44,7 +77,8 @@ def drain_reason(findings: Iterable[Finding], statuses: Iterable[Status] = (Stat
         return None
     first = picked[0]
     where = "" if first.component in ("", "node") else f" {first.component}"
-    text = f"{PREFIX} {first.check}{where} {_detail(first)}"
+    origin = f" {EPILOG}" if program == EPILOG else ""
+    text = f"{PREFIX}{origin} {first.check}{where} {_detail(first)}"
     return clip(text, len(picked) - 1)
 
 

@@ -7,6 +7,7 @@ test_slurm.py)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent import cli
+from clusterdiag.agent.errors import UsageError
 from clusterdiag.checks.finding import Action, Finding, Status
 from tests.conftest import REPO
 from tests.unit.test_prolog_inputs import write_report
@@ -175,6 +178,17 @@ def test_own_errors_exit_0_unless_fail_closed(site: tuple[Path, Slurm], fail_clo
         assert "exiting 0 (fail_closed is false)" in proc.stderr
 
 
+def test_fail_closed_with_drain_false_fails_but_leaves_slurm_alone(
+        site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    write_config(root, slurm, prolog={"fail_closed": True, "drain": False},
+                 checks={"gpu.processes": {"job_gpus": "a,b"}})
+    proc = slurm_run("prolog", root, "n1")
+    _ok(proc)
+    assert proc.returncode == 1
+    assert slurm.updates() == []
+
+
 @pytest.mark.parametrize("bad", ["prolog: [", "prolog: {drian: true}"])
 def test_a_broken_config_exits_0_in_one_loud_line(site: tuple[Path, Slurm], bad: str) -> None:
     root, _slurm = site
@@ -274,7 +288,7 @@ def test_epilog_fails_on_processes_left_after_the_grace_period(site: tuple[Path,
     assert time.monotonic() - started >= 1.5  # it waited the grace period
     assert "process_looks=" in proc.stderr
     assert "process_looks=1 " not in proc.stderr
-    assert slurm.updates()[0][3] == ("Reason=clusterdiag: gpu.processes gpu2 compute "
+    assert slurm.updates()[0][3] == ("Reason=clusterdiag: epilog gpu.processes gpu2 compute "
                                      "processes left on the GPU")
 
 
@@ -294,7 +308,7 @@ def test_epilog_judges_xids_logged_since_the_job_started(site: tuple[Path, Slurm
     proc = slurm_run("epilog", root, node, env={"SLURM_JOB_START_TIME": start})
     assert proc.returncode == code, proc.stderr
     if code:
-        assert "clusterdiag: gpu.xid gpu1 Xid 79" in slurm.updates()[0][3]
+        assert "clusterdiag: epilog gpu.xid gpu1 Xid 79" in slurm.updates()[0][3]
 
 
 def test_epilog_asks_scontrol_for_the_job_start(site: tuple[Path, Slurm]) -> None:
@@ -358,3 +372,199 @@ def test_the_prolog_path_imports_nothing_heavy(tmp_path: Path, fresh: bool) -> N
     assert "clusterdiag.agent.slurm.prolog" in imported, proc.stderr[-2000:]
     heavy = sorted(m for m in imported if m.split(".")[0] in LEAN_FORBIDDEN)
     assert heavy == []
+
+
+def test_leftover_processes_fail_the_prolog_even_with_a_fresh_agent_report(
+        site: tuple[Path, Slurm]) -> None:
+    """The agent only notes processes (they may be a running job's): the prolog judges
+    gpu.processes itself, for the job's GPUs."""
+    root, slurm = site
+    slurm.node("n4", "ALLOCATED")
+    write_report(root / "state", node="n4", age_s=2)
+    proc = slurm_run("prolog", root, "n4")
+    assert proc.returncode == 1, proc.stderr
+    assert 'source="agent report' in proc.stderr
+    assert "reran=gpu.processes" in proc.stderr
+    assert slurm.updates()[0][3] == ("Reason=clusterdiag: gpu.processes gpu2 compute "
+                                     "processes left on the GPU")
+    other_gpus = slurm_run("prolog", root, "n4", env={"SLURM_JOB_GPUS": "0,1"})
+    assert other_gpus.returncode == 0, other_gpus.stderr
+    assert 'source="agent report' in other_gpus.stderr
+
+
+@pytest.mark.slow
+def test_a_hung_gpu_leaves_time_for_both_scontrol_calls_of_a_slow_slurmctld(
+        site: tuple[Path, Slurm]) -> None:
+    """Draining is ``show`` then ``update``; with each taking most of scontrol's 3 s
+    timeout, a budget that kept back one call lost the update to "no time left"."""
+    root, slurm = site
+    slow = slurm.dir / "slow-scontrol"
+    slow.write_text(f"#!/bin/sh\nsleep 2.4\nexec {slurm.program} \"$@\"\n")
+    slow.chmod(0o755)
+    write_config(root, slurm, prolog={"scontrol": str(slow)})
+    slurm.node("n3", "ALLOCATED")
+    started = time.monotonic()
+    proc = slurm_run("prolog", root, "n3")
+    took = time.monotonic() - started
+    _ok(proc)
+    assert proc.returncode == 1
+    assert "ERROR could not drain" not in proc.stderr
+    assert 'clusterdiag prolog: drained job=4711 user=alice node=n3 reason="clusterdiag: ' \
+           'gpu.responsive gpu4' in proc.stderr
+    assert [u[:3] for u in slurm.updates()] == [["update", "NodeName=n3", "State=DRAIN"]]
+    assert took < 8.0, f"prolog took {took:.1f} s, over its 8 s budget"
+
+
+@pytest.mark.parametrize(("reason", "why"), [
+    # a rate check the quick pass does not run, and no agent report to judge it
+    ("clusterdiag: ib.error_rate mlx5_0/1 symbol errors 12/s",
+     'why="ib.error_rate did not run in this pass (no agent report at '),
+    # an Xid the epilog judged over the job's window; gpu.xid's own window no longer has it
+    ("clusterdiag: epilog gpu.xid gpu1 Xid 79", 'why="the epilog saw it during a job'),
+    # only judged for a job: the health check's pass says nothing about leftovers
+    ("clusterdiag: gpu.processes gpu2 compute processes left on the GPU",
+     'why="gpu.processes is judged only for a job'),
+    ("clusterdiag: no.such_check gpu1 x", 'why="no.such_check did not run in this pass'),
+])
+def test_healthcheck_keeps_a_drain_for_a_check_it_did_not_run(
+        site: tuple[Path, Slurm], reason: str, why: str) -> None:
+    root, slurm = site
+    slurm.node("n1", "IDLE+DRAIN", reason)
+    proc = slurm_run("healthcheck", root, "n1", job=False)
+    _ok(proc)
+    assert proc.returncode == 0
+    assert slurm.updates() == []
+    line = next(ln for ln in proc.stderr.splitlines() if "not resuming" in ln)
+    assert why in line
+
+
+def _agent_says(root: Path, status: Status) -> None:
+    write_report(root / "state", node="n1", age_s=2, findings=[Finding(
+        status, "mlx5_0/1", "symbol errors", "12/s", None, Action.RESEAT_CABLE,
+        "ib.error_rate")])
+
+
+def test_healthcheck_resumes_a_rate_drain_once_the_agents_fresh_report_passes_it(
+        site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    reason = "clusterdiag: ib.error_rate mlx5_0/1 symbol errors 12/s"
+    slurm.node("n1", "IDLE+DRAIN", reason)
+    _agent_says(root, Status.FAIL)
+    proc = slurm_run("healthcheck", root, "n1", job=False)
+    assert proc.returncode == 0, proc.stderr
+    assert slurm.updates() == []
+    assert "the agent's report still fails ib.error_rate" in proc.stderr
+    _agent_says(root, Status.PASS)
+    proc = slurm_run("healthcheck", root, "n1", job=False)
+    assert slurm.updates() == [["update", "NodeName=n1", "State=RESUME"]]
+    assert 'why="ib.error_rate passed (agent report' in proc.stderr
+
+
+def test_healthcheck_resumes_after_our_own_error_once_it_can_check_again(
+        site: tuple[Path, Slurm]) -> None:
+    root, slurm = site
+    slurm.node("n1", "IDLE+DRAIN", "clusterdiag: error config unreadable")
+    assert slurm_run("healthcheck", root, "n1", job=False).returncode == 0
+    assert slurm.updates() == [["update", "NodeName=n1", "State=RESUME"]]
+
+
+def test_a_later_fail_keeps_the_epilogs_reason(site: tuple[Path, Slurm]) -> None:
+    """Replaced, the epilog's reason would be lost, and the node resumed once the newer
+    problem passes."""
+    root, slurm = site
+    slurm.node("n2", "IDLE+DRAIN", "clusterdiag: epilog gpu.xid gpu1 Xid 79")
+    proc = slurm_run("healthcheck", root, "n2", job=False)
+    assert proc.returncode == 1
+    assert slurm.updates() == []
+    assert "kept the epilog's drain reason" in proc.stderr
+
+
+@pytest.mark.parametrize("program", ["prolog", "epilog", "healthcheck"])
+@pytest.mark.parametrize(("error", "shown"), [
+    (RuntimeError("boom\nat line 2"), "crashed: RuntimeError: boom at line 2"),
+    (UsageError("spec: no such file"), "spec: no such file"),  # would exit 2
+])
+def test_a_crash_outside_the_entry_points_guard_exits_0_in_one_loud_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], program: str,
+        error: Exception, shown: str) -> None:
+    """What execute() cannot catch (its own setup, a helper of act()) reaches main()."""
+    def crash(_inputs: object) -> int:
+        raise error
+
+    monkeypatch.setattr(importlib.import_module(f"clusterdiag.agent.slurm.{program}"),
+                        "main", crash)
+    monkeypatch.setattr(sys, "argv", ["clusterdiag", program, "--simulate", "dgx-h100"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"clusterdiag: {program}: ERROR {shown}; exiting 0 so Slurm does not drain the node "
+        "for it (fail_closed cannot be read here)"]
+
+
+def test_other_commands_still_show_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(*_args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "_options", crash)
+    monkeypatch.setattr(sys, "argv", ["clusterdiag", "run", "--simulate", "dgx-h100"])
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main()
+
+
+def wrapper_run(program: str, root: Path, node: str, env: dict[str, str]
+                ) -> subprocess.CompletedProcess[str]:
+    """The shipped wrapper as slurmd runs it: no PATH, the job's variables."""
+    environ = {"SLURMD_NODENAME": node, "SLURM_JOB_ID": "4711", "SLURM_JOB_USER": "alice",
+               "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **env}
+    return subprocess.run(
+        [str(REPO / f"systemd/clusterdiag-{program}.sh"), "--simulate",
+         str(root / "spec.yaml"), "--config", str(root / "config.yaml")],
+        capture_output=True, text=True, timeout=60, env=environ, check=False, cwd="/")
+
+
+def _program(root: Path, text: str) -> Path:
+    path = root / "clusterdiag"
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("program", ["prolog", "epilog", "healthcheck"])
+@pytest.mark.parametrize("broken", [
+    None,  # not installed: the shell would exit 127
+    "#!/nonexistent/venv/bin/python\n",  # its interpreter is gone: 127 from exec
+    "#!/bin/sh\nexit 2\n",  # an exit that is no verdict
+])
+def test_a_wrapper_whose_program_is_missing_or_broken_exits_0_and_says_so(
+        site: tuple[Path, Slurm], program: str, broken: str | None) -> None:
+    root, slurm = site
+    log = root / "wrapper.log"
+    binary = root / "clusterdiag" if broken is None else _program(root, broken)
+    proc = wrapper_run(program, root, "n2", {"CLUSTERDIAG": str(binary),
+                                              "CLUSTERDIAG_LOG": str(log)})
+    assert proc.returncode == 0, proc.stderr
+    line = f"clusterdiag {program}: ERROR {binary}"
+    assert line in proc.stderr
+    assert "exiting 0 so Slurm does not drain the node" in proc.stderr
+    assert line in log.read_text()
+    assert slurm.calls() == []
+
+
+@pytest.mark.parametrize(("program", "node", "reason"), [
+    ("prolog", "n2", "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"),
+    ("healthcheck", "n2", "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"),
+    ("epilog", "n4", "clusterdiag: epilog gpu.processes gpu2 compute processes left on the GPU"),
+])
+def test_a_wrapper_whose_log_cannot_be_opened_logs_to_stderr_and_keeps_the_verdict(
+        site: tuple[Path, Slurm], program: str, node: str, reason: str) -> None:
+    root, slurm = site
+    slurm.node(node, "IDLE")
+    (root / "not-a-dir").write_text("")
+    binary = _program(root, f'#!/bin/sh\nexec {sys.executable} -m clusterdiag.agent "$@"\n')
+    proc = wrapper_run(program, root, node, {
+        "CLUSTERDIAG": str(binary), "CLUSTERDIAG_LOG": str(root / "not-a-dir/x.log")})
+    assert proc.returncode == 1, proc.stderr  # a real fail still fails
+    assert "cannot write" in proc.stderr
+    assert f"clusterdiag {program}: FAIL node not ready" in proc.stderr
+    assert [u[3] for u in slurm.updates()] == [f"Reason={reason}"]

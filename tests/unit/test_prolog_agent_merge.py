@@ -1,4 +1,5 @@
-"""The prolog's fast path: the agent's findings stand, privileged skips are run here."""
+"""The prolog's fast path: the agent's findings stand; privileged skips and job-dependent
+checks are run here."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.runner import RunOptions, plan, run_node, sources_for
 from clusterdiag.agent.sim.node import simulated_env
 from clusterdiag.agent.slurm.entry import Inputs, Run
 from clusterdiag.agent.slurm.job import JobEnv
 from clusterdiag.agent.slurm.log import Log, format_line
-from clusterdiag.agent.slurm.prolog import check_node, from_agent
+from clusterdiag.agent.slurm.prolog import JOB_DEPENDENT, check_node, from_agent, rerun_options
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Finding, Status
 from clusterdiag.reports.node import NodeReport, iso
@@ -45,7 +46,7 @@ def test_privileged_skips_are_rerun_and_everything_else_is_taken_as_is(
         _f("gpu.persistence_mode", Status.SKIP), _f("fabric.imex", Status.WARN),
     ])
     findings, rerun = from_agent(Config(), report)
-    assert rerun == {PRIVILEGED}
+    assert rerun == {PRIVILEGED, "gpu.processes"}
     checks = {f.check: f.status for f in findings}
     assert checks["gpu.temperature"] is Status.FAIL
     assert checks["gpu.persistence_mode"] is Status.SKIP  # not privileged: the agent's word
@@ -54,9 +55,39 @@ def test_privileged_skips_are_rerun_and_everything_else_is_taken_as_is(
     assert checks["fabric.imex"] is Status.SKIP
 
 
-def test_without_the_privileged_flag_nothing_is_rerun() -> None:
+def test_without_the_privileged_flag_only_job_dependent_checks_are_rerun() -> None:
     _, rerun = from_agent(Config(), _agent_report([_f(PRIVILEGED, Status.SKIP)]))
+    assert rerun == JOB_DEPENDENT == {"gpu.processes"}
+
+
+def test_the_agents_gpu_processes_verdict_is_never_kept() -> None:
+    """In agent mode leftover processes are only noted, so its pass means nothing here."""
+    findings, rerun = from_agent(Config(), _agent_report([_f("gpu.processes", Status.PASS)]))
+    assert "gpu.processes" in rerun
+    assert all(f.check != "gpu.processes" for f in findings)
+
+
+def test_a_disabled_gpu_processes_is_not_rerun() -> None:
+    config = Config()
+    config.data["checks"]["gpu.processes"] = {"enabled": False}
+    findings, rerun = from_agent(config, _agent_report([]))
     assert rerun == set()
+    assert [f.status for f in findings if f.check == "gpu.processes"] == [Status.SKIP]
+
+
+@pytest.mark.parametrize(("profile", "sources"), [
+    ("dgx-h100", {"nvml"}),  # the agent's profile: no detection, NVML alone
+    ("no-such-profile", {"nvml", "pci", "host"}),  # unknown: detected again
+])
+def test_the_rerun_collects_nvml_alone_with_the_agents_profile(
+        profile: str, sources: set[str]) -> None:
+    config = Config()
+    run = Run("prolog", config, simulated_env("dgx-h100", None, config),
+              JobEnv(None, None, None, None, None), Log("prolog"), time.monotonic() + 8,
+              Inputs())
+    report = replace(_agent_report([]), profile={"name": profile})
+    opts = rerun_options(run, report, set(JOB_DEPENDENT))
+    assert sources_for(plan(config, opts)[0], opts.profile) == sources
 
 
 def test_the_prolog_runs_the_skipped_check_on_the_node_itself(
@@ -73,7 +104,7 @@ def test_the_prolog_runs_the_skipped_check_on_the_node_itself(
               time.monotonic() + 8, Inputs())
     outcome = check_node(run)
     assert outcome.source.startswith("agent report")
-    assert outcome.extra["reran"] == PRIVILEGED
+    assert outcome.extra["reran"] == f"{PRIVILEGED},gpu.processes"
     own = [f for f in outcome.findings if f.check == PRIVILEGED]
     assert {f.component for f in own} == {f"gpu{i}" for i in range(8)}
     assert {f.status for f in own} == {Status.PASS}

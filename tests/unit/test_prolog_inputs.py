@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from clusterdiag.agent.config import Config
+from clusterdiag.agent.slurm import agent_report
 from clusterdiag.agent.slurm.agent_report import load_fresh
 from clusterdiag.agent.slurm.epilog import poll_until_clean, xid_config
 from clusterdiag.agent.slurm.job import JobEnv, seconds_since_process_start
 from clusterdiag.agent.slurm.prolog import job_config
 from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.reports.hostname import same_host
 from clusterdiag.reports.node import NodeReport, iso
 
 
@@ -61,6 +63,7 @@ def test_max_report_age_overrides_the_interval(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("content", "why"), [
     (None, "no agent report"),
     ("{not json", "unreadable"),
+    ("[" * 100_000, "unreadable: RecursionError"),  # json gives up, not a crash
     ('{"node": "n1"}', "malformed"),
     ('{"node": "n1", "profile": {}, "version": "x", "started_at": "yesterday", '
      '"duration_s": 1, "findings": []}', "malformed"),
@@ -100,6 +103,16 @@ def test_job_environment() -> None:
     odd = JobEnv.from_environ({"CUDA_VISIBLE_DEVICES": "GPU-1234,GPU-5678",
                                "SLURM_JOB_START_TIME": "soon"})
     assert (odd.job_id, odd.gpus, odd.start_time) == (None, None, None)
+    # str.isdigit() accepts "²", which int() refuses: it must not crash the prolog
+    assert JobEnv.from_environ({"SLURM_JOB_GPUS": "0,²"}).gpus is None
+
+
+def test_one_same_host_rule_for_the_prolog_and_the_gather() -> None:
+    from clusterdiag.reports import gather
+
+    assert gather.same_host is agent_report.same_host is same_host
+    assert same_host("n1", "n1.cluster.example")
+    assert not same_host("n1", "n10")
 
 
 def test_process_age_is_plausible() -> None:

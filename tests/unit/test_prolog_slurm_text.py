@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.slurm.reason import MAX_LENGTH, clip, drain_reason, owned
+from clusterdiag.agent.slurm.reason import (
+    MAX_LENGTH,
+    Parsed,
+    clip,
+    drain_reason,
+    owned,
+    parse,
+)
 from clusterdiag.agent.slurm.scontrol import (
     Scontrol,
     SlurmError,
@@ -64,6 +71,26 @@ def test_reason_is_one_line_within_the_limit() -> None:
 ])
 def test_only_our_prefix_is_ours(reason: str | None, ours: bool) -> None:
     assert owned(reason) is ours
+
+
+def test_the_epilogs_reasons_are_marked_and_read_back() -> None:
+    xid = _fail("gpu.xid", "gpu1", "Xid 79", "Xid 79")
+    reason = drain_reason([xid], program="epilog")
+    assert reason == "clusterdiag: epilog gpu.xid gpu1 Xid 79"
+    assert parse(reason) == Parsed("gpu.xid", epilog=True)
+    assert drain_reason([xid], program="healthcheck") == "clusterdiag: gpu.xid gpu1 Xid 79"
+
+
+@pytest.mark.parametrize(("reason", "parsed"), [
+    ("clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)", Parsed("nvlink.links_up", False)),
+    ("  clusterdiag:   host.disk node full", Parsed("host.disk", False)),
+    ("clusterdiag: error ConfigError: bad", Parsed(None, False)),
+    ("clusterdiag: epilog", Parsed(None, True)),
+    ("clusterdiag:", Parsed(None, False)),
+    ("op: clusterdiag: gpu.xid", None), (None, None), ("Prolog error", None),
+])
+def test_parse_reads_the_check_back(reason: str | None, parsed: Parsed | None) -> None:
+    assert parse(reason) == parsed
 
 
 def test_parse_node_keeps_an_operator_reason_with_brackets_and_spaces() -> None:
