@@ -1,7 +1,8 @@
 """InfiniBand error and congestion counters judged as rates between two samples.
 
 Rules (issue 4, from public practice): one ``link_downed`` on an ACTIVE port warns, two
-within an hour (or one on a port that is no longer ACTIVE) fail; a growing
+within an hour (or one on a port that is no longer ACTIVE) fail (the agent counts
+``link_downed`` over its last hour, not just the last interval); a growing
 ``link_error_recovery`` warns; the physical-error counters have per-minute warn/fail
 thresholds. A per-minute threshold needs a minute of history to be judged as a rate
 (the daemon provides it); over a shorter one-shot window only a count that alone reaches
@@ -14,6 +15,7 @@ not zero.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..agent.model import Snapshot
@@ -27,6 +29,9 @@ _PER_MIN = ("symbol_error", "port_rcv_errors", "port_rcv_remote_physical_errors"
             "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 _ERROR_COUNTERS = ("link_downed", "link_error_recovery", *_PER_MIN)
 _CONGESTION = ("port_xmit_wait", "port_xmit_discards")
+# The agent's older link_downed sample in ctx.history (see _link_downed_windows).
+LINK_DOWNED_HISTORY = "ib_link_downed"
+LINK_DOWNED_WINDOW_S = 3600.0
 
 
 def _previous_port(previous: Snapshot, dev: IbDevice, port: IbPort) -> IbPort | None:
@@ -85,6 +90,35 @@ def _judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
 # there its saturation is the normal state, not a warning; the error counters saturating
 # still warns, since they only grow when something is wrong.
 ROUTINE_SATURATION = frozenset({"port_xmit_wait"})
+
+
+def _link_downed_windows(ctx: CheckContext) -> dict[str, Rate]:
+    """Per port component, ``link_downed`` growth over the agent's last hour.
+
+    Samples ~30 s apart cannot see "two link downs within an hour": a port flapping every
+    few minutes would only ever warn. The agent keeps an older sample of the counter
+    (``ctx.history[LINK_DOWNED_HISTORY]``: ``taken_at`` and ``counters`` by component);
+    it is used when it spans at most an hour and at least the previous interval."""
+    base = ctx.history.get(LINK_DOWNED_HISTORY)
+    if not isinstance(base, Mapping):
+        return {}
+    taken_at, counters = base.get("taken_at"), base.get("counters")
+    if not isinstance(taken_at, (int, float)) or not isinstance(counters, Mapping):
+        return {}
+    seconds = ctx.snapshot.taken_at - float(taken_at)
+    shortest = sample_interval(ctx.previous, ctx.snapshot) or 0.0
+    if seconds <= 0 or not shortest <= seconds <= LINK_DOWNED_WINDOW_S:
+        return {}
+    windows = {}
+    for dev in ctx.snapshot.infiniband or []:
+        for port in dev.ports:
+            comp = port_component(dev, port)
+            old = counters.get(comp)
+            rate = counter_rate(old, port.counters.get("link_downed"), seconds) if isinstance(
+                old, int) and not isinstance(old, bool) else None
+            if rate is not None:
+                windows[comp] = rate
+    return windows
 
 
 def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
@@ -156,7 +190,22 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
        actions=(Action.RESEAT_CABLE, Action.INVESTIGATE))
 def error_rate(ctx: CheckContext) -> Iterator[Finding]:
     """Compute ports' error counters grow slower than their limits (see module doc)."""
-    yield from _rates(ctx, _ERROR_COUNTERS, Action.RESEAT_CABLE, _judge)
+    windows = _link_downed_windows(ctx)
+    by_port = {id(port): windows[port_component(dev, port)]
+               for dev in ctx.snapshot.infiniband or [] for port in dev.ports
+               if port_component(dev, port) in windows}
+
+    def judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
+              ) -> tuple[Status, str, Any] | None:
+        window = by_port.get(id(port)) if name == "link_downed" else None
+        return _judge(name, window if window is not None else rate, port, params)
+
+    for finding in _rates(ctx, _ERROR_COUNTERS, Action.RESEAT_CABLE, judge):
+        window = windows.get(finding.component)
+        if window is not None and isinstance(finding.observed, dict) and \
+                finding.observed.get("counter") == "link_downed":
+            finding = replace(finding, observed={"counter": "link_downed", **window.to_dict()})
+        yield finding
 
 
 def _judge_congestion(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]

@@ -16,13 +16,14 @@ import subprocess
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from ..agent.errors import UsageError
+from ..agent.tokenfile import read_token
 from .cluster_checks import Unreachable
+from .hostname import same_host
 from .summary import BadReport, NodeSummary, summarize
 
 Advance = Callable[[], None]
@@ -45,16 +46,13 @@ class GatherSettings:
 
 def settings_from(section: Mapping[str, Any], agent_token_file: str | None = None
                   ) -> GatherSettings:
-    """From the config's ``cluster:`` section; the token file defaults to the agent's."""
+    """From the config's ``cluster:`` section; the token file defaults to the agent's and
+    is read exactly as the agent reads it, so a token the agent accepts is the one sent."""
     token = None
     token_file = section.get("token_file") or agent_token_file
     if token_file:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise UsageError(f"cluster.token_file {token_file}: {exc.strerror or exc}") from None
-        if not token:
-            raise UsageError(f"cluster.token_file {token_file}: empty")
+        setting = "cluster.token_file" if section.get("token_file") else "agent.token_file"
+        token = read_token(str(token_file), setting)
     if int(section.get("concurrency", 256)) < 1:
         raise UsageError("cluster.concurrency must be at least 1")
     return GatherSettings(
@@ -67,10 +65,6 @@ def settings_from(section: Mapping[str, Any], agent_token_file: str | None = Non
         ssh_worker=str(section.get("ssh_worker", "ssh")))
 
 
-def _same_host(asked: str, answered: str) -> bool:
-    return asked.split(".", 1)[0] == answered.split(".", 1)[0]
-
-
 def parse_answer(node: str, raw: bytes | str) -> NodeSummary | Unreachable:
     """One node's answer as a summary, or the reason it is not one."""
     try:
@@ -81,7 +75,7 @@ def parse_answer(node: str, raw: bytes | str) -> NodeSummary | Unreachable:
         summary = summarize(data)
     except BadReport as exc:
         return Unreachable(str(exc), node=node)
-    if not _same_host(node, summary.node):
+    if not same_host(node, summary.node):
         return Unreachable("answered with another node's report", node=node)
     summary.node = node
     return summary

@@ -14,6 +14,8 @@ is a contract other parts read without talking to the daemon:
 - ``events.json``: every NVML XID event the agent recorded, with whether and why it was
   cleared. An event is written here before it is logged as recorded, so ``kill -9`` at any
   moment loses none.
+- ``ib_window.json``: InfiniBand ``link_downed`` checkpoints of the last hour (one every
+  5 min), so ``ib.error_rate`` judges "two link downs within an hour" across restarts.
 - ``clear/<id>``: a request to clear a sticky finding, left by ``clusterdiag agent --clear``
   for the running agent (or applied at its next start).
 

@@ -36,10 +36,11 @@ from ..runner import RunOptions
 from ..serde import SerdeError
 from ..sources import SourceEnv
 from . import cycle, xid
+from .ibwindow import IB_WINDOW, IbWindow
 from .metrics import AgentView, registry_for
 from .notify import Notifier
 from .persist import Persister
-from .security import Listen, Security, security_from
+from .security import Listen, Security, reloaded
 from .server import RateLimited, make_app, serve
 from .state import AGENT, EVENTS, REPORT, SNAPSHOT, StateDir
 from .sticky import event_from, resolved
@@ -65,16 +66,21 @@ class Agent:
                  overrides: Overrides, notifier: Notifier | None = None) -> None:
         self.config, self.env, self.state, self.security = config, env, state, security
         self.overrides = overrides
+        self._bound_agent = dict(config.section("agent"))  # listen and TLS: fixed at start
         self.notifier = notifier or Notifier({})
         self.view = AgentView()
         self.registry = registry_for(lambda: self.view)
         self.events = state.load_events()
         self.view.xid_counts = Counter(_xid_key(e) for e in self.events.items)
         self.previous = self._load_previous()
+        self.ib_window = IbWindow.from_dict(state.read(IB_WINDOW), env.node)
         self._report: bytes | None = None
         self._snapshot: bytes | None = None
         self._metrics: tuple[tuple[Any, ...], bytes] | None = None
         self._collecting: asyncio.Task[None] | None = None
+        # Why to collect again as soon as the running collection ends: one that started
+        # before a clear must not be the last word on the cleared event.
+        self._again: str | None = None
         self._last_start = 0.0
         self._next_due = 0.0
         self._stop = asyncio.Event()
@@ -219,6 +225,9 @@ class Agent:
 
     def _collected(self, task: asyncio.Task[None]) -> None:
         self._collecting = None
+        if self._again is not None and not self._stop.is_set():
+            why, self._again = self._again, None
+            self._start_collection(why)
 
     async def _collect(self, why: str) -> None:
         loop = asyncio.get_running_loop()
@@ -228,7 +237,8 @@ class Agent:
             snap = await loop.run_in_executor(self._collector, cycle.collect, self.env,
                                               self.config, options)
             await self._resolve_events(snap)
-            report = cycle.judge(snap, self.config, options, self.previous, self.events, started)
+            report = cycle.judge(snap, self.config, options, self.previous, self.events, started,
+                                 self.ib_window)
         except Exception as exc:  # a bad cycle is logged with its traceback; the agent goes on
             self.view.collection_errors += 1
             log.error("collection_failed", extra={"why": why, "error": one_line(exc)},
@@ -241,6 +251,8 @@ class Agent:
         await self._write(REPORT, report_body)
         first = self._report is None
         self.previous, self._report, self._snapshot = snap, report_body, snapshot_body
+        if self.ib_window.add(snap):
+            await self._write(IB_WINDOW, json.dumps(self.ib_window.to_dict()).encode())
         self._account(snap, report)
         fails = [f"{f.check}:{f.component}" for f in report.failures()]
         log.info("collected", extra={"why": why, "verdict": report.verdict.value,
@@ -341,6 +353,8 @@ class Agent:
             log.info("xid_cleared", extra={"ids": ",".join(done), "why": why})
             if self._collecting is None:
                 self._start_collection("clear")
+            else:
+                self._again = "clear"
         return done
 
     async def _take_clear_requests(self) -> None:
@@ -358,13 +372,14 @@ class Agent:
         path = self.config.path
         try:
             new = load_config(path, {s.id: s.params for s in checks.REGISTRY.values()})
-            security = security_from(new.section("agent"), self.overrides.listen)
+            security, restart = reloaded(self.security, self._bound_agent,
+                                         new.section("agent"), self.overrides.listen)
         except ClusterdiagError as exc:
             log.error("config_reload_refused", extra={"file": path or "-", "error": str(exc)})
             return
-        if security.listen != self.security.listen:
-            log.warning("config_listen_needs_restart", extra={"listen": str(security.listen)})
-            security = Security(self.security.listen, security.token, self.security.tls)
+        for setting in restart:
+            log.warning("config_needs_restart", extra={
+                "setting": setting, "why": "bound at start: the running value stays"})
         interval = self.interval_s
         self.config, self.security = new, security
         if self.interval_s != interval:

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import os
 import ssl
-import stat
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..tokenfile import read_token
 
 
 @dataclass(frozen=True)
@@ -51,26 +49,6 @@ def parse_listen(text: str) -> Listen:
     if ":" in host and not text.startswith("["):
         raise ConfigError(f"{where}: write an IPv6 address as [ADDR]:PORT")
     return Listen(host, int(port))
-
-
-def read_token(path: str) -> str:
-    """The bearer token: the file's first line. Refuses an empty one and a file other
-    users may read, because either would make the token worthless."""
-    where = f"agent.token_file {path}"
-    try:
-        info = os.stat(path)
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where}: cannot read: {getattr(exc, 'strerror', None) or exc}"
-                          ) from None
-    if info.st_mode & stat.S_IROTH:
-        raise ConfigError(f"{where}: readable by every user; chmod 600 (or 640) it")
-    token = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if len(token) < 16:
-        raise ConfigError(f"{where}: the token must be at least 16 characters")
-    return token
 
 
 def token_matches(header: str | None, token: str) -> bool:
@@ -117,3 +95,22 @@ def security_from(agent: dict[str, Any], listen_text: str | None = None) -> Secu
             "(a file holding a secret), or listen on 127.0.0.1, or set "
             "agent.allow_unauthenticated: true")
     return Security(listen, token, tls_context(agent.get("tls_cert"), agent.get("tls_key")))
+
+
+def reloaded(current: Security, old_agent: dict[str, Any], new_agent: dict[str, Any],
+             listen_text: str | None = None) -> tuple[Security, list[str]]:
+    """What a SIGHUP may switch to live, and the settings that need a restart.
+
+    Only the token changes live: the listener and its TLS context were bound at start. So
+    the new settings are checked against the address actually kept, not the one the file
+    now names: a reload that drops the token while the agent still listens on 0.0.0.0 is
+    refused (ConfigError) instead of opening that address to everyone."""
+    wanted = parse_listen(listen_text or new_agent["listen"])
+    restart = []
+    if wanted != current.listen:
+        restart.append(f"listen {wanted}")
+    if any(old_agent.get(k) != new_agent.get(k) for k in ("tls_cert", "tls_key")):
+        restart.append("tls_cert/tls_key")
+    checked = security_from({**new_agent, "tls_cert": None, "tls_key": None},
+                            str(current.listen))
+    return Security(current.listen, checked.token, current.tls), restart

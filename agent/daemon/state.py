@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 REPORT, AGENT, SNAPSHOT, EVENTS, CLEAR_DIR = (
     "report.json", "agent.json", "snapshot.json", "events.json", "clear")
 MAX_EVENTS = 1000  # the oldest cleared events go first beyond this
-ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
+# Ids name files under clear/: "." and ".." would name the directory or its parent.
+ID_RE = re.compile(r"^(?!\.+$)[A-Za-z0-9._-]{1,80}$")
 _TMP_PREFIX = ".tmp-"
 
 
@@ -39,6 +40,7 @@ def write_atomic(path: Path, body: bytes) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
     try:
         try:
+            _own_like_directory(fd, path.parent)
             view = memoryview(body)
             while view:
                 view = view[os.write(fd, view):]
@@ -59,11 +61,32 @@ def write_atomic(path: Path, body: bytes) -> None:
         os.close(dir_fd)
 
 
-def read_json(path: Path) -> Any | None:
-    """The file's JSON; None when absent. Unreadable or corrupt: set aside, logged."""
+def _own_like_directory(fd: int, directory: Path) -> None:
+    """Root (``clusterdiag agent --clear`` with the agent stopped) writes the agent's files
+    for it: owned by root, mode 0640, the agent (``User=clusterdiag``) could no longer read
+    them. So a root writer gives each file to whoever owns the state directory."""
+    if os.geteuid() != 0:
+        return
+    info = os.stat(directory)
+    if (info.st_uid, info.st_gid) != (0, 0):
+        os.fchown(fd, info.st_uid, info.st_gid)
+
+
+def read_json(path: Path, must_read: bool = False) -> Any | None:
+    """The file's JSON; None when absent. Corrupt: set aside, logged. Unreadable: logged,
+    None; or, with ``must_read``, a start error when permission is denied, for a file
+    whose loss starting without it would make permanent (the next save overwrites it)."""
     try:
         text = path.read_bytes()
     except FileNotFoundError:
+        return None
+    except PermissionError as exc:
+        if must_read:
+            raise CollectError(
+                f"state file {path}: {exc.strerror}; the agent will not start without it "
+                f"(it would overwrite it): give it to the state directory's owner "
+                f"(chown --reference={path.parent} {path})") from None
+        log.warning("state_unreadable", extra={"file": str(path), "error": exc.strerror})
         return None
     except OSError as exc:
         log.warning("state_unreadable", extra={"file": str(path), "error": exc.strerror})
@@ -146,7 +169,7 @@ class StateDir:
         return read_json(self.path / name)
 
     def load_events(self) -> Events:
-        data = self.read(EVENTS)
+        data = read_json(self.path / EVENTS, must_read=True)
         if data is None:
             return Events()
         items = data.get("events") if isinstance(data, dict) else None

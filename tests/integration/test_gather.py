@@ -18,14 +18,17 @@ import pytest
 from aiohttp import web
 
 from clusterdiag.agent.config import Config
+from clusterdiag.agent.errors import ClusterdiagError
 from clusterdiag.agent.runner import RunOptions, run_node
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.tokenfile import read_token
 from clusterdiag.reports.gather import (
     GatherSettings,
     gather_agent,
     gather_srun,
     gather_ssh,
+    settings_from,
     split_labelled,
 )
 from tests.conftest import run_cli
@@ -44,6 +47,7 @@ class Agents:
 
     def __init__(self, report: dict[str, Any]) -> None:
         self.report = report
+        self.token = TOKEN
         self.calls: dict[str, int] = {}
         self.in_flight = self.max_in_flight = 0
         self.loop = asyncio.new_event_loop()
@@ -56,7 +60,7 @@ class Agents:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             await asyncio.sleep(0.05)
-            if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            if request.headers.get("Authorization") != f"Bearer {self.token}":
                 return web.Response(status=401)
             kind = name.split("-")[0]
             if kind == "slow":
@@ -116,6 +120,30 @@ def _closed_port() -> int:
 def agents(node_report: dict[str, Any]) -> Iterator[Agents]:
     with Agents(node_report) as server:
         yield server
+
+
+def test_agent_gather_sends_the_token_the_agent_reads(agents: Agents, tmp_path: Path) -> None:
+    """A token file with a second line (a comment, a rotated token) must send only the
+    first line, as the agent compares only that; the whole text makes every node a 401."""
+    agents.token = "0123456789abcdef-first-line"
+    path = tmp_path / "token"
+    path.write_text(f"{agents.token}\n# rotated 2024-05-01, old token below\nold-token\n")
+    path.chmod(0o600)
+    settings = settings_from({"token_file": str(path)})
+    assert settings.token == read_token(str(path)) == agents.token
+    summaries, failures = gather_agent({"ok-1": agents.url("ok-1")}, settings)
+    assert [s.node for s in summaries] == ["ok-1"]
+    assert failures == []
+
+
+def test_gather_refuses_a_token_file_the_agent_would_refuse(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("0123456789abcdef-token\n")
+    path.chmod(0o644)
+    with pytest.raises(ClusterdiagError, match=r"^cluster.token_file .*readable by every user"):
+        settings_from({"token_file": str(path)})
+    with pytest.raises(ClusterdiagError, match=r"^agent.token_file .*readable by every user"):
+        settings_from({}, str(path))
 
 
 def test_agent_gather_every_node_ends_as_summary_or_reason(agents: Agents) -> None:

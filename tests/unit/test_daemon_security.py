@@ -8,8 +8,10 @@ import pytest
 
 from clusterdiag.agent.daemon.security import (
     Listen,
+    Security,
     parse_listen,
     read_token,
+    reloaded,
     security_from,
     token_matches,
 )
@@ -87,3 +89,48 @@ def test_tls_settings_are_checked(tmp_path: Path) -> None:
     (tmp_path / "c").write_text("not a cert")
     with pytest.raises(ConfigError, match="cannot load TLS"):
         security_from(_agent(tls_cert=str(tmp_path / "c"), tls_key=str(tmp_path / "c")))
+
+
+def _running(tmp_path: Path, listen: str) -> tuple[Security, dict[str, object]]:
+    """An agent started on ``listen`` with a token (an address value only: nothing binds)."""
+    agent = _agent(listen=listen, token_file=_token(tmp_path, TOKEN))
+    return security_from(agent), agent
+
+
+def test_reload_checks_the_kept_address_not_the_new_one(tmp_path: Path) -> None:
+    """Listening on 0.0.0.0 with a token, a reload to 127.0.0.1 without one must not take
+    the token away: the listener stays on 0.0.0.0 until a restart."""
+    current, started = _running(tmp_path, "0.0.0.0:9464")
+    with pytest.raises(ConfigError, match=r"refusing to listen on 0\.0\.0\.0:9464"):
+        reloaded(current, started, _agent(listen="127.0.0.1:9464"))
+    opted_out, restart = reloaded(current, started, _agent(listen="127.0.0.1:9464",
+                                                           allow_unauthenticated=True))
+    assert opted_out == Security(Listen("0.0.0.0", 9464), None, None)
+    assert restart == ["listen 127.0.0.1:9464"]
+
+
+def test_reload_changes_the_token_live_on_the_same_address(tmp_path: Path) -> None:
+    current, started = _running(tmp_path, "0.0.0.0:9464")
+    new_token = tmp_path / "token2"
+    new_token.write_text("fedcba9876543210-rotated\n")
+    new_token.chmod(0o600)
+    security, restart = reloaded(current, started, {**started, "token_file": str(new_token)})
+    assert security.token == "fedcba9876543210-rotated"
+    assert security.listen == current.listen
+    assert restart == []
+
+
+def test_reload_keeps_tls_and_says_it_needs_a_restart(tmp_path: Path) -> None:
+    """The SSL context is bound at start: new paths are neither loaded nor claimed live."""
+    current, started = _running(tmp_path, "127.0.0.1:9464")
+    tls_on = {**started, "tls_cert": str(tmp_path / "new.crt"),
+              "tls_key": str(tmp_path / "new.key")}
+    security, restart = reloaded(current, started, tls_on)
+    assert security.tls is current.tls
+    assert restart == ["tls_cert/tls_key"]
+
+
+def test_reload_with_a_listen_override_needs_no_restart(tmp_path: Path) -> None:
+    current = security_from(_agent(), "127.0.0.2:9464")
+    _, restart = reloaded(current, _agent(), _agent(listen="127.0.0.3:1"), "127.0.0.2:9464")
+    assert restart == []

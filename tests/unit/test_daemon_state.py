@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.daemon.state import MAX_EVENTS, Events, StateDir, write_json_atomic
-from clusterdiag.agent.errors import CollectError
+from clusterdiag.agent.daemon.main import clear
+from clusterdiag.agent.daemon.state import (
+    ID_RE,
+    MAX_EVENTS,
+    Events,
+    StateDir,
+    write_json_atomic,
+)
+from clusterdiag.agent.errors import CollectError, UsageError
 
 
 def _event(n: int, cleared: bool = False) -> dict[str, object]:
@@ -80,3 +87,19 @@ def test_sweep_removes_killed_writers_temp_files(tmp_path: Path) -> None:
     (tmp_path / ".tmp-report.json.123").write_text("{")
     state.sweep()
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("name", [".", "..", "...", "", "a/b", "x" * 81])
+def test_id_pattern_refuses_names_that_are_not_plain_files(name: str) -> None:
+    assert not ID_RE.match(name)
+
+
+@pytest.mark.parametrize("name", ["xid79-gpu0-1", "all", ".x", "a.b", "x" * 80])
+def test_id_pattern_accepts_event_ids(name: str) -> None:
+    assert ID_RE.match(name)
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_clear_refuses_dot_ids_before_touching_state(tmp_path: Path, name: str) -> None:
+    with pytest.raises(UsageError, match="not an event id"):
+        clear(None, tmp_path, name)
