@@ -9,7 +9,7 @@ name: mlx5 numbering differs between nodes of the same model.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,21 +23,25 @@ CHECK = "cluster.ib_rails"
 
 def _slow(gpu: int, rails: list[tuple[str, dict[str, Any]]], profile: str,
           known: set[str]) -> ClusterFinding | None:
-    """Rails below the fastest peer's rate. A faster rail is never the problem, and a tie
-    between two rates still names the slower side. ``known``: nodes whose own ib.rate
-    already failed this port; they are not reported twice."""
+    """Rails below the rate most nodes run. A faster rail is never the problem, and a tie
+    between two rates counts for the faster one, so the slower side is named. One node
+    reporting an absurd rate moves nothing: the most common rate is the reference, not
+    the highest. ``known``: nodes whose own ib.rate already failed this port; they are
+    not reported twice."""
     rates = [(node, float(rail["rate_gbps"])) for node, rail in rails
              if isinstance(rail.get("rate_gbps"), (int, float))]
     if not rates:
         return None
-    best = max(rate for _, rate in rates)
-    odd = minority_by_value([(n, r) for n, r in rates if n not in known and r < best], best)
+    counts = Counter(rate for _, rate in rates)
+    common = max(counts, key=lambda rate: (counts[rate], rate))
+    odd = minority_by_value([(n, r) for n, r in rates if n not in known and r < common],
+                            common)
     if not odd:
         return None
     return tagged(CHECK, Finding.fail(f"gpu{gpu} rail",
                                       f"rail slower than on the other {profile} nodes",
                                       observed_sets(odd, lambda r: f"{r:g} Gb/s"),
-                                      f"{best:g} Gb/s", Action.RESEAT_CABLE),
+                                      f"{common:g} Gb/s", Action.RESEAT_CABLE),
                   (n for group in odd.values() for n in group))
 
 

@@ -223,6 +223,12 @@ def test_ib_rails_never_fails_the_faster_rail_even_in_a_tie() -> None:
     assert found[0].finding.expected == "400 Gb/s"
 
 
+def test_ib_rails_one_absurdly_fast_rail_fails_no_one() -> None:
+    nodes = [node(f"n{i}", rails=rails()) for i in range(4)]
+    nodes[0].facts.rails = rails(odd_gpu=2, odd={"rate_gbps": 1.0e9})
+    assert statuses(ib_rails(nodes)) == {Status.PASS}
+
+
 def test_ib_rails_split_subnets_without_a_majority_warn_and_exclude_no_one() -> None:
     nodes = [node("a", rails=rails()),
              node("b", rails=rails(odd_gpu=1, odd={"subnet": "fe80:0000:0000:0009"}))]
