@@ -551,6 +551,21 @@ def test_a_wrapper_whose_program_is_missing_or_broken_exits_0_and_says_so(
     assert slurm.calls() == []
 
 
+def test_the_wrappers_are_one_script_and_a_misnamed_copy_exits_0(tmp_path: Path) -> None:
+    """One script under three names: the name picks the entry point, and a copy under
+    any other name must not fail (and so drain) whatever Slurm hook runs it."""
+    shipped = {p: (REPO / f"systemd/clusterdiag-{p}.sh").resolve()
+               for p in ("prolog", "epilog", "healthcheck")}
+    assert set(shipped.values()) == {(REPO / "systemd/clusterdiag-slurm.sh").resolve()}
+    odd = tmp_path / "prolog-wrapper.sh"
+    odd.write_text(shipped["prolog"].read_text())
+    odd.chmod(0o755)
+    proc = subprocess.run([str(odd)], capture_output=True, text=True, timeout=30, env={},
+                          check=False)
+    assert proc.returncode == 0
+    assert "installed as prolog-wrapper.sh" in proc.stderr
+
+
 @pytest.mark.parametrize(("program", "node", "reason"), [
     ("prolog", "n2", "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"),
     ("healthcheck", "n2", "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"),
