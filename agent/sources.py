@@ -50,7 +50,8 @@ def find_program(name: str, environ: Mapping[str, str] | None = None) -> str | N
     return None
 
 
-def run_command(argv: list[str], timeout_s: float) -> CommandResult:
+def run_command(argv: list[str], timeout_s: float,
+                env: Mapping[str, str] | None = None) -> CommandResult:
     """Run a program (never a shell) with a deadline, in its own session.
 
     At the deadline the whole session is killed, not just the child: a wrapper script
@@ -64,7 +65,8 @@ def run_command(argv: list[str], timeout_s: float) -> CommandResult:
     try:
         proc = subprocess.Popen(
             [program, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True,
+            env=env)
     except OSError as exc:
         return CommandResult(argv, None, error=f"{argv[0]}: {exc.strerror or exc}")
     try:

@@ -11,16 +11,13 @@ reason is one argv element, whatever it contains.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..sources import find_program
+from ..sources import find_program, run_command
 
 DEFAULT_TIMEOUT_S = 3.0
 _EXTRA_DIRS = ("/opt/slurm/bin", "/usr/local/slurm/bin")
@@ -116,30 +113,15 @@ class Scontrol:
             timeout = min(timeout, self.deadline - time.monotonic())
         if timeout <= 0.05:
             raise SlurmError(f"scontrol {args[0]}: no time left in the budget")
-        try:
-            proc = subprocess.Popen(
-                [self.program, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL, text=True, errors="replace",
-                start_new_session=True, env=self.environ,
-            )
-        except OSError as exc:
-            raise SlurmError(f"scontrol: {exc.strerror or exc}") from None
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            # The whole session: a site's scontrol wrapper may have children of its own.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()  # not read: a child that left the session may hold it
-            raise SlurmError(f"scontrol {args[0]}: no answer within {timeout:.1f} s") from None
-        if proc.returncode != 0:
-            said = (err or out).strip().splitlines()
-            raise SlurmError(f"scontrol {' '.join(args[:2])}: exit {proc.returncode}"
+        result = run_command([self.program, *args], timeout, env=self.environ)
+        if result.returncode is None:
+            raise SlurmError(f"scontrol {args[0]}: "
+                             f"{(result.error or 'failed').removeprefix(self.program + ': ')}")
+        if result.returncode != 0:
+            said = (result.stderr or result.stdout).strip().splitlines()
+            raise SlurmError(f"scontrol {' '.join(args[:2])}: exit {result.returncode}"
                              + (f": {said[-1]}" if said else ""))
-        return out
+        return result.stdout
 
     def show_node(self, name: str) -> NodeState:
         return parse_node(name, self._run("show", "node", name, "-o"))
