@@ -9,9 +9,11 @@ parent but its pipe: its own session (no signal meant for the parent's group), s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,3 +57,21 @@ def fork_worker(body: Callable[[Emit], None]) -> tuple[int, int]:
             os._exit(0)
     os.close(write_fd)
     return pid, read_fd
+
+
+def stop_worker(pid: int, kill: bool) -> None:
+    """Reap the worker, SIGKILLing it first when ``kill``; waits at most ~0.1 s.
+
+    A worker in uninterruptible sleep (a GPU off the bus, deep in the driver) cannot die
+    until it leaves the driver: it is left behind then, and init reaps it later."""
+    if kill:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for _ in range(20):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        time.sleep(0.005)

@@ -9,11 +9,9 @@ until the deadline, then SIGKILLs the worker and names the GPUs that never answe
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import select
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +22,7 @@ from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
 from ..serde import from_jsonable, to_jsonable
 from ..sources import SourceEnv
-from ..worker import fork_worker
+from ..worker import fork_worker, stop_worker
 from .nvml_read import (
     CountingNvml,
     GpuReader,
@@ -100,23 +98,9 @@ class PendingNvml:
             *complete, buffer = buffer.split(b"\n")
             self.lines.extend(json.loads(line) for line in complete if line.strip())
         os.close(self.fd)
-        self._stop(eof)
+        stop_worker(self.pid, kill=not eof)
         stats.seconds = round(time.monotonic() - self.started, 4)
         return self._assemble(stats, finished=eof)
-
-    def _stop(self, finished: bool) -> None:
-        if not finished:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-        for _ in range(20):
-            try:
-                done, _ = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if done:
-                return
-            time.sleep(0.005)
-        # A process in uninterruptible sleep cannot die yet: leave it; init reaps it later.
 
     def _assemble(self, stats: SourceStats, finished: bool) -> NvmlInfo:
         info = NvmlInfo()

@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..sources import SourceEnv
-from ..worker import fork_worker
+from ..worker import fork_worker, stop_worker
 
 _WAIT_MS = 1000  # how long one wait blocks: also how soon the listener notices an orphaning
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
@@ -90,17 +89,7 @@ class Listener:
     def stop(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        for _ in range(20):
-            try:
-                done, _ = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if done:
-                return
-            time.sleep(0.005)
-        # Stuck in the driver (D state): it dies when it leaves; init reaps it then.
+        stop_worker(self.pid, kill=True)
 
 
 def start(env: SourceEnv) -> Listener:
