@@ -9,6 +9,7 @@ pass/fail here: the goal is printed beside the figure and the reader decides.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from pathlib import Path
 
 
@@ -83,6 +85,16 @@ def files_under(root: Path, *tops: str) -> list[Path]:
         for directory, _, names in os.walk(start, followlinks=False):
             found.extend(Path(directory) / name for name in names)
     return found
+
+
+def growth(what: str, seconds: dict[int, float]) -> list[Figure]:
+    """How time grows between successive sizes, as the exponent k in t ~ n^k: 1 is linear,
+    and n log n over a decade reads about 1.1."""
+    sizes = sorted(seconds)
+    return [Figure(f"{what} time growth {small:,} -> {big:,} (exponent)",
+                   round(math.log(seconds[big] / seconds[small]) / math.log(big / small), 2),
+                   "", "<= ~1.1 (n log n)")
+            for small, big in pairwise(sizes)]
 
 
 def emit(figures: list[Figure]) -> None:

@@ -13,13 +13,11 @@ report (~50 KB of JSON).
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import time
-from itertools import pairwise
 
-from common import Figure, emit
+from common import Figure, emit, growth
 
 from clusterdiag.reports.cluster_checks import ClusterSettings, judge
 from clusterdiag.reports.gather import GatherSettings, gather_agent
@@ -68,11 +66,7 @@ def main() -> None:
             Figure(f"gather {count:,} + cluster checks", round(judged, 2), "s"),
             Figure(f"gather {count:,}: nodes without a report", failed, "nodes", "0"),
         ]
-    for small, big in pairwise(sizes):
-        exponent = math.log(times[big] / times[small]) / math.log(big / small)
-        figures.append(Figure(f"gather time growth {small:,} -> {big:,} (exponent)",
-                              round(exponent, 2), "", "<= ~1.1 (n log n)"))
-    emit(figures)
+    emit(figures + growth("gather", times))
 
 
 if __name__ == "__main__":

@@ -13,14 +13,12 @@ reports its own peak RSS and its workers' (the merge parses on every CPU).
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import tempfile
-from itertools import pairwise
 from pathlib import Path
 
-from common import Figure, emit
+from common import Figure, emit, growth
 
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.runner import RunOptions, run_node
@@ -85,11 +83,7 @@ def main() -> None:
             Figure(f"merge {count:,}: peak RSS, largest parse worker",
                    round(int(workers_kib) / 1024), "MiB"),
         ]
-    for small, big in pairwise(sizes):
-        exponent = math.log(times[big] / times[small]) / math.log(big / small)
-        figures.append(Figure(f"merge time growth {small:,} -> {big:,} (exponent)",
-                              round(exponent, 2), "", "<= ~1.1 (n log n)"))
-    emit(figures)
+    emit(figures + growth("merge", times))
 
 
 if __name__ == "__main__":

@@ -93,11 +93,7 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
             except UnknownProfileError as exc:
                 raise _bad(where, str(exc)) from None
             raise _bad(where, f"profile {entry['profile']!r} cannot be simulated")
-        try:
-            names = expand(str(entry["names"]))
-        except NodeSetParseError as exc:
-            raise _bad(where, f"bad node set {entry['names']!r}: {exc}") from None
-        for name in names:
+        for name in _names(entry["names"], where):
             nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"), clique)
     if not nodes:
         raise _bad(where, "names no nodes")
@@ -122,11 +118,7 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
     problem = window_problem(fault)
     if problem:
         raise _bad(where, f"fault {kind.kind}: {problem}")
-    try:
-        targets = expand(str(fault["node"]))
-    except NodeSetParseError as exc:
-        raise _bad(where, f"bad node set {fault['node']!r}: {exc}") from None
-    for name in targets:
+    for name in _names(fault["node"], where):
         node = nodes.get(name)
         if node is None:
             raise _bad(where, f"fault {kind.kind}: no node {name!r} in the spec")
@@ -146,6 +138,13 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
             if problem:
                 raise _bad(where, f"fault {kind.kind}: {name}: {problem}")
         node.faults.append(dict(fault))
+
+
+def _names(value: Any, where: str) -> list[str]:
+    try:
+        return expand(str(value))
+    except NodeSetParseError as exc:
+        raise _bad(where, f"bad node set {value!r}: {exc}") from None
 
 
 def _first(keys: set[Any]) -> Any:

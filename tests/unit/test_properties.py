@@ -149,7 +149,7 @@ def test_config_loads_or_says_why_in_one_line(tmp_path: Path, doc: dict[str, obj
 
 @SETTINGS
 @given(text=st.text(max_size=200))
-def test_config_text_that_is_not_yaml_is_a_config_error(tmp_path: Path, text: str) -> None:
+def test_any_config_text_loads_or_fails_in_one_line(tmp_path: Path, text: str) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(text)
     _, error = _outcome(lambda: load_config(path, CATALOG), ConfigError)
