@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:
+    class StrEnum(str, enum.Enum):
+        """Python 3.10 has no ``enum.StrEnum``; this keeps ``str()`` and ``format()`` equal to
+        the value, as 3.11's does, so reports are the same on every version."""
 
-class Status(enum.StrEnum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class Status(StrEnum):
     PASS = "pass"
     SKIP = "skip"
     WARN = "warn"
@@ -32,7 +43,7 @@ def worst(statuses: Any) -> Status:
     return result
 
 
-class Action(enum.StrEnum):
+class Action(StrEnum):
     NONE = "none"
     RESET_GPU = "reset_gpu"
     REBOOT = "reboot"

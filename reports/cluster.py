@@ -60,7 +60,7 @@ class ClusterReport:
     version: str
     via: str
     need: int | None = None
-    generated_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC)
+    generated_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc)
                               .isoformat(timespec="seconds"))
 
     def __post_init__(self) -> None:

@@ -126,7 +126,7 @@ async def _fetch(session: aiohttp.ClientSession, node: str, url: str,
                 result = Unreachable(f"{reason} (HTTP {resp.status})", node=node)
                 if resp.status not in TRANSIENT_HTTP:
                     return result
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as exc:
             result = Unreachable(_error_reason(exc, settings), node=node)
             if isinstance(exc, aiohttp.InvalidURL):
                 return result

@@ -64,7 +64,7 @@ class NodeReport:
 
 
 def iso(timestamp: float) -> str:
-    return dt.datetime.fromtimestamp(timestamp, dt.UTC).isoformat(timespec="seconds")
+    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def inventory(snap: Snapshot) -> dict[str, Any]:

@@ -199,7 +199,7 @@ class Agent:
             if self._collecting is None and time.monotonic() >= self._next_due:
                 self._start_collection("interval")
             wait = tick if self._collecting else min(tick, self._next_due - time.monotonic())
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), max(0.01, wait))
 
     async def _write_agent_json(self) -> None:

@@ -96,9 +96,8 @@ async def _guard(request: web.Request,
                 and not token_matches(request.headers.get("Authorization"), token):
             return web.Response(**_UNAUTHORIZED)  # type: ignore[arg-type]
         try:
-            async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                response = await handler(request)
-        except TimeoutError:
+            response = await asyncio.wait_for(handler(request), REQUEST_TIMEOUT_S)
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             return web.Response(status=503, text="timed out\n")
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Content-Type-Options"] = "nosniff"

@@ -60,7 +60,7 @@ async def _worker(session: aiohttp.ClientSession, url: str, paths: list[str], of
                 if resp.status != 200 or not body:
                     result.errors[f"{path} {resp.status}"] += 1
                     continue
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             result.errors[f"{path} {type(exc).__name__}"] += 1
             continue
         result.latencies_s.append(time.perf_counter() - started)

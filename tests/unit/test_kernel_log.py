@@ -14,7 +14,7 @@ import csv
 import errno
 import os
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -48,7 +48,7 @@ def _local(year: int, month: int, day: int, hour: int, minute: int, second: int)
 def _utc(year: int, month: int, day: int, hour: int, minute: int, second: int,
          microsecond: int = 0) -> float:
     return datetime(year, month, day, hour, minute, second, microsecond,
-                    tzinfo=UTC).timestamp()
+                    tzinfo=timezone.utc).timestamp()
 
 
 def _fixture(name: str) -> KernelLog:
