@@ -1,23 +1,34 @@
-"""clusterdiag's own error kinds, each mapped to one exit code by the CLI."""
+"""clusterdiag's exit codes (DESIGN §3) and its own error kinds, each mapped to one."""
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What every command's exit status means, everywhere (DESIGN §3)."""
+
+    READY = 0  # pass, or warnings only
+    FAIL = 1  # at least one fail: the node or cluster is not ready
+    USAGE = 2  # a usage or configuration error
+    COLLECT = 3  # clusterdiag could not collect at all
 
 
 class ClusterdiagError(Exception):
     """A problem a user can fix; printed as one line, never as a traceback."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class UsageError(ClusterdiagError):
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class ConfigError(ClusterdiagError):
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class CollectError(ClusterdiagError):
     """clusterdiag could not collect at all (e.g. its state directory is unwritable)."""
 
-    exit_code = 3
+    exit_code = ExitCode.COLLECT

@@ -26,10 +26,10 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from ... import checks
 from ...reports.node import NodeReport
+from .. import session
 from ..collect import one_line
-from ..config import Config, load_config
+from ..config import Config
 from ..errors import ClusterdiagError
 from ..model import Snapshot
 from ..runner import RunOptions
@@ -371,7 +371,7 @@ class Agent:
     def _reload(self) -> None:
         path = self.config.path
         try:
-            new = load_config(path, {s.id: s.params for s in checks.REGISTRY.values()})
+            new = session.load(path)
             security, restart = reloaded(self.security, self._bound_agent,
                                          new.section("agent"), self.overrides.listen)
         except ClusterdiagError as exc:

@@ -24,14 +24,14 @@ CLEAR_WAIT_S = 5.0
 def start(config_path: Path | None, root: Path | None, kernel_log: Path | None,
           simulate: str | None, node: str | None, profile: str | None, level: str | None,
           listen: str | None, interval: float | None, state_path: Path | None) -> int:
-    from ..cli import _options, _setup
+    from .. import session
 
     logfmt.setup()
     notifier = Notifier()  # first: no child may inherit NOTIFY_SOCKET
     if interval is not None and interval <= 0:
         raise UsageError(f"--interval {interval:g}: must be more than 0 seconds")
-    config, env = _setup(config_path, root, kernel_log, simulate, node)
-    _options(config, level, profile, None, None)  # checks the profile name
+    config, env = session.setup(config_path, root, kernel_log, simulate, node)
+    session.run_options(config, level, profile, None, None)  # checks the profile name
     if float(config.section("agent")["interval_s"]) <= 0:
         raise ConfigError("agent.interval_s: must be more than 0 seconds")
     security = security_from(config.section("agent"), listen)
@@ -57,12 +57,11 @@ def _running_pid(state: StateDir) -> int | None:
 def clear(config_path: Path | None, state_path: Path | None, event_id: str) -> str:
     """Clear a sticky event: through the running agent (a request file it picks up within
     a second), else in the state file directly. Returns the line to print."""
-    from ... import checks
-    from ..config import load_config
+    from .. import session
 
     if not ID_RE.match(event_id):
         raise UsageError(f"--clear {event_id!r}: not an event id (see the finding's observed)")
-    config = load_config(config_path, {s.id: s.params for s in checks.REGISTRY.values()})
+    config = session.load(config_path)
     state = state_dir(config, state_path)
     before = {e["id"] for e in state.load_events().active()}
     if event_id != "all" and event_id not in before:

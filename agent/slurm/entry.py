@@ -103,10 +103,10 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
 
 
 def _setup(inputs: Inputs, job: JobEnv) -> tuple[Config, SourceEnv]:
-    from ..cli import _setup as cli_setup
+    from .. import session
 
-    config, env = cli_setup(inputs.config_path, inputs.root, inputs.kernel_log,
-                            inputs.simulate, inputs.node or job.node)
+    config, env = session.setup(inputs.config_path, inputs.root, inputs.kernel_log,
+                                inputs.simulate, inputs.node or job.node)
     return config, env
 
 

@@ -47,9 +47,9 @@ def job_config(config: Config, gpus: tuple[int, ...] | None) -> Config:
 
 
 def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
-    from ..cli import _options
+    from .. import session
 
-    opts: RunOptions = _options(run.config, run.inputs.level or "quick", run.inputs.profile,
+    opts = session.run_options(run.config, run.inputs.level or "quick", run.inputs.profile,
                                 run.collect_budget(), None, mode=run.program)
     return replace(opts, patterns=patterns)
 

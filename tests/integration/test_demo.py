@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from clusterdiag.agent import cli_cluster
-from clusterdiag.agent.demo import run_demo
+from clusterdiag.agent.cluster import demo
+from clusterdiag.agent.cluster.demo import run_demo
 from tests.conftest import REPO, run_cli
 
 
@@ -94,9 +94,9 @@ def test_sigterm_stops_every_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         time.sleep(5)
         raise AssertionError("SIGTERM did not interrupt the demo")
 
-    monkeypatch.setattr(cli_cluster, "gather_and_judge", interrupted)
+    monkeypatch.setattr(demo, "gather_and_judge", interrupted)
     with pytest.raises(SystemExit) as stopped:
-        run_demo(spec, None, "table", None, None, None)
+        run_demo(spec, None, None)
     assert stopped.value.code == 128 + signal.SIGTERM
     assert len(seen) == 4
     assert not any(_listening(u) for u in seen.values())

@@ -104,8 +104,8 @@ def test_nodes_from_a_file_and_from_the_allocation(tmp_path: Path) -> None:
 
 
 def test_no_progress_bar_when_stderr_is_not_a_terminal() -> None:
-    from clusterdiag.agent.cli_cluster import _Progress
+    from clusterdiag.agent.cluster.progress import Progress
 
-    progress = _Progress(1000, "gathering")
+    progress = Progress(1000, "gathering")
     assert progress.__enter__() is None
     progress.__exit__(None, None, None)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import cli
+from clusterdiag.agent import cli, session
 from clusterdiag.agent.errors import UsageError
 from clusterdiag.checks.finding import Action, Finding, Status
 from tests.conftest import REPO
@@ -506,7 +506,7 @@ def test_other_commands_still_show_a_crash(monkeypatch: pytest.MonkeyPatch) -> N
     def crash(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "_options", crash)
+    monkeypatch.setattr(session, "run_options", crash)
     monkeypatch.setattr(sys, "argv", ["clusterdiag", "run", "--simulate", "dgx-h100"])
     with pytest.raises(RuntimeError, match="boom"):
         cli.main()

@@ -1,4 +1,4 @@
-"""``clusterdiag demo``: a simulated cluster end to end, on a machine without GPUs.
+"""The demo: a simulated cluster end to end, on a machine without GPUs.
 
 Simulated agents start on loopback (each node on its own 127.0.x.y, never a routable
 address), the report is gathered from them over real HTTP with a bearer token, judged and
@@ -15,11 +15,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from .config import Config, load_config
-from .errors import UsageError
+from .. import session
+from ..config import Config
+from ..errors import UsageError
+from .judge import gather_and_judge
 
-DEMO_SPEC = Path(__file__).parent / "sim" / "demo-cluster.yaml"
+if TYPE_CHECKING:
+    from ...reports.cluster import ClusterReport
+
+DEMO_SPEC = Path(__file__).parents[1] / "sim" / "demo-cluster.yaml"
 
 
 @contextmanager
@@ -44,17 +50,17 @@ def with_racks(config: Config, racks: dict[str, str]) -> Config:
     return Config(data, config.path)
 
 
-def run_demo(spec_path: Path | None, config_path: Path | None, fmt: str, output: Path | None,
-             exclude_file: Path | None, need: int | None) -> int:
-    from .. import checks
-    from .cli_cluster import emit, gather_and_judge
-    from .daemon.fleet import Fleet
-    from .sim.cluster import present, racks
-    from .sim.spec import load_spec
+def run_demo(spec_path: Path | None, config_path: Path | None, need: int | None
+             ) -> ClusterReport:
+    """Start the spec's simulated agents, gather their reports over HTTP, judge them, and
+    stop every agent again."""
+    from ..daemon.fleet import Fleet
+    from ..sim.cluster import present, racks
+    from ..sim.spec import load_spec
 
     if spec_path is not None and not spec_path.is_file():
         raise UsageError(f"--spec {spec_path}: no such file")
-    config = load_config(config_path, {s.id: s.params for s in checks.REGISTRY.values()})
+    config = session.load(config_path)
     spec = load_spec(str(spec_path or DEMO_SPEC))
     config = with_racks(config, racks(spec))
     cluster = present(spec)
@@ -67,4 +73,4 @@ def run_demo(spec_path: Path | None, config_path: Path | None, fmt: str, output:
                                       token=token)
         finally:
             fleet.close()
-    return emit(report, fmt, output, exclude_file)
+    return report

@@ -1,0 +1,82 @@
+"""The ``clusterdiag`` command (DESIGN §3): one module per command, all registered below.
+
+Exit codes (agent.errors.ExitCode): 0 ready, 1 a fail, 2 usage or config, 3 could not
+collect at all. User errors print one line on stderr, never a traceback.
+
+Adding a command: write ``agent/cli/<name>.py`` holding a ``click.command`` (or group) and a
+``COMMANDS`` tuple of what it defines; add the module to ``COMMAND_MODULES`` below. Take the
+shared flags from ``options.py`` (``source_options``, ``report_options``), turn flags and
+config into what a run needs with ``agent.session``, write reports with ``output.py``, and
+keep the module's top-level imports to click and this package: every command's module is
+imported on every start, the prolog's included. Put the work itself outside the CLI (the
+daemon, ``agent/slurm/``, ``agent/cluster/``), so that nothing imports the CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+
+from ..errors import ClusterdiagError, ExitCode
+from . import agent, checks, demo, profiles, report, run, slurm, snapshot, topo
+
+COMMAND_MODULES = (run, snapshot, agent, slurm, report, checks, profiles, topo, demo)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="clusterdiag", prog_name="clusterdiag")
+def cli() -> None:
+    """Cluster health and topology diagnostics for GPU training clusters."""
+
+
+for _module in COMMAND_MODULES:
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
+
+
+def _die(message: str, code: int) -> NoReturn:
+    click.echo(f"clusterdiag: {message}", err=True)
+    sys.exit(code)
+
+
+# Slurm drains a node on any non-zero exit of these: a wrapper with a bad flag, or a
+# crash outside the entry point's own guard (slurm/entry.py execute()), is our trouble,
+# not the node's, so it exits 0 with a loud line (DESIGN §3). fail_closed cannot apply
+# here: the command line or config that would say it is what may have failed.
+def _slurm_entry_point() -> str | None:
+    return sys.argv[1] if slurm.ENTRY_POINTS & set(sys.argv[1:2]) else None
+
+
+def _spare_the_node(program: str, trouble: str) -> NoReturn:
+    trouble = " ".join(trouble.split())
+    _die(f"{program}: ERROR {trouble}; exiting 0 so Slurm does not drain the node for it "
+         "(fail_closed cannot be read here)", ExitCode.READY)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        if program := _slurm_entry_point():
+            _die(f"{program}: usage error above; exiting 0 so Slurm does not drain the node "
+                 "for it", ExitCode.READY)
+        sys.exit(ExitCode.USAGE)
+    except click.Abort:
+        _die("aborted", 130)
+    except ClusterdiagError as exc:
+        if program := _slurm_entry_point():
+            _spare_the_node(program, str(exc))
+        _die(str(exc), exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(ExitCode.READY)
+    except KeyboardInterrupt:
+        _die("interrupted", 130)
+    except Exception as exc:
+        if program := _slurm_entry_point():
+            _spare_the_node(program, f"crashed: {type(exc).__name__}: {exc}")
+        raise

@@ -1,0 +1,77 @@
+"""``clusterdiag checks list|explain ID``: the check catalog, node and cluster checks."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+
+
+@click.group("checks")
+def checks_group() -> None:
+    """The check catalog."""
+
+
+@checks_group.command("list")
+def checks_list() -> None:
+    """One line per check: id, levels, summary."""
+    from ... import checks
+    from ...reports.cluster_checks import CATALOG
+
+    for spec in checks.select(None):
+        click.echo(f"{spec.id:28} {'/'.join(spec.levels):11} {spec.summary}")
+    for check_id, summary in CATALOG.items():
+        click.echo(f"{check_id:28} {'cluster':11} {summary}")
+
+
+@checks_group.command("explain")
+@click.argument("check_id")
+def checks_explain(check_id: str) -> None:
+    """What a check looks at, what it needs, its defaults and its remedy."""
+    import json
+
+    from ... import checks
+    from ...reports.cluster_checks import CATALOG
+
+    if check_id in CATALOG:
+        _explain_cluster_check(check_id, CATALOG[check_id])
+        return
+    spec = checks.REGISTRY.get(check_id)
+    if spec is None:
+        import difflib
+
+        close = difflib.get_close_matches(check_id, [*checks.REGISTRY, *CATALOG], n=1)
+        raise UsageError(f"unknown check {check_id!r}"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    click.echo(f"{spec.id}: {spec.summary}")
+    doc = (spec.func.__doc__ or "").strip().splitlines()[1:]
+    if any(line.strip() for line in doc):
+        click.echo("\n".join(line.strip() for line in doc).strip())
+    click.echo(f"needs:   {', '.join(spec.needs) or 'nothing'}")
+    click.echo(f"levels:  {', '.join(spec.levels)}")
+    if spec.skip_in:
+        click.echo(f"skipped in: {', '.join(sorted(spec.skip_in))}")
+    if spec.params:
+        click.echo(f"defaults (override under checks.{spec.id} in the config):")
+        for key, value in spec.params.items():
+            click.echo(f"  {key}: {json.dumps(value)}")
+    if spec.actions:
+        click.echo(f"actions: {', '.join(a.value for a in spec.actions)}")
+    click.echo(f"remedy:  {spec.remedy}")
+
+
+def _explain_cluster_check(check_id: str, summary: str) -> None:
+    """Cluster checks judge node reports side by side, so they run wherever reports meet."""
+    import importlib
+
+    module = importlib.import_module(f"...reports.cluster_checks.{check_id.split('.', 1)[1]}",
+                                     __package__)
+    click.echo(f"{check_id}: {summary}")
+    doc = (module.__doc__ or "").strip()
+    if doc:
+        click.echo(doc)
+    click.echo("runs in: cluster reports (run --nodes, report merge, demo), over node reports")
+    click.echo("settings: the cluster: section of the config")
+
+
+COMMANDS = (checks_group,)

@@ -1,0 +1,27 @@
+"""``clusterdiag demo``: a simulated cluster end to end (agent/cluster/demo.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .options import report_options
+from .output import emit
+
+
+@click.command("demo")
+@click.option("--spec", type=click.Path(path_type=Path), default=None,
+              help="A cluster spec (default: 16 DGX H100 + one GB200 NVL72 rack).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@report_options
+def demo(spec: Path | None, config_path: Path | None, fmt: str, output: Path | None,
+         exclude_file: Path | None, need: int | None) -> None:
+    """A simulated cluster end to end: agents on loopback, gather over HTTP, report."""
+    from ..cluster.demo import run_demo
+
+    sys.exit(emit(run_demo(spec, config_path, need), fmt, output, exclude_file))
+
+
+COMMANDS = (demo,)

@@ -1,0 +1,56 @@
+"""Writing a report where the report options say: stdout or ``--output``, the bad nodes to
+``--exclude-file``, and the exit code that goes with the verdict."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from ...reports.cluster import ClusterReport
+
+
+def write(text: str, output: Path | None, what: str = "--output") -> None:
+    """``text`` to stdout, or to the file ``output``; a file that cannot be written is a
+    usage error naming the flag."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{what} {output}: {exc.strerror or exc}") from None
+
+
+def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Path | None
+         ) -> ExitCode:
+    """Render, write, and return the exit code (0 ready, 1 not)."""
+    import json
+
+    from ...reports.cluster import fold
+
+    if fmt == "json":
+        text = json.dumps(report.to_dict(), indent=1) + "\n"
+    elif fmt == "md":
+        from ...reports.render_md import render_md
+
+        text = render_md(report)
+    elif fmt == "html":
+        from ...reports.render_html import render_html
+
+        text = render_html(report)
+    else:
+        from ...reports.render_terminal import render_terminal
+
+        tty = output is None and sys.stdout.isatty()
+        width = os.get_terminal_size().columns if tty else 160
+        text = render_terminal(report, colour=tty, width=max(80, width))
+    write(text, output)
+    if exclude_file is not None:
+        bad = fold(report.bad_nodes)
+        write(bad + "\n" if bad else "", exclude_file, "--exclude-file")
+    return ExitCode.READY if report.ready else ExitCode.FAIL

@@ -1,0 +1,32 @@
+"""``clusterdiag report merge FILE...``: a cluster report from saved node reports."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .options import report_options
+from .output import emit
+
+
+@click.group("report")
+def report_group() -> None:
+    """Cluster reports from saved node reports."""
+
+
+@report_group.command("merge")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@report_options
+def merge(files: tuple[str, ...], config_path: Path | None, fmt: str,
+          output: Path | None, exclude_file: Path | None, need: int | None) -> None:
+    """Merge node reports (files, or directories of *.json) into a cluster report. A
+    file that is not a node report is a cluster.reachability finding, not an error."""
+    from ..cluster.judge import merge_reports
+
+    sys.exit(emit(merge_reports(config_path, files, need), fmt, output, exclude_file))
+
+
+COMMANDS = (report_group,)

@@ -1,0 +1,61 @@
+"""``clusterdiag run``: check this node, or gather every node of ``--nodes``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import session
+from ..errors import ExitCode
+from .options import report_options, source_options
+from .output import emit, write
+
+
+@click.command("run")
+@source_options
+@click.option("--checks", "patterns", default=None, help="Glob(s) of check ids, comma-separated.")
+@click.option("--budget", type=float, default=None, help="Seconds the whole run may take.")
+@report_options
+@click.option("--nodes", default=None, metavar="NODESET",
+              help="Nodes to gather (gpu[001-128]), '-' for stdin, or a file of node sets; "
+                   "inside an allocation, SLURM_JOB_NODELIST.")
+@click.option("--via", type=click.Choice(["local", "agent", "ssh", "srun"]), default=None,
+              help="local (this node; the default without --nodes), agent (default with "
+                   "--nodes), ssh (ClusterShell) or srun.")
+def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+        simulate: str | None, node: str | None, profile: str | None, level: str | None,
+        patterns: str | None, budget: float | None, fmt: str, output: Path | None,
+        exclude_file: Path | None, need: int | None, nodes: str | None,
+        via: str | None) -> None:
+    """Check this node, or gather every node of --nodes, and print the report."""
+    import json
+
+    from ...checks.finding import Status
+    from ...reports.table import render_table
+    from ..cluster.judge import one_node_report, run_cluster
+    from ..runner import run_node
+
+    if via not in (None, "local") or nodes:
+        forward = {"--level": level, "--checks": patterns, "--profile": profile,
+                   "--budget": budget}
+        local_only = {"--root": root, "--kernel-log": kernel_log, "--simulate": simulate,
+                      "--node": node}
+        cluster = run_cluster(config_path, nodes, via, forward, local_only, need)
+        sys.exit(emit(cluster, fmt, output, exclude_file))
+    config, env = session.setup(config_path, root, kernel_log, simulate, node)
+    report = run_node(env, config, session.run_options(config, level, profile, budget,
+                                                       patterns))
+    if fmt in ("md", "html") or exclude_file is not None or need is not None:
+        sys.exit(emit(one_node_report(config, report, need), fmt, output, exclude_file))
+    if fmt == "json":
+        text = json.dumps(report.to_dict(), indent=2) + "\n"
+    else:
+        text = render_table(report, colour=output is None and sys.stdout.isatty())
+    write(text, output)
+    failed = report.verdict in (Status.FAIL, Status.ERROR)
+    sys.exit(ExitCode.FAIL if failed else ExitCode.READY)
+
+
+COMMANDS = (run,)

@@ -1,0 +1,32 @@
+"""``clusterdiag snapshot``: the raw Snapshot of this node as JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import session
+from .options import source_options
+
+
+@click.command("snapshot")
+@source_options
+@click.option("--budget", type=float, default=None)
+def snapshot(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+             simulate: str | None, node: str | None, profile: str | None,
+             level: str | None, budget: float | None) -> None:
+    """Print the raw Snapshot of this node as JSON."""
+    import json
+    import time
+
+    from ..collect import SOURCES, collect_snapshot
+
+    config, env = session.setup(config_path, root, kernel_log, simulate, node)
+    options = session.run_options(config, level, profile, budget, None)
+    snap = collect_snapshot(env, SOURCES, time.monotonic() + options.budget_s, options.level)
+    sys.stdout.write(json.dumps(snap.to_dict(), indent=2) + "\n")
+
+
+COMMANDS = (snapshot,)

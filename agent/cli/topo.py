@@ -1,0 +1,57 @@
+"""``clusterdiag topo``: the node's GPU/NIC matrix, as ``nvidia-smi topo -m`` shows it.
+
+Built from the PCI tree in sysfs and NVML's NVLink view, so it works where nvidia-smi is
+absent (captured trees, the simulator) and names the same classes where it is present.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import session
+from .options import source_options
+
+TOPO_SOURCES = ("pci", "nvml", "infiniband")
+
+
+@click.command("topo")
+@source_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--budget", type=float, default=None, help="Seconds collecting may take.")
+def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+         simulate: str | None, node: str | None, profile: str | None, level: str | None,
+         fmt: str, budget: float | None) -> None:
+    """The node's GPU/NIC topology matrix (X, NV#, PIX, PXB, PHB, NODE, SYS)."""
+    import json
+    import time
+
+    from ...reports.topo import build, nic_legend, render_rich, render_text
+    from ..collect import SOURCES, collect_snapshot
+    from ..errors import CollectError
+
+    config, env = session.setup(config_path, root, kernel_log, simulate, node)
+    options = session.run_options(config, level, profile, budget, None)
+    names = [n for n in TOPO_SOURCES if n in SOURCES]
+    snap = collect_snapshot(env, names, time.monotonic() + options.budget_s, options.level)
+    if snap.pci is None:
+        stats = snap.sources.get("pci")
+        raise CollectError(f"topo: PCI tree not read ({stats.error if stats else 'skipped'})")
+    matrix = build(snap)
+    if fmt == "json":
+        data = {"node": snap.node, "simulated": snap.simulated, **matrix.to_dict()}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif sys.stdout.isatty():
+        from rich.console import Console
+
+        console = Console()
+        console.print(render_rich(matrix))
+        if matrix.nics:
+            console.print("\nNIC Legend:\n\n" + nic_legend(matrix))
+    else:
+        sys.stdout.write(render_text(matrix))
+
+
+COMMANDS = (topo,)

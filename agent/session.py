@@ -1,0 +1,83 @@
+"""What a run needs, from the flags and the config: the Config, the SourceEnv (where the
+node is read from) and the RunOptions (level, profile, budget, which checks).
+
+The CLI, the daemon and the Slurm entry points all start here, so a flag means the same in
+each and none of them imports another's command code. Imports inside the functions keep
+importing this module cheap: the prolog's start time counts (DESIGN §2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import CollectError, UsageError
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .runner import RunOptions
+    from .sources import SourceEnv
+
+
+def check_defaults() -> dict[str, Mapping[str, Any]]:
+    """Every check's default parameters by id: what the config's ``checks:`` section is
+    validated and completed against."""
+    from .. import checks
+
+    return {spec.id: spec.params for spec in checks.REGISTRY.values()}
+
+
+def load(config_path: str | Path | None) -> Config:
+    """The config file (or the defaults), validated against the check catalog."""
+    from .config import load_config
+
+    return load_config(config_path, check_defaults())
+
+
+def setup(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+          simulate: str | None, node: str | None) -> tuple[Config, SourceEnv]:
+    """The config and where the node is read from: the live machine, a captured tree
+    (``--root``), a kernel-log file, or the simulator."""
+    from .sources import SourceEnv
+
+    config = load(config_path)
+    if simulate is not None:
+        from .sim.node import simulated_env
+
+        env = simulated_env(simulate, node, config)
+    else:
+        env = SourceEnv()
+        if node:
+            env.node = node
+        if config.data.get("node_name"):
+            env.node = config.data["node_name"]
+    if root is not None:
+        if not root.is_dir():
+            raise CollectError(f"--root {root}: not a readable directory")
+        env.root = root
+    if kernel_log is not None:
+        if not kernel_log.is_file():
+            raise UsageError(f"--kernel-log {kernel_log}: no such file")
+        env.kernel_log_file = kernel_log
+    return config, env
+
+
+def run_options(config: Config, level: str | None, profile: str | None,
+                budget: float | None, patterns: str | None, mode: str = "run") -> RunOptions:
+    """The flags over the config's defaults; an unknown profile name is a usage error."""
+    from ..checks.profile import UnknownProfileError, load_profile
+    from .runner import RunOptions
+
+    name = profile or config.data["profile"]
+    if name != "auto":
+        try:
+            load_profile(name)
+        except UnknownProfileError as exc:
+            raise UsageError(str(exc)) from None
+    return RunOptions(
+        level=level or config.data["level"], mode=mode,
+        patterns=tuple(p for p in (patterns or "").split(",") if p),
+        budget_s=float(budget if budget is not None else config.data["budget_s"]),
+        profile=name, full_interval_s=float(config.data["full_interval_s"]),
+    )
