@@ -30,7 +30,7 @@ from ...reports.node import NodeReport
 from .. import session
 from ..collect import one_line
 from ..config import Config
-from ..errors import ClusterdiagError
+from ..errors import ClusterdiagError, CollectError
 from ..model import Snapshot
 from ..runner import RunOptions
 from ..serde import SerdeError
@@ -171,7 +171,11 @@ class Agent:
             loop.add_reader(self._listener.fd, self._on_listener)
         listen = self.security.listen
         app = make_app(lambda request: self, lambda: self.security.token)
-        runner, port = await serve(app, [listen.host], listen.port, self.security.tls)
+        try:
+            runner, port = await serve(app, [listen.host], listen.port, self.security.tls)
+        except OSError as exc:  # in use, not ours, no such address: one line, exit 3
+            raise CollectError(f"cannot listen on {listen}: "
+                               f"{_bind_reason(exc)}") from None
         self._bound = str(Listen(listen.host, port))
         await self._write_agent_json()
         log.info("started", extra={"listen": self._bound, "tls": bool(
@@ -386,6 +390,12 @@ class Agent:
             self._next_due = self._last_start + self.interval_s
             self._spawn(self._write_agent_json())
         log.info("config_reloaded", extra={"file": path or "-", "interval_s": self.interval_s})
+
+
+def _bind_reason(exc: OSError) -> str:
+    """The errno's words ("address already in use"), without asyncio's restatement of the
+    address the caller already names."""
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc)
 
 
 def _xid_key(event: dict[str, Any]) -> tuple[str, str]:
