@@ -25,6 +25,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from .deadline import deadline
 from .security import token_matches
 from .state import ID_RE
 
@@ -96,7 +97,8 @@ async def _guard(request: web.Request,
                 and not token_matches(request.headers.get("Authorization"), token):
             return web.Response(**_UNAUTHORIZED)  # type: ignore[arg-type]
         try:
-            response = await asyncio.wait_for(handler(request), REQUEST_TIMEOUT_S)
+            async with deadline(REQUEST_TIMEOUT_S):
+                response = await handler(request)
         except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             return web.Response(status=503, text="timed out\n")
     response.headers["Cache-Control"] = "no-store"

@@ -75,7 +75,11 @@ def test_200_clients_for_10_s_no_errors_and_memory_back(tmp_path: Path) -> None:
             after = rss_kib(pid)
         print(f"RSS after settling {after / 1024:.1f} MiB (limit {limit / 1024:.1f} MiB)")
         assert after <= limit, f"RSS {after} KiB vs baseline {baseline} KiB"
-        assert open_fds(pid) < 20  # every client connection was closed again
+        # every client connection is closed again (on a slower interpreter, a moment later)
+        fds_deadline = time.monotonic() + 5.0
+        while open_fds(pid) >= 20 and time.monotonic() < fds_deadline:
+            time.sleep(0.2)
+        assert open_fds(pid) < 20
 
         # the rendered /metrics is reused between scrapes, yet follows every collection
         before = _collections(url)
