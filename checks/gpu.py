@@ -24,7 +24,7 @@ from ..agent.model.pci import PciDevice
 from .finding import Action, Finding, Status
 from .rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from .registry import CheckContext, check
-from .xid_catalog import XID_CATALOG, XidInfo, xid_info
+from .xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
 
 NODE = "node"
 GIB = 1 << 30
@@ -356,8 +356,9 @@ def model(ctx: CheckContext) -> Iterator[Finding]:
 
 # --- gpu.xid -------------------------------------------------------------------------
 
-_NVLINK5 = range(144, 151)
-_FATAL_TOKEN = re.compile(r"\bFatal\b")
+# The severity word of a 144-150 line ("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (...)",
+# hardware.md §5.1; gpud's RegexNVRMXidExtended reads the same token).
+_NVLINK5_SEVERITY = re.compile(r"\b(Nonfatal|Non-fatal|Fatal)\b")
 _NEW_RECOVERY = re.compile(r"\bto (0x[0-9a-fA-F]+|\d+)")
 
 # Every action the catalog, a Fatal NVLink5 line or an Xid 154 recovery value can ask for.
@@ -391,11 +392,15 @@ class _Event:
            # Codes never judged (k8s-device-plugin's DP_DISABLE_HEALTHCHECKS list).
            "ignore": [],
        },
-       remedy="Act on the Xid's catalog action (hardware.md §5.2): reset the GPU "
-              "(`nvidia-smi -r -i N`) for memory and firmware faults, reboot for a GPU that "
-              "fell off the bus or a GSP timeout, and have a GPU that repeats the same Xid "
-              "after a reset inspected (RMA). Application Xids (13, 31, 43, 45, 68, 94) "
-              "point at the job; they only warn when one GPU produces them across jobs.",
+       remedy="Act on NVIDIA's immediate action for the code (its Xid Catalog, "
+              "checks/xid_catalog.tsv): RESET_GPU / WORKFLOW_XID_48 / WORKFLOW_NVLINK_ERR: "
+              "reset the GPU (`nvidia-smi -r -i N`, no processes on it) and check ECC, row "
+              "remapping and NVLink state after it; RESTART_BM / RESTART_VM: reboot the "
+              "node; CHECK_MECHANICALS (Xid 54): connect or reseat the GPU board's auxiliary "
+              "power cable; a Fatal NVLink5 Xid (144-150): reset the GPU, then check the "
+              "link's peer and cable; Xid 154: do what the new recovery action says. A GPU "
+              "that repeats the same Xid after a reset goes to RMA. RESTART_APP codes point "
+              "at the job and only warn when one GPU produces them across jobs.",
        actions=_XID_ACTIONS)
 def xid(ctx: CheckContext) -> Iterator[Finding]:
     """Recent Xid errors per GPU, classified by code; older ones are only mentioned.
@@ -404,10 +409,13 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
     logged reset) and the last boot count; a line with no time counts as recent. A burst
     of lines is one occurrence, and application Xids count distinct jobs (pids): they
     never fail, and warn when one GPU produces them across ``repeat_threshold`` jobs.
-    When another check already fails the Xid's consequence from current state (79 on a
-    lost GPU, 48 with volatile uncorrected ECC, 63/64 with a pending or failed remap),
-    this one notes the Xid instead of failing it twice; for 154 and Fatal NVLink5 Xids
-    the driver's recovery-action field, when readable, decides.
+    Verdicts follow NVIDIA's Xid Catalog (xid_catalog.py): a code whose immediate action
+    is a reset, a reboot or a mechanical check fails on one occurrence; 144-150 fail on a
+    ``Fatal`` line and count a ``Nonfatal`` one; 154 is judged by the recovery action it
+    reports. When another check already fails the Xid's consequence from current state
+    (79 on a lost GPU, 48 with volatile uncorrected ECC, 63/64 with a pending or failed
+    remap), this one notes the Xid instead of failing it twice. The recovery-action field
+    (230) never cancels an Xid's verdict: gpu.recovery_action adds its own.
     """
     snap = ctx.snapshot
     log, nvml = snap.kernel_log, snap.nvml
@@ -561,35 +569,62 @@ def _judge(params: Mapping[str, Any], comp: str, key: str, gpu: Gpu | None, lost
         evs = by_code[code]
         info = xid_info(code)
         name = info.name if info else "unknown"
-        fatal = code in _NVLINK5 and any(_FATAL_TOKEN.search(e.message) for e in evs)
+        fatal = [e for e in evs if nvlink5_severity(code, e.message) == "Fatal"]
         occ = _occurrences(evs, bool(info and info.application), float(params["burst_s"]))
         limit = _threshold(params, code, info)
         observed: dict[str, Any] = {"gpu": key, "xid": code, "name": name, "lines": len(evs),
                                     "occurrences": occ, "last": evs[-1].message[:160]}
+        if info is not None and info.immediate:
+            observed["nvidia_action"] = info.immediate
         pids = sorted({e.pid for e in evs if e.pid is not None})
         if pids:
             observed["pids"] = pids[:10]
         expected = f"< {limit} occurrences"
-        owner = _owner(code, gpu, lost, fatal)
+        owner = _owner(code, gpu, lost)
         if code in ignore:
             yield Finding.passed(comp, f"Xid {code} ignored by configuration", observed)
         elif owner is not None:
             yield Finding.passed(comp, f"Xid {code} ({name}) seen; {owner} judges the "
                                  "current state", observed)
-        elif code == 154 and (value := _new_recovery(evs[-1].message)) is not None:
-            yield recovery_finding(comp, value, f"Xid 154: {evs[-1].message[:120]}")
+        elif code == 154:
+            yield _recovery_changed(comp, evs, observed)
         elif info is None:
             yield Finding.warn(comp, f"Xid {code} not in the catalog", observed, None,
                                Action.INVESTIGATE)
+        elif fatal:  # NVLink5 decode (hardware.md §5.2): a Fatal line needs a GPU reset
+            observed["last"] = fatal[-1].message[:160]
+            yield Finding.fail(comp, f"Xid {code} ({name}) Fatal", observed,
+                               "no Fatal NVLink5 error since the last GPU reset",
+                               Action.RESET_GPU)
         else:
-            yield _by_catalog(comp, info, fatal, occ, limit, observed, expected)
+            yield _by_catalog(comp, info, occ, limit, observed, expected)
 
 
-def _by_catalog(comp: str, info: XidInfo, fatal: bool, occ: int, limit: int,
+def nvlink5_severity(code: int, message: str) -> str | None:
+    """``Fatal`` or ``Nonfatal`` for a 144-150 line that says which; None otherwise."""
+    if code not in NVLINK5:
+        return None
+    m = _NVLINK5_SEVERITY.search(message)
+    if m is None:
+        return None
+    return "Fatal" if m[1] == "Fatal" else "Nonfatal"
+
+
+def _recovery_changed(comp: str, evs: list[_Event], observed: dict[str, Any]) -> Finding:
+    """Xid 154 is judged by the recovery action its last line reports ("... changed from
+    0x0 (None) to 0x4 (Drain and Reset)"); NVML field 230, judged by gpu.recovery_action,
+    can add to it and never cancels it."""
+    value = _new_recovery(evs[-1].message)
+    if value is None:
+        return Finding.warn(comp, "Xid 154 (GPU_RECOVERY_ACTION_CHANGED) without a readable "
+                                  "recovery action", observed, "0xN in the line",
+                            Action.INVESTIGATE)
+    return recovery_finding(comp, value, f"Xid 154: {evs[-1].message[:120]}")
+
+
+def _by_catalog(comp: str, info: XidInfo, occ: int, limit: int,
                 observed: Any, expected: str) -> Finding:
     severity, action = info.severity, Action(info.action)
-    if fatal:  # NVLink5 line marked Fatal (hardware.md §5.2 decode): drain and reset
-        severity, action = "fail", Action.RESET_GPU
     message = f"Xid {info.code} ({info.name})"
     if severity == "info":
         return Finding.passed(comp, f"{message}: informational", observed)
@@ -609,15 +644,19 @@ def _by_catalog(comp: str, info: XidInfo, fatal: bool, occ: int, limit: int,
     return Finding.passed(comp, f"{message} below its repeat threshold", observed, expected)
 
 
-def _owner(code: int, gpu: Gpu | None, lost: bool, fatal: bool) -> str | None:
-    """The check that already judges this Xid's consequence from current state."""
+def _owner(code: int, gpu: Gpu | None, lost: bool) -> str | None:
+    """The check that already fails this Xid's consequence from current state.
+
+    Only where that check's verdict is at least as strong as the Xid's: a lost GPU
+    (gpu.responsive reboots it), uncorrectable ECC still counted (gpu.ecc_uncorrected
+    resets it), a pending or failed remap. The recovery-action field is not an owner:
+    it may read 0 after a Fatal NVLink5 line or an Xid 154 and must not cancel them.
+    """
     if gpu is None:
         return None  # no current state for this GPU: the Xid is the only evidence
     if lost:
         return "gpu.responsive"  # it fails the GPU; every Xid of it is history
-    if code == 154 or fatal:
-        return "gpu.recovery_action" if gpu.recovery_action is not None else None
-    if code == 48 and (gpu.ecc_volatile_uncorrected or 0) > 0:
+    if code in (48, 171, 172) and (gpu.ecc_volatile_uncorrected or 0) > 0:
         return "gpu.ecc_uncorrected"
     if code in (63, 64) and (gpu.remap_pending or gpu.remap_failure):
         return "gpu.row_remap"

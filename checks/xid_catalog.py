@@ -1,29 +1,43 @@
 """What each XID (GPU) and SXid (NVSwitch) code means for a node's readiness.
 
-A table, not logic: ``gpu.xid`` and ``nvswitch.sxid`` look a code up here and decide with
-the log's own words (NVLink5's ``Fatal``/``Nonfatal``, Xid 154's new recovery action) and
-the counts in their window. An unknown code returns None and the check warns, so a new
-driver's code is seen rather than silently passed.
+The GPU codes are data: ``xid_catalog.tsv`` beside this module is NVIDIA's published Xid
+Catalog (its code, mnemonic and the two "Resolution Bucket" columns; the file's header
+names the document and the date it was read). This module turns NVIDIA's *immediate*
+bucket into a verdict by one rule per bucket, so the verdict can be traced to the
+catalog line and changes when the data does:
 
-Fields:
-- ``severity`` is what the code means once it counts: ``fail`` (node not ready),
-  ``warn`` or ``info``.
-- ``action`` is the operator's next step, one of the Finding actions.
-- ``application`` marks codes that describe the job (or a recorded, handled event) rather
-  than the GPU: they never fail a node by themselves, only by repetition across jobs.
-- ``repeat_threshold`` is how many occurrences in the check's window it takes before the
-  code counts, after the check has folded a burst into one occurrence (one fault prints
-  many identical lines: 16 Xid 13 lines within 2 ms in gpud's ``dmesg.decode.iso.log``).
-  The check's config can override it.
+- ``RESET_GPU``, ``WORKFLOW_XID_48``, ``WORKFLOW_NVLINK_ERR`` (74): fail, ``reset_gpu``.
+- ``RESTART_BM`` (79) and ``RESTART_VM`` (151): fail, ``reboot`` (a VM's restart is the
+  reboot of the node the scheduler sees).
+- ``CHECK_MECHANICALS`` (54, auxiliary power not connected): fail, ``reseat_cable`` (the
+  board's power cable; the GPU runs power-capped until it is fixed).
+- Codes NVIDIA leaves without a bucket whose meaning is fatal to the GPU fail too:
+  167 PCIe fatal timeout (``reboot``, as 79), 168 reduced memory capacity (``rma``),
+  169 SEC2 micro-controller halt (``reset_gpu``, as 62's PMU halt), 171/172
+  uncorrectable DRAM/SRAM detail of a Xid 48 (``reset_gpu``, as 48).
+- ``XID_154`` and ``WORKFLOW_NVLINK5_ERR`` (144-150) are decoded from the line by
+  ``gpu.xid`` (the new recovery action; the ``Fatal``/``Nonfatal`` token); the table
+  gives them a base that never fails on its own.
+- Everything else never fails on one occurrence. ``RESTART_APP``, ``WORKFLOW_XID_45`` and
+  ``CHECK_UVM`` describe the job: ``application`` codes, counted per job, that warn when
+  one GPU produces them in ``repeat_threshold`` jobs. ``IGNORE`` and the remaining
+  codes without a bucket are informational; ``CONTACT_SUPPORT`` (mostly codes NVIDIA
+  marks unused) and ``UPDATE_SWFW`` warn, so an odd code is seen and not acted on.
 
-Sources: hardware.md §5.2 (NVIDIA's XID catalog as mirrored in gpud
-``components/accelerator/nvidia/xid/catalog_generated.go``, generated 2025-10-29, and the
-"Agent verdict" column) and §5.3 (escalation rules), cited per group below.
+Fields of :class:`XidInfo`: ``severity`` is what the code means once it counts (``fail``,
+``warn`` or ``info``); ``action`` the operator's next step (a Finding action);
+``application`` and ``repeat_threshold`` as above (a burst of identical lines is one
+occurrence; ``gpu.xid``'s config can override the threshold); ``immediate`` and
+``investigatory`` are NVIDIA's buckets as the data file has them.
+
+An unknown code returns None and ``gpu.xid`` warns, so a new driver's code is seen
+rather than silently passed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 Severity = Literal["fail", "warn", "info"]
@@ -35,88 +49,79 @@ XidAction = Literal[
 @dataclass(frozen=True)
 class XidInfo:
     code: int
-    name: str  # NVIDIA's catalog mnemonic, shortened; SXid names from the FM user guide
+    name: str  # NVIDIA's mnemonic without its ROBUST_CHANNEL_ prefix; SXid: FM user guide
     severity: Severity
     action: XidAction
     application: bool = False
     repeat_threshold: int = 1
+    immediate: str = ""  # NVIDIA's immediate bucket ("" where it has none; SXids)
+    investigatory: str = ""
+
+
+# NVIDIA's immediate bucket -> (severity, action, application); see the module doc.
+_BUCKETS: dict[str, tuple[Severity, XidAction, bool]] = {
+    "RESET_GPU": ("fail", "reset_gpu", False),
+    "WORKFLOW_XID_48": ("fail", "reset_gpu", False),
+    "WORKFLOW_NVLINK_ERR": ("fail", "reset_gpu", False),
+    "RESTART_BM": ("fail", "reboot", False),
+    "RESTART_VM": ("fail", "reboot", False),
+    "CHECK_MECHANICALS": ("fail", "reseat_cable", False),
+    "RESTART_APP": ("warn", "investigate", True),
+    "CHECK_UVM": ("warn", "investigate", True),
+    "WORKFLOW_XID_45": ("info", "none", True),
+    "IGNORE": ("info", "none", False),
+    "CONTACT_SUPPORT": ("warn", "investigate", False),
+    "UPDATE_SWFW": ("warn", "fix_config", False),
+    "XID_154": ("info", "none", False),  # gpu.xid acts on the line's new recovery action
+    # gpu.xid fails a Fatal line; a Nonfatal one (or one without the token) only counts
+    # when it repeats.
+    "WORKFLOW_NVLINK5_ERR": ("warn", "investigate", False),
+    "-": ("info", "none", False),
+}
+# Codes with no immediate bucket whose meaning is fatal to the GPU (module doc).
+_NO_BUCKET_FATAL: dict[int, XidAction] = {167: "reboot", 168: "rma", 169: "reset_gpu",
+                                          171: "reset_gpu", 172: "reset_gpu"}
+# Application codes: distinct jobs on one GPU before the code warns (NVIDIA's
+# WORKFLOW_XID_13/31 look for repeats on the same hardware).
+APPLICATION_REPEATS = 3
+# Nonfatal NVLink5 lines: occurrences (bursts) before they warn.
+NVLINK5_REPEATS = 3
+NVLINK5 = range(144, 151)
+# Prefixes most mnemonics share, left out of the names findings print.
+_LONG_PREFIXES = ("ROBUST_CHANNEL_FIFO_ERROR_", "ROBUST_CHANNEL_")
+
+
+def _info(code: int, name: str, immediate: str, investigatory: str) -> XidInfo:
+    severity, action, application = _BUCKETS.get(immediate, ("warn", "investigate", False))
+    if code in _NO_BUCKET_FATAL:
+        severity, action = "fail", _NO_BUCKET_FATAL[code]
+    repeats = APPLICATION_REPEATS if application and severity == "warn" else \
+        NVLINK5_REPEATS if code in NVLINK5 else 1
+    bucket = "" if immediate == "-" else immediate
+    for prefix in _LONG_PREFIXES:  # "Xid 79 (GPU_HAS_FALLEN_OFF_THE_BUS)" in a message
+        name = name.removeprefix(prefix)
+    return XidInfo(code, name, severity, action, application, repeats, bucket,
+                   "" if investigatory == "-" else investigatory)
+
+
+def _load() -> dict[int, XidInfo]:
+    """Parse the data file (tab-separated, ``#`` comments, one header line)."""
+    text = Path(__file__).with_name("xid_catalog.tsv").read_text("utf-8")
+    rows = [line.split("\t") for line in text.splitlines()
+            if line.strip() and not line.startswith("#")]
+    table: dict[int, XidInfo] = {}
+    for fields in rows[1:]:
+        code, name, immediate, investigatory = (f.strip() for f in fields)
+        table[int(code)] = _info(int(code), name, immediate, investigatory)
+    return table
+
+
+XID_CATALOG: dict[int, XidInfo] = _load()
 
 
 def _table(*entries: XidInfo) -> dict[int, XidInfo]:
     return {entry.code: entry for entry in entries}
 
-
-XID_CATALOG: dict[int, XidInfo] = _table(
-    # Application errors (§5.3 rule 4; NVIDIA k8s-device-plugin skips 13/31/43/45/68 and
-    # §5.2 adds 63/92/94 as non-fatal for the node): attribute to the job; the node is
-    # suspect only when the same GPU keeps producing them across jobs.
-    XidInfo(13, "GR_EXCEPTION", "warn", "investigate", application=True, repeat_threshold=3),
-    XidInfo(31, "MMU_ERR_FLT", "warn", "investigate", application=True, repeat_threshold=3),
-    XidInfo(43, "RESETCHANNEL_VERIF_ERROR", "warn", "investigate", application=True,
-            repeat_threshold=3),
-    XidInfo(68, "NVDEC0_ERROR", "warn", "investigate", application=True, repeat_threshold=3),
-    # 45 is the cleanup after another error (NVIDIA: "Not Solo: IGNORE (follow other Xid)").
-    XidInfo(45, "PREEMPTIVE_REMOVAL", "info", "none", application=True),
-    # Recorded, handled memory events (§5.2): 63 a row remap recorded (gpu.row_remap owns
-    # the pending-remap reset), 92 a high corrected-ECC rate (watch the counters), 94 a
-    # contained error that killed only the faulting job; its remap needs a GPU reset.
-    XidInfo(63, "DRAM_RETIREMENT_EVENT", "info", "none", application=True),
-    XidInfo(92, "EXCESSIVE_SBE_INTERRUPTS", "warn", "investigate", application=True),
-    XidInfo(94, "CONTAINED_ERROR", "warn", "reset_gpu", application=True),
-    # Software-side errors that implicate the GPU only when repeated (§5.2 verdicts:
-    # 32 "degrade; drain if repeated", 69 "app error unless repeated", 109 "reset if
-    # repeated"); 38 (driver firmware watchdog: IGNORE / CONTACT_SUPPORT) and 137 (NVLink
-    # privilege error: IGNORE / XID_137_FLOW) are looked at, not acted on.
-    XidInfo(32, "PBDMA_ERROR", "fail", "drain", repeat_threshold=2),
-    XidInfo(69, "GR_CLASS_ERROR", "warn", "investigate", repeat_threshold=3),
-    XidInfo(109, "CTXSW_TIMEOUT_ERROR", "warn", "reset_gpu", repeat_threshold=2),
-    XidInfo(38, "FECS_ERR_WATCHDOG_TIMEOUT", "warn", "investigate"),
-    XidInfo(137, "NVLINK_PRIV_ERR", "warn", "investigate"),
-    # The GPU is gone or wedged (§5.3 rule 1): 79 fallen off the bus, 119 GSP RPC timeout
-    # (NVML calls hang) -> drain and reboot; repeat -> RMA.
-    XidInfo(79, "GPU_HAS_FALLEN_OFF_THE_BUS", "fail", "reboot"),
-    XidInfo(119, "GSP_RPC_TIMEOUT", "fail", "reboot"),
-    # 61: catalog "Unused", §5.2 verdict "reboot + ticket if seen".
-    XidInfo(61, "PMU_BREAKPOINT", "fail", "reboot"),
-    # Uncorrectable memory and firmware faults (§5.3 rule 2): drain, reset the GPU, then
-    # verify ECC and row remapping; a failure to recover is an RMA.
-    XidInfo(48, "GPU_ECC_DBE", "fail", "reset_gpu"),
-    XidInfo(62, "PMU_HALT_ERROR", "fail", "reset_gpu"),
-    XidInfo(64, "DRAM_RETIREMENT_FAILURE", "fail", "reset_gpu"),
-    XidInfo(95, "UNCONTAINED_ERROR", "fail", "reset_gpu"),
-    XidInfo(110, "SEC_FAULT_ERROR", "fail", "reset_gpu"),
-    XidInfo(120, "GSP_ERROR", "fail", "reset_gpu"),
-    XidInfo(140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "fail", "reset_gpu"),
-    XidInfo(143, "GPU_INIT_ERROR", "fail", "reset_gpu"),
-    # NVLink (§5.3 rule 3): 74 and 136 (link training failed) drain and reset, then check
-    # link and fabric state.
-    XidInfo(74, "NVLINK_ERROR", "fail", "reset_gpu"),
-    XidInfo(136, "ALI_TRAINING_FAIL", "fail", "reset_gpu"),
-    # NVLink5 units on GB200/GB300 (§5.2 "Decoding 144-150"): the line's own Fatal/Nonfatal
-    # token decides, so the base is warn and the check escalates a Fatal one and follows
-    # the Xid 154 that comes after it.
-    XidInfo(144, "NVLINK_SAW_ERROR", "warn", "investigate"),
-    XidInfo(145, "NVLINK_RLW_ERROR", "warn", "investigate"),
-    XidInfo(146, "NVLINK_TLW_ERROR", "warn", "investigate"),
-    XidInfo(147, "NVLINK_TREX_ERROR", "warn", "investigate"),
-    XidInfo(148, "NVLINK_NVLPW_CTRL_ERROR", "warn", "investigate"),
-    XidInfo(149, "NVLINK_NETIR_ERROR", "warn", "investigate"),
-    XidInfo(150, "NVLINK_MSE_ERROR", "warn", "investigate"),
-    # 154 announces the driver's new required recovery action; the check acts on the new
-    # value (0x1 reset, 0x2 reboot, 0x4 drain and reset, ...), the code alone is info.
-    XidInfo(154, "GPU_RECOVERY_ACTION_CHANGED", "info", "none"),
-    # 155 NVLink SW-defined error and 156 resource retirement (Blackwell memory repair):
-    # NVIDIA RESET_GPU; §5.2 verdicts "reset" / "schedule reset" -> warn, not drain.
-    XidInfo(155, "NVLINK_SW_DEFINED_ERROR", "warn", "reset_gpu"),
-    XidInfo(156, "RESOURCE_RETIREMENT_EVENT", "warn", "reset_gpu"),
-    # Catalog-only codes in the required range: 121 C2C error (IGNORE / CONTACT_SUPPORT,
-    # "alert; repeat -> ticket"), 151 confidential-compute key rotation (RESTART_VM),
-    # 152/153 DLA SMMU error / DLA timeout (IGNORE / CONTACT_SUPPORT).
-    XidInfo(121, "C2C_ERROR", "warn", "investigate"),
-    XidInfo(151, "KEY_ROTATION_ERROR", "warn", "reboot"),
-    XidInfo(152, "DLA_SMMU_ERROR", "warn", "investigate"),
-    XidInfo(153, "DLA_TIMEOUT", "warn", "investigate"),
-)
 
 SXID_CATALOG: dict[int, XidInfo] = _table(
     # hardware.md §5.1's SXid lines, classified by the Fabric Manager user guide

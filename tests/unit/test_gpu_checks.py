@@ -572,17 +572,15 @@ def test_xid_application_error_across_jobs_warns_never_fails() -> None:
 
 
 def test_xid_repeat_threshold_counts_bursts() -> None:
-    one = xid_run(xid_line(32, 0, age=100))
-    assert [(f.status, f.action) for f in bad(one)] == [(Status.WARN, Action.DRAIN)]
-    burst = xid_run(xid_line(32, 0, age=100), xid_line(32, 0, age=95))
+    # 46 (RESET_GPU) fails on one occurrence; a site that wants two bursts says so.
+    limit = {"46": 2}  # string keys, as YAML config gives them
+    one = xid_run(xid_line(46, 0, age=100), repeat_thresholds=limit)
+    assert [(f.status, f.action) for f in bad(one)] == [(Status.WARN, Action.RESET_GPU)]
+    burst = xid_run(xid_line(46, 0, age=100), xid_line(46, 0, age=95), repeat_thresholds=limit)
     assert only(burst, Status.FAIL) == []
-    two = xid_run(xid_line(32, 0, age=1000), xid_line(32, 0, age=100))
-    assert [(f.status, f.action) for f in bad(two)] == [(Status.FAIL, Action.DRAIN)]
-
-
-def test_xid_repeat_thresholds_param_accepts_string_keys() -> None:
-    findings = xid_run(xid_line(32, 0, age=100), repeat_thresholds={"32": 1})
-    assert [f.status for f in bad(findings)] == [Status.FAIL]
+    two = xid_run(xid_line(46, 0, age=1000), xid_line(46, 0, age=100), repeat_thresholds=limit)
+    assert [(f.status, f.action) for f in bad(two)] == [(Status.FAIL, Action.RESET_GPU)]
+    assert [f.status for f in bad(xid_run(xid_line(46, 0, age=100)))] == [Status.FAIL]
 
 
 def test_xid_ignore_param() -> None:
@@ -618,25 +616,48 @@ def test_xid_for_a_bus_id_nvml_does_not_know_fails_on_the_node() -> None:
     assert [(f.component, f.observed["gpu"]) for f in fail] == [("node", "0000:c1:00")]
 
 
-def test_xid_154_recovery_value_decides_when_the_field_is_unreadable() -> None:
+def test_xid_154_is_judged_by_the_action_it_reports() -> None:
     msg = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
     no_field = make_gpu(0, recovery_action=None,
                         unsupported={"recovery_action": "NotSupported"})
     findings = xid_run(xid_line(154, 0, message=msg), gpus=[no_field])
     assert [(f.status, f.action) for f in bad(findings)] == [(Status.FAIL, Action.RESET_GPU)]
-    # The field, when readable, is the current state: recovered means no failure here.
-    assert not bad(xid_run(xid_line(154, 0, message=msg), gpus=[make_gpu(0)]))
+    # Field 230 reading 0 does not cancel what the line asked for (a logged reset does).
+    assert [f.status for f in bad(xid_run(xid_line(154, 0, message=msg),
+                                          gpus=[make_gpu(0)]))] == [Status.FAIL]
+    reboot = "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x2 (Node Reboot)"
+    assert [f.action for f in bad(xid_run(xid_line(154, 0, message=reboot)))] == [
+        Action.REBOOT]
+    cleared = "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)"
+    assert not bad(xid_run(xid_line(154, 0, message=cleared)))
 
 
-def test_xid_nvlink5_fatal_escalates_nonfatal_warns() -> None:
-    no_field = make_gpu(0, recovery_action=None,
-                        unsupported={"recovery_action": "NotSupported"})
-    fatal = "NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000000 0x0 0x0 0x0 0x0)"
-    nonfatal = "RLW_SRC_TRACK Nonfatal XC1 i0 Link 03 (0x040868e2 0x00000008 0x0 0x0 0x0 0x0)"
-    findings = xid_run(xid_line(149, 0, message=fatal), gpus=[no_field])
+FATAL_149 = "NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000000 0x0 0x0 0x0 0x0)"
+NONFATAL_145 = "RLW_SRC_TRACK Nonfatal XC1 i0 Link 03 (0x040868e2 0x00000008 0x0 0x0 0x0 0x0)"
+
+
+def test_xid_nvlink5_fatal_fails_nonfatal_only_counts() -> None:
+    findings = xid_run(xid_line(149, 0, message=FATAL_149))
     assert [(f.status, f.action) for f in bad(findings)] == [(Status.FAIL, Action.RESET_GPU)]
-    findings = xid_run(xid_line(145, 0, message=nonfatal), gpus=[no_field])
-    assert [f.status for f in bad(findings)] == [Status.WARN]
+    # Field 230 reading 0 (make_gpu's default) cancels nothing; a reset after it does.
+    reset = KernelEvent(kind="gpu_reset", message="GPU reset executed: GPU-00000000",
+                        raw="...", device="GPU-00000000", time=NOW - 30)
+    assert not bad(xid_run(xid_line(149, 0, message=FATAL_149), events=[reset]))
+    assert not bad(xid_run(xid_line(145, 0, message=NONFATAL_145)))
+    three = [xid_line(145, 0, age=100 + 600 * i, message=NONFATAL_145) for i in range(3)]
+    assert [(f.status, f.action) for f in bad(xid_run(*three))] == [
+        (Status.WARN, Action.INVESTIGATE)]
+
+
+def test_xid_nvlink5_recovery_field_adds_never_cancels() -> None:
+    """A Nonfatal line with field 230 asking for a reset: gpu.recovery_action fails it, and
+    gpu.xid does not say the opposite (it counts the line as it would anyway)."""
+    gpus = [make_gpu(0, recovery_action=1)]
+    snap = make_snap(gpus, kernel_log=klog(xid_line(145, 0, message=NONFATAL_145)))
+    assert [f.status for f in bad(run("gpu.recovery_action", snap))] == [Status.FAIL]
+    assert not bad(run("gpu.xid", snap))
+    fatal = make_snap(gpus, kernel_log=klog(xid_line(149, 0, message=FATAL_149)))
+    assert [f.status for f in bad(run("gpu.xid", fatal))] == [Status.FAIL]
 
 
 def test_xid_from_nvml_events_and_no_double_count() -> None:
@@ -877,13 +898,15 @@ def test_xid_real_burst_of_xid_13_is_one_job_and_passes() -> None:
     assert (x13.observed["lines"], x13.observed["occurrences"]) == (16, 1)
 
 
-def test_xid_real_gsp_timeouts_fail_reboot() -> None:
+def test_xid_real_gsp_timeouts_fail_reset_gpu() -> None:
+    """119 GSP_RPC_TIMEOUT: NVIDIA's immediate action is RESET_GPU."""
     now = 1740328213 + 60
     log = _real("gpud_dmesg-with-xid-119.log", now=now)
     gpu = make_gpu(4, pci_bdf="00000000:9B:00.0")
     findings = run("gpu.xid", make_snap([gpu], kernel_log=log), now=now)
     (fail,) = bad(findings)
-    assert (fail.status, fail.component, fail.action) == (Status.FAIL, "gpu4", Action.REBOOT)
+    assert (fail.status, fail.component, fail.action) == (Status.FAIL, "gpu4", Action.RESET_GPU)
+    assert fail.observed["nvidia_action"] == "RESET_GPU"
     assert (fail.observed["lines"], fail.observed["occurrences"]) == (5, 3)
 
 
@@ -897,12 +920,13 @@ def test_xid_real_gb200_nvlink5_follows_the_recovery_action() -> None:
     fails = only(findings, Status.FAIL)
     assert {f.component for f in fails} == {"gpu0", "gpu1", "gpu2", "gpu3"}
     assert {f.action for f in fails} == {Action.RESET_GPU}
-    # With the recovery-action field readable and at 0, the driver says recovered: the
-    # Fatal 149s and the 154s no longer fail; the Nonfatal 145s only warn.
+    # The recovery-action field reading 0 cancels nothing: the Fatal 149s and the 154s
+    # that ask for a reset still fail, and only they (the Nonfatal lines count).
     readable = [dataclasses.replace(g, recovery_action=0, unsupported={}) for g in no_field]
     findings = run("gpu.xid", make_snap(readable, kernel_log=log))
-    assert not only(findings, Status.FAIL)
-    assert {f.observed["xid"] for f in only(findings, Status.WARN)} == {145}
+    assert [(f.component, f.message) for f in only(findings, Status.FAIL)] == [
+        (f.component, f.message) for f in fails]
+    assert not [f for f in fails if "Nonfatal" in str(f.observed)]
 
 
 def test_responsive_leaves_nvlink_and_fabric_read_errors_to_their_families() -> None:
@@ -911,7 +935,7 @@ def test_responsive_leaves_nvlink_and_fabric_read_errors_to_their_families() -> 
 
 
 def test_xid_nvml_event_long_after_a_logged_one_is_its_own_occurrence() -> None:
-    event = NvmlEvent(gpu_index=0, event_type=0x8, xid=32, time=NOW - 5)
-    findings = xid_run(xid_line(32, 0, age=1000), nvml={"events": [event]})
+    event = NvmlEvent(gpu_index=0, event_type=0x8, xid=46, time=NOW - 5)
+    findings = xid_run(xid_line(46, 0, age=1000), nvml={"events": [event]})
     (fail,) = only(findings, Status.FAIL)
     assert (fail.observed["lines"], fail.observed["occurrences"]) == (2, 2)
