@@ -89,20 +89,36 @@ def _driver_not_loaded(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.driver_error = 9  # NVML_ERROR_DRIVER_NOT_LOADED
 
 
+# What the driver prints after the pid/name fields, for the codes the fault kinds plant
+# (79, 48, 149, 154 as in real logs: hardware.md §5.1, gpud's GB200 kmsg fixtures).
+_XID_TEXT = {
+    79: "GPU has fallen off the bus.",
+    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the "
+        "framebuffer at physAddr 0x12bac1c3e0 partition 2, subpartition 1.",
+    149: "NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000000 0x00000000 "
+         "0x00000000 0x00000000 0x00000000)",
+    154: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+}
+
+
 def _xid(node: SimNode, fault: Mapping[str, Any]) -> None:
     gpu = _gpu(node, fault)
     code = int(fault.get("code", 79))
     pci = gpu.bdf[:-2]
     age = float(fault.get("age_s", 60))
-    text = {79: "GPU has fallen off the bus.",
-            48: "An uncorrectable double bit error (DBE) has been detected on GPU in the "
-                "framebuffer at physAddr 0x12bac1c3e0 partition 2, subpartition 1."}
-    message = text.get(code, "Unspecified error.")
+    message = _XID_TEXT.get(code, "Unspecified error.")
     if "at_s" in fault:  # a live event: NVML delivers it at that time, the log is not rewritten
         node.xid_schedule.append((float(fault["at_s"]), gpu.index, code))
         return
     node.kernel_lines.append(
         (age, f"NVRM: Xid (PCI:{pci}): {code}, pid=4242, name=python3, {message}"))
+
+
+def _xid_code(code: int) -> Apply:
+    """One logged line of ``code`` (the kinds below, one per class of the catalog)."""
+    def apply(node: SimNode, fault: Mapping[str, Any]) -> None:
+        _xid(node, {**fault, "code": code})
+    return apply
 
 
 def _nvlink_down(node: SimNode, fault: Mapping[str, Any]) -> None:
@@ -245,6 +261,21 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("gpu",), _field(230, 1)),
     FaultKind("xid", "gpu.xid", "fail", "reboot", "gpu{gpu}", ("gpu",), _xid,
               options=("code", "age_s", "at_s")),
+    # One kind per class of NVIDIA's immediate action that fails (xid_catalog.py).
+    FaultKind("xid_reset_gpu", "gpu.xid", "fail", "reset_gpu", "gpu{gpu}", ("gpu",),
+              _xid_code(46), options=("age_s",)),  # RESET_GPU: GPU stopped processing
+    FaultKind("xid_restart_vm", "gpu.xid", "fail", "reboot", "gpu{gpu}", ("gpu",),
+              _xid_code(151), options=("age_s",)),  # RESTART_VM: key rotation error
+    FaultKind("xid_aux_power", "gpu.xid", "fail", "reseat_cable", "gpu{gpu}", ("gpu",),
+              _xid_code(54), options=("age_s",)),  # CHECK_MECHANICALS
+    FaultKind("xid_pcie_fatal_timeout", "gpu.xid", "fail", "reboot", "gpu{gpu}", ("gpu",),
+              _xid_code(167), options=("age_s",)),  # no bucket, fatal: as 79
+    FaultKind("xid_memory_capacity", "gpu.xid", "fail", "rma", "gpu{gpu}", ("gpu",),
+              _xid_code(168), options=("age_s",)),  # no bucket, fatal: capacity lost
+    FaultKind("xid_nvlink5_fatal", "gpu.xid", "fail", "reset_gpu", "gpu{gpu}", ("gpu",),
+              _xid_code(149), options=("age_s",), profiles=_NVL),
+    FaultKind("xid_recovery_changed", "gpu.xid", "fail", "reset_gpu", "gpu{gpu}", ("gpu",),
+              _xid_code(154), options=("age_s",), profiles=_NVL),
     FaultKind("thermal_slowdown", "gpu.clock_events", "fail", "investigate", "gpu{gpu}",
               ("gpu",), _set("clock_reasons", 0x40)),
     FaultKind("power_brake", "gpu.clock_events", "fail", "investigate", "gpu{gpu}", ("gpu",),
