@@ -59,6 +59,12 @@ SCHEMA: dict[str, Any] = {
         "tls_key": (_OPT_STR, None),
         "refresh_min_interval_s": (_NUM, 10.0),
     },
+    # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
+    "metrics": {
+        "hostname": ((str,), "auto"),  # GPU series' Hostname: auto | "" (none) | a name
+        "replace_blanks_in_model_name": ((bool,), False),
+        "ib_node_exporter_counters": ((bool,), True),
+    },
     # Gathering many nodes and judging them together (reports/gather.py, cluster_checks/).
     "cluster": {
         "concurrency": ((int,), 256),

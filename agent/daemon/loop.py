@@ -37,6 +37,7 @@ from ..serde import SerdeError
 from ..sources import SourceEnv
 from . import cycle, xid
 from .ibwindow import IB_WINDOW, IbWindow
+from .metric_labels import MetricSettings, settings_from
 from .metrics import AgentView, registry_for
 from .notify import Notifier
 from .persist import Persister
@@ -68,7 +69,7 @@ class Agent:
         self.overrides = overrides
         self._bound_agent = dict(config.section("agent"))  # listen and TLS: fixed at start
         self.notifier = notifier or Notifier({})
-        self.view = AgentView()
+        self.view = AgentView(settings=self._metric_settings())
         self.registry = registry_for(lambda: self.view)
         self.events = state.load_events()
         self.view.xid_counts = Counter(_xid_key(e) for e in self.events.items)
@@ -102,6 +103,10 @@ class Agent:
                           budget_s=float(data["budget_s"]),
                           profile=self.overrides.profile or data["profile"],
                           full_interval_s=float(data["full_interval_s"]))
+
+    def _metric_settings(self) -> MetricSettings:
+        return settings_from(self.config.section("metrics"), self.env.node, self.env.simulated,
+                             self.env.environ)
 
     def _load_previous(self) -> Snapshot | None:
         data = self.state.read(SNAPSHOT)
@@ -386,6 +391,7 @@ class Agent:
                 "setting": setting, "why": "bound at start: the running value stays"})
         interval = self.interval_s
         self.config, self.security = new, security
+        self.view.settings = self._metric_settings()
         if self.interval_s != interval:
             self._next_due = self._last_start + self.interval_s
             self._spawn(self._write_agent_json())
@@ -400,7 +406,7 @@ def _bind_reason(exc: OSError) -> str:
 
 def _xid_key(event: dict[str, Any]) -> tuple[str, str]:
     gpu = event.get("gpu_index")
-    return (f"gpu{gpu}" if gpu is not None else "unknown", str(event["xid"]))
+    return (str(gpu) if gpu is not None else "", str(event["xid"]))
 
 
 def state_dir(config: Config, override: Path | None) -> StateDir:

@@ -3,11 +3,14 @@
 A custom collector builds every family from the agent's current state at scrape time, so
 a GPU or port that disappeared disappears from the output too (no stale series, as a set
 of long-lived Gauges would leave), and each series is emitted exactly once. Names carry
-the ``clusterdiag_`` prefix and their unit; counters end in ``_total``.
+the ``clusterdiag_`` prefix and their unit; counters end in ``_total`` and count events,
+never settings. GPU and InfiniBand series carry dcgm-exporter's and node_exporter's
+identifying labels (metric_labels.py) so dashboards can join them with those exporters'.
 """
 
 from __future__ import annotations
 
+import platform
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +21,15 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ...checks.finding import Status, worst
 from ...reports.node import NodeReport
+from .. import __version__
 from ..model import Snapshot
+from .metric_labels import (
+    IB_LABELS,
+    IB_SETTING_FILES,
+    NODE_EXPORTER_IB_COUNTERS,
+    MetricSettings,
+    gpu_label_values,
+)
 
 STATUSES = [s.value for s in (Status.PASS, Status.WARN, Status.FAIL, Status.ERROR, Status.SKIP)]
 
@@ -29,20 +40,22 @@ class AgentView:
 
     snapshot: Snapshot | None = None
     report: NodeReport | None = None
-    xid_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (gpu, code)
+    xid_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (gpu index, code)
     collections: int = 0
     collection_errors: int = 0
     nvml_calls: int = 0
     last_success: float | None = None
     state_write_errors: int = 0
     state_writable: bool = True
+    settings: MetricSettings = field(default_factory=MetricSettings)
 
     def version(self) -> tuple[Any, ...]:
         """Changes whenever a scrape would see something different (every field above is
         only ever replaced or counted up), so the rendered text can be reused until then."""
         return (id(self.snapshot), id(self.report), self.collections, self.collection_errors,
                 self.nvml_calls, self.last_success, sum(self.xid_counts.values()),
-                len(self.xid_counts), self.state_write_errors, self.state_writable)
+                len(self.xid_counts), self.state_write_errors, self.state_writable,
+                self.settings)
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -55,22 +68,52 @@ class SnapshotCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         view = self.view()
+        build = _gauge("build_info", "Always 1: the clusterdiag version serving these metrics.",
+                       ["version", "python_version"])
+        build.add_metric([__version__, platform.python_version()], 1)
+        yield build
         yield from self._agent(view)
         if view.report is not None:
+            yield self._node_info(view.report, view.snapshot, view.settings)
             yield from self._checks(view.report)
         snap = view.snapshot
         if snap is not None:
             yield from self._sources(snap)
             if snap.nvml is not None:
-                yield from self._gpus(snap)
+                yield from self._gpus(snap, view.settings)
             if snap.infiniband:
-                yield from self._ib(snap)
+                yield from self._ib(snap, view.settings)
+        yield self._xids(view)
+
+    def _node_info(self, report: NodeReport, snap: Snapshot | None,
+                   settings: MetricSettings) -> Metric:
+        """One series to join per node (``on(instance) group_left(node)``): what it runs."""
+        nvml = snap.nvml if snap is not None else None
+        cuda = nvml.cuda_driver_version if nvml is not None else None
+        labels = {"node": report.node, "profile": str(report.profile.get("name") or ""),
+                  "driver_version": (nvml.driver_version or "") if nvml is not None else "",
+                  "cuda_version": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else "",
+                  "nccl_version": (snap.nccl.version or "") if snap is not None and
+                  snap.nccl is not None else ""}
+        if settings.hostname is not None:
+            labels["Hostname"] = settings.hostname
+        info = _gauge("node_info", "Always 1: the node, its platform profile and the driver, "
+                                   "CUDA and NCCL versions it runs.", list(labels))
+        info.add_metric(list(labels.values()), 1)
+        return info
+
+    def _xids(self, view: AgentView) -> Metric:
+        settings = view.settings
+        nvml = view.snapshot.nvml if view.snapshot is not None else None
+        by_index = {g.index: g for g in nvml.gpus} if nvml is not None else {}
         xid = CounterMetricFamily("clusterdiag_xid_events",
                                   "NVML XID events the agent recorded, by GPU and code.",
-                                  labels=["gpu", "code"])
+                                  labels=[*settings.gpu_label_names, "code"])
         for (gpu, code), n in sorted(view.xid_counts.items()):
-            xid.add_metric([gpu, code], n)
-        yield xid
+            index = int(gpu) if gpu.isdigit() else None
+            xid.add_metric([*gpu_label_values(index, by_index.get(index) if index is not None
+                                              else None, settings), code], n)
+        return xid
 
     def _agent(self, view: AgentView) -> Iterator[Metric]:
         runs = CounterMetricFamily("clusterdiag_collections", "Collections the agent ran.")
@@ -134,9 +177,9 @@ class SnapshotCollector(Collector):
         yield secs
         yield up
 
-    def _gpus(self, snap: Snapshot) -> Iterator[Metric]:
+    def _gpus(self, snap: Snapshot, settings: MetricSettings) -> Iterator[Metric]:
         assert snap.nvml is not None
-        labels = ["gpu", "uuid"]
+        labels = settings.gpu_label_names
         temp = _gauge("gpu_temperature_celsius", "GPU core temperature.", labels)
         slow = _gauge("gpu_slowdown_temperature_celsius", "Temperature where the GPU slows down.",
                       labels)
@@ -153,7 +196,7 @@ class SnapshotCollector(Collector):
         responsive = _gauge("gpu_responsive", "1 when every NVML call on the GPU returned.",
                             labels)
         for gpu in snap.nvml.gpus:
-            lab = [f"gpu{gpu.index}", gpu.uuid or ""]
+            lab = gpu_label_values(gpu.index, gpu, settings)
             responsive.add_metric(lab, 1 if gpu.responsive and not gpu.lost else 0)
             _maybe(temp, lab, gpu.temperature_c)
             _maybe(slow, lab, gpu.slowdown_temperature_c)
@@ -175,8 +218,8 @@ class SnapshotCollector(Collector):
                     _maybe(link_err, [*link_lab, name], value)
         yield from (responsive, temp, slow, power, limit, ecc, links_up, link_state, link_err)
 
-    def _ib(self, snap: Snapshot) -> Iterator[Metric]:
-        labels = ["hca", "port"]
+    def _ib(self, snap: Snapshot, settings: MetricSettings) -> Iterator[Metric]:
+        labels = IB_LABELS
         up = _gauge("ib_port_active", "1 when the port is ACTIVE and LinkUp.", labels)
         rate = _gauge("ib_port_rate_bytes_per_second", "Negotiated port rate.", labels)
         data = CounterMetricFamily("clusterdiag_ib_port_data_bytes",
@@ -197,6 +240,10 @@ class SnapshotCollector(Collector):
                     rate.add_metric(lab, port.rate_gbps * 1e9 / 8)
                 for group, values in (("port", port.counters), ("hw", port.hw_counters)):
                     for name, value in sorted(values.items()):
+                        if name in IB_SETTING_FILES or (
+                                group == "port" and not settings.ib_node_exporter_counters
+                                and name in NODE_EXPORTER_IB_COUNTERS):
+                            continue
                         if group == "port" and name in directions:
                             _maybe(data, [*lab, directions[name]], value)
                         else:
