@@ -4,9 +4,22 @@ Slurm names nodes by short name (``gpu001``) while an agent may report its FQDN 
 (``gpu001.cluster.example``), and a gather may have asked for either: the short names
 decide. Kept apart from ``nodeset`` so the prolog can use it without importing
 ClusterShell.
+
+A name another node sends is checked before anything folds it into a node set or writes
+it after ``sbatch --exclude=``: host-name characters only (letters, digits, ``-``, ``_``,
+``.``; not starting with ``-`` or ``.``), at most 253 of them. Anything else (``[``, ``,``,
+``/`` that Slurm reads as a file name, spaces, control characters) cannot be a node.
 """
 
 from __future__ import annotations
+
+import re
+
+_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
+
+
+def is_node_name(name: object) -> bool:
+    return isinstance(name, str) and _NODE_NAME.fullmatch(name) is not None
 
 
 def same_host(a: str, b: str) -> bool:

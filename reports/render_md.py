@@ -1,39 +1,67 @@
 """The cluster report as Markdown, for a ticket or a wiki page: the same order as the
-terminal (verdict, nodes to exclude, problems by severity), tables a wiki renders."""
+terminal (verdict, nodes to exclude, problems by severity), tables a wiki renders.
+
+Strings from node reports are the agents', and a Markdown page is rendered to HTML by
+whatever shows it: in plain text every ASCII punctuation mark is backslash-escaped
+(CommonMark's escape for any of them), so no ``<script>``, link, image or emphasis forms;
+a code span is fenced with more backticks than it holds, so nothing closes it early;
+control characters are shown escaped first (``inert.shown``).
+"""
 
 from __future__ import annotations
 
+import re
+import string
+
 from .cluster import ClusterReport, fold
+from .inert import shown
 from .render_terminal import components, passes_line, verdict_line
 
+_PUNCTUATION = re.compile(f"([{re.escape(string.punctuation)}])")
+_TICKS = re.compile("`+")
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+
+def _text(value: object) -> str:
+    """Agent text as Markdown that renders to exactly that text."""
+    return _PUNCTUATION.sub(r"\\\1", shown(value))
+
+
+def _code(value: object) -> str:
+    """Agent text as one code span (GFM reads ``\\|`` in it as a pipe, not a cell end)."""
+    text = shown(value).replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in _TICKS.findall(text)), default=0) + 1)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" else ""  # CommonMark strips one each side
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def render_md(report: ClusterReport) -> str:
     lines = [f"# Cluster report: {verdict_line(report)}", "",
              f"Generated {report.generated_at} by clusterdiag {report.version} "
              f"(via {report.via}).", ""]
-    if report.bad_nodes:
+    if report.bad_nodes:  # validated node names (summary.summarize), safe in a code block
         lines += [f"**Exclude ({len(report.bad_nodes)}):**", "", "```",
                   f"sbatch --exclude={fold(report.bad_nodes)}", "```", ""]
     if report.unreachable:
-        lines += [f"**Unreachable ({len(report.unreachable)}):** `{fold(report.unreachable)}`",
+        lines += [f"**Unreachable ({len(report.unreachable)}):** {_code(fold(report.unreachable))}",
                   ""]
     for blocker in report.cluster_blockers:
-        lines += [f"**Cluster:** {blocker.finding.component}: {blocker.finding.message} "
-                  f"(observed `{blocker.finding.observed}`, expected "
-                  f"`{blocker.finding.expected}`)", ""]
+        finding = blocker.finding
+        lines += [f"**Cluster:** {_text(finding.component)}: {_text(finding.message)} "
+                  f"(observed {_code(finding.observed)}, expected {_code(finding.expected)})",
+                  ""]
     groups = report.groups()
     if groups:
         lines += ["## Problems, most severe first", "",
                   "| status | check | problem | nodes | n | action | where |",
                   "|---|---|---|---|---|---|---|"]
         for g in groups:
-            lines.append("| " + " | ".join(_cell(v) for v in (
-                g.status.value.upper(), f"`{g.check}`", g.message, f"`{fold(g.nodes) or '-'}`",
-                len(set(g.nodes)), g.action.value, components(g))) + " |")
+            lines.append(_row([g.status.value.upper(), _code(g.check), _text(g.message),
+                               _code(fold(g.nodes) or "-"), str(len(set(g.nodes))),
+                               g.action.value, _text(components(g))]))
         lines.append("")
     lines += [passes_line(report), ""]
     return "\n".join(lines)

@@ -1,6 +1,10 @@
 """The cluster report for a terminal (rich): the verdict first, then the nodes to exclude
 as one folded set ready for ``sbatch --exclude=``, then what to fix, grouped across
-nodes, most severe first. Passes are counted, not listed. Piped, it is plain text."""
+nodes, most severe first. Passes are counted, not listed. Piped, it is plain text.
+
+Every string from a node report is the agent's, so the console interprets no markup or
+emoji codes (``[/]`` or ``[link=…]`` in a message is text), and control characters are
+shown escaped (``inert.shown``)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from rich.text import Text
 
 from ..checks.finding import Status
 from .cluster import ClusterReport, ProblemGroup, fold
+from .inert import shown
 
 STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "bold yellow",
          Status.PASS: "green", Status.SKIP: "dim"}
@@ -30,7 +35,7 @@ def verdict_line(report: ClusterReport) -> str:
 def components(group: ProblemGroup) -> str:
     names = sorted(group.components)
     more = f" +{len(names) - MAX_COMPONENTS}" if len(names) > MAX_COMPONENTS else ""
-    return ", ".join(names[:MAX_COMPONENTS]) + more
+    return shown(", ".join(names[:MAX_COMPONENTS]) + more)
 
 
 def passes_line(report: ClusterReport) -> str:
@@ -42,7 +47,7 @@ def passes_line(report: ClusterReport) -> str:
 def render_terminal(report: ClusterReport, colour: bool = False, width: int = 120) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=colour, no_color=not colour, width=width,
-                      highlight=False, soft_wrap=False)
+                      highlight=False, soft_wrap=False, markup=False, emoji=False)
     console.print(Text(verdict_line(report),
                        style="bold green" if report.ready else "bold red"))
     bad = fold(report.bad_nodes)
@@ -52,8 +57,8 @@ def render_terminal(report: ClusterReport, colour: bool = False, width: int = 12
     if report.unreachable:
         console.print(f"unreachable ({len(report.unreachable)}): {fold(report.unreachable)}")
     for blocker in report.cluster_blockers:
-        console.print(Text(f"cluster: {blocker.finding.component}: {blocker.finding.message}",
-                           style="bold red"))
+        console.print(Text(shown(f"cluster: {blocker.finding.component}: "
+                                 f"{blocker.finding.message}"), style="bold red"))
     groups = report.groups()
     if groups:
         table = Table(title="problems, most severe first", title_justify="left",
@@ -61,9 +66,10 @@ def render_terminal(report: ClusterReport, colour: bool = False, width: int = 12
         for name in ("status", "check", "problem", "nodes", "n", "action", "where"):
             table.add_column(name, overflow="fold", no_wrap=name in ("status", "n"))
         for g in groups:
-            table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]), g.check,
-                          g.message, fold(g.nodes) or "-", str(len(set(g.nodes))),
-                          g.action.value, components(g))
+            table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]),
+                          Text(shown(g.check)), Text(shown(g.message)),
+                          Text(fold(g.nodes) or "-"), str(len(set(g.nodes))),
+                          g.action.value, Text(components(g)))
         console.print()
         console.print(table)
     console.print()

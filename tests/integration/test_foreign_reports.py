@@ -20,9 +20,6 @@ from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 12 defect 5: reports from other "
-                               "nodes are trusted (markup, HTML, node names, verdict, merge)")
-
 HOSTILE = ("[/] [link=https://evil.example/]click[/link] [bold red]x[/] \x1b[2J\x1b]0;owned\x07"
            " \x1b]8;;https://evil.example/\x1b\\osc8\x1b]8;;\x1b\\ <script>alert(1)</script>"
            " <img src=x onerror=alert(2)> `code` ``` | pipe \u202e bidi")
@@ -43,7 +40,8 @@ def _save(directory: Path, template: dict[str, Any], node: str, *, fail: str | N
     if fail is not None:
         data["findings"][0].update(status="fail", message=fail, component="gpu0")
     data.update(changes)
-    path = directory / f"{len(list(directory.iterdir()))}-{re.sub(r'[^a-z0-9]', '_', node)[:40]}.json"
+    stem = re.sub(r"[^a-z0-9]", "_", node)[:40]
+    path = directory / f"{len(list(directory.iterdir()))}-{stem}.json"
     path.write_text(json.dumps(data))
     return str(path)
 
