@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hardware import Counter, SimGpu, SimNode
+from .counter import Counter
+from .hardware import SimGpu, SimNode
 from .ib_faults import (
     counter_saturated,
     firmware_mixed,

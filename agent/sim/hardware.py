@@ -11,14 +11,12 @@ import hashlib
 import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ...checks.profile import Profile
-from .host_nccl import SimNccl
+from .counter import Counter
+from .ib import SimHca, build_hcas
 from .layout import LAYOUTS, Layout
-
-if TYPE_CHECKING:
-    from .ib import SimHca
+from .nccl_state import SimNccl
 
 # NVML constants used by the state (values from nvml.h; hardware.md §1).
 REMOTE_SWITCH = 2
@@ -26,15 +24,6 @@ FABRIC_COMPLETED = 3
 # Per-link error counters each generation has (field ids; Blackwell dropped 161-163).
 LINK_COUNTERS = (161, 162, 163)
 LINK_COUNTERS_NVLINK5 = (214, 215, 208, 211, 221)
-
-
-@dataclass
-class Counter:
-    base: int = 0
-    rate_per_s: float = 0.0
-
-    def value(self, epoch: float) -> int:
-        return self.base + int(self.rate_per_s * max(0.0, time.time() - epoch))
 
 
 @dataclass
@@ -200,7 +189,5 @@ def build_node(name: str, profile: Profile, rack: str | None = None,
                    nvswitch_bdfs=list(layout.nvswitch_bdfs))
     if profile.nvlinks_per_gpu:
         node.p2p = {(a.index, b.index): 0 for a in gpus for b in gpus if a.index < b.index}
-    from .ib import build_hcas  # sim/ib.py builds on this module's Counter
-
     node.hcas = build_hcas(name, profile.name, profile.nic_pcie_gen, profile.nic_pcie_width)
     return node

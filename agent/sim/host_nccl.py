@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,19 +20,7 @@ if TYPE_CHECKING:
 
 LIBRARY = "libnccl.so.2"
 _MARK = "simulated libnccl "
-ACS_CTRL_OFFSET = 0x106  # the ACS capability the sim writes at 0x100 (tree._write_config)
-
-
-@dataclass
-class SimNccl:
-    library_version: str | None = "2.23.4"  # None: NCCL only in the job containers
-    conf: dict[str, str] = field(default_factory=dict)  # /etc/nccl.conf
-    driver_open: bool = True
-    iommu_translated: bool = False
-    acs_gpus: list[int] = field(default_factory=list)  # GPUs whose switch port redirects
-    memlock_conf_kib: int | None = None  # limits.conf memlock; None = unlimited
-    remove_ipc: bool = False
-    allreduce_busbw_gbps: float | None = None  # nccl-tests installed, and what it measures
+ACS_CTRL_OFFSET = 0x106  # the ACS capability the sim writes at 0x100 (pci_tree._write_config)
 
 
 def _write(path: Path, text: str) -> None:

@@ -1,7 +1,7 @@
 """Simulated RDMA devices: what each /sys/class/infiniband file of a node will say.
 
 Built from the platform's ``HCA_LAYOUTS`` entry and changed by faults. Counters are
-``hardware.Counter`` (base, rate) pairs against the node's epoch, like NVML's; the narrow
+``counter.Counter`` (base, rate) pairs against the node's epoch, like NVML's; the narrow
 IBA error counters stop at their maximum as the spec says real ones do.
 """
 
@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ..model.ib import COUNTER_BITS, COUNTER_MAX, DATA_COUNTERS
-from .hardware import Counter
+from .counter import Counter
 from .layout import HCA_LAYOUTS, HcaSlot
 
 

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..model.ib import COUNTER_MAX
-from .hardware import Counter, SimNode
+from .counter import Counter
+from .hardware import SimNode
 from .ib import SimHca, SimIbPort
 from .layout import HCA_LAYOUTS
 

@@ -14,8 +14,8 @@ import yaml
 from ClusterShell.NodeSet import NodeSetParseError
 
 from ...checks.profile import UnknownProfileError, load_profile
-from ...reports.nodeset import expand
 from ..errors import UsageError
+from ..model.nodeset import expand
 from .faults import FAULTS
 from .ib_faults import hca_problem
 from .layout import LAYOUTS

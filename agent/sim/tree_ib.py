@@ -19,7 +19,7 @@ from .hardware import SimNode
 from .ib import LANE_GBPS, PHYS_STATES, STATES, SimHca, SimIbPort
 
 if TYPE_CHECKING:
-    from .tree import PciTree
+    from .pci_tree import PciTree
 
 _IB_CLASS, _ETH_CLASS = "0x020700", "0x020000"
 # hardware.md §3.2: RoCE v2 IPv4-mapped GIDs; IB ports use the default subnet prefix.
