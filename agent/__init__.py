@@ -1,3 +1,5 @@
 """clusterdiag's node side: sources, collectors, the snapshot, the runner, the CLI."""
 
-__version__ = "0.1.0"
+from .model.version import VERSION as __version__
+
+__all__ = ["__version__"]

@@ -21,10 +21,10 @@ from typing import Any
 import aiohttp
 
 from ..agent.errors import UsageError
-from ..agent.tokenfile import read_token
 from .cluster_checks import Unreachable
 from .hostname import same_host
 from .summary import BadReport, NodeSummary, summarize
+from .tokenfile import read_token
 
 Advance = Callable[[], None]
 Gathered = tuple[list[NodeSummary], list[Unreachable]]

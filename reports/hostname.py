@@ -2,7 +2,7 @@
 
 Slurm names nodes by short name (``gpu001``) while an agent may report its FQDN hostname
 (``gpu001.cluster.example``), and a gather may have asked for either: the short names
-decide. Kept apart from ``nodeset`` so the prolog can use it without importing
+decide. Kept apart from ``agent/model/nodeset.py`` so the prolog can use it without importing
 ClusterShell.
 
 A name another node sends is checked before anything folds it into a node set or writes

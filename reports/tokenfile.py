@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import ConfigError
+from ..agent.errors import ConfigError
 
 MIN_TOKEN_CHARS = 16
 

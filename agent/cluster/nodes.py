@@ -13,7 +13,7 @@ from ..errors import UsageError
 def _read_nodes(text: str, where: str) -> list[str]:
     from ClusterShell.NodeSet import NodeSetParseError
 
-    from ...reports.nodeset import expand
+    from ..model.nodeset import expand
 
     names: list[str] = []
     for word in text.split() if where != "--nodes" else [text]:

@@ -18,6 +18,10 @@ from .nccl import AllreduceRun, NcclInfo
 from .pci import PciDevice
 
 SNAPSHOT_SCHEMA = "clusterdiag/snapshot/v1"
+# The Snapshot fields that one source each fills (agent/collect.py SOURCES, one entry per
+# name): what a check's ``needs`` may name, checked when the check registers.
+SOURCE_FIELDS = frozenset({"host", "pci", "nvml", "kernel_log", "infiniband", "nccl",
+                           "allreduce"})
 
 
 @dataclass
@@ -57,4 +61,4 @@ class Snapshot:
         return snap
 
 
-__all__ = ["SNAPSHOT_SCHEMA", "Snapshot", "SourceStats"]
+__all__ = ["SNAPSHOT_SCHEMA", "SOURCE_FIELDS", "Snapshot", "SourceStats"]

@@ -1,5 +1,8 @@
 """Node sets in Slurm/ClusterShell syntax (``gpu[001-128,130]``), expanded with a bound.
 
+In the model because every layer names nodes this way: simulator specs, the cluster
+checks' settings and ``--nodes`` (the simulator may not import reports/).
+
 ClusterShell expands a range into a set of every index before anything can look at its
 size, so a typo such as ``n[1-99999999]`` costs minutes. No cluster has more than
 MAX_NODES nodes: a range wider than that is refused before ClusterShell sees it.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...agent import __version__
+from ...agent.model.version import VERSION
 from ..cluster import ClusterFinding, ClusterReport
 from ..summary import NodeSummary, unanswered
 from .capacity import capacity
@@ -35,7 +35,7 @@ CATALOG = {
 
 def judge(summaries: Sequence[NodeSummary], failures: Sequence[Unreachable],
           settings: ClusterSettings, *, via: str, need: int | None = None,
-          version: str = __version__) -> ClusterReport:
+          version: str = VERSION) -> ClusterReport:
     """One cluster report from the nodes that answered and the reasons the others did not."""
     nodes = {s.node: s for s in summaries}
     for failure in failures:

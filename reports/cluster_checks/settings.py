@@ -9,7 +9,7 @@ from typing import Any
 from ClusterShell.NodeSet import NodeSetParseError
 
 from ...agent.errors import ConfigError
-from ..nodeset import expand
+from ...agent.model.nodeset import expand
 
 # What cluster.versions compares, and how each is called in findings and in ``pinned``.
 VERSION_FIELDS = ("driver", "cuda", "nccl", "vbios", "hca_firmware", "kernel", "clusterdiag")

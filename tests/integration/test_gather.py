@@ -22,7 +22,6 @@ from clusterdiag.agent.errors import ClusterdiagError
 from clusterdiag.agent.runner import RunOptions, run_node
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.agent.tokenfile import read_token
 from clusterdiag.reports.gather import (
     GatherSettings,
     gather_agent,
@@ -31,6 +30,7 @@ from clusterdiag.reports.gather import (
     settings_from,
     split_labelled,
 )
+from clusterdiag.reports.tokenfile import read_token
 from tests.conftest import run_cli
 
 TOKEN = "s3cret-token"

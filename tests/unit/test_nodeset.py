@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ClusterShell.NodeSet import NodeSetParseError
 
-from clusterdiag.reports.nodeset import MAX_NODES, expand
+from clusterdiag.agent.model.nodeset import MAX_NODES, expand
 from tests.conftest import run_cli
 
 
