@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent.model import Snapshot
+from ..agent.model import SOURCE_FIELDS, Snapshot
 from .finding import Action, Finding
 from .profile import Profile
 
@@ -64,6 +64,11 @@ class DuplicateCheckError(RuntimeError):
     """Two checks registered under one id: a programming error caught at import."""
 
 
+class UnknownNeedError(RuntimeError):
+    """A check needs a source the Snapshot does not have (a typo would otherwise leave
+    the check running without the data it reads): caught at import."""
+
+
 def check(
     check_id: str,
     *,
@@ -76,7 +81,13 @@ def check(
     actions: Iterable[Action] = (),
     privileged: bool = False,
 ) -> Callable[[CheckFunc], CheckFunc]:
-    """Register ``func`` as check ``check_id``; its docstring's first line is its summary."""
+    """Register ``func`` as check ``check_id``; its docstring's first line is its summary.
+    ``needs`` names Snapshot fields (``SOURCE_FIELDS``); any other name is refused."""
+    needs = tuple(needs)
+    unknown = sorted(set(needs) - SOURCE_FIELDS)
+    if unknown:
+        raise UnknownNeedError(f"check {check_id!r} needs {', '.join(map(repr, unknown))}: "
+                               f"not a Snapshot source ({', '.join(sorted(SOURCE_FIELDS))})")
 
     def register(func: CheckFunc) -> CheckFunc:
         if check_id in REGISTRY:
@@ -86,7 +97,7 @@ def check(
             id=check_id,
             func=func,
             summary=doc[0] if doc else check_id,
-            needs=tuple(needs),
+            needs=needs,
             remedy=remedy,
             params=dict(params or {}),
             rate=rate,

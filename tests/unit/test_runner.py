@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -11,12 +12,13 @@ import pytest
 from clusterdiag.agent import collect
 from clusterdiag.agent.collect import SourceSpec
 from clusterdiag.agent.config import Config
+from clusterdiag.agent.model import SOURCE_FIELDS, Snapshot
 from clusterdiag.agent.runner import RunOptions, run_node
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.checks import registry
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.registry import CheckContext, DuplicateCheckError, check
+from clusterdiag.checks.registry import CheckContext, DuplicateCheckError, UnknownNeedError, check
 
 
 def test_a_source_that_blocks_forever_becomes_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,6 +66,21 @@ def test_duplicate_check_id_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
     with pytest.raises(DuplicateCheckError):
         check("host.disk", needs=(), remedy="")(lambda ctx: iter(()))
+
+
+def test_a_need_that_is_not_a_snapshot_source_is_refused_at_registration(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    with pytest.raises(UnknownNeedError, match="'infiniband_ports'"):
+        check("ib.zz_typo", needs=("infiniband_ports",), remedy="")
+    assert "ib.zz_typo" not in registry.REGISTRY
+    check("ib.zz_fine", needs=("infiniband",), remedy="")(lambda ctx: iter(()))
+    assert registry.REGISTRY["ib.zz_fine"].needs == ("infiniband",)
+
+
+def test_the_needs_a_check_may_name_are_the_collected_sources() -> None:
+    assert set(collect.SOURCES) == SOURCE_FIELDS
+    assert {f.name for f in dataclasses.fields(Snapshot)} >= SOURCE_FIELDS
 
 
 def test_quick_skips_rate_checks_with_the_reason() -> None:
