@@ -22,6 +22,9 @@ NODE = "node"
 GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 CONNECTX8 = "MT4131"
 _LINKED = ("ACTIVE", "INIT", "ARMED", "ACTIVE_DEFER")
+# Logical states of a port whose physical link is up but that the subnet manager has not
+# activated (IBA PortInfo PortState 2 INIT, 3 ARMED).
+_NOT_ACTIVATED = ("INIT", "ARMED")
 
 
 def port_component(dev: IbDevice, port: IbPort) -> str:
@@ -111,9 +114,17 @@ def _compute_state(dev: IbDevice, port: IbPort) -> Finding:
                             "up", Action.INVESTIGATE)
     if port.state == "ACTIVE" and port.phys_state == "LinkUp":
         return Finding.passed(comp, "port active, link up", observed)
+    if port.phys_state == "LinkUp" and port.state in _NOT_ACTIVATED:
+        # The cable and the switch port are fine; the subnet manager never took the port
+        # to ACTIVE. NCCL opens only ACTIVE ports, so the rail is unusable whatever its LID.
+        observed_sm = {"state": port.state, "phys_state": port.phys_state, "lid": port.lid,
+                       "sm_lid": port.sm_lid}
+        why = "no subnet manager has configured it" if not port.lid or not port.sm_lid \
+            else "the subnet manager assigned a LID but did not activate it"
+        return Finding.fail(comp, f"port {port.state} with link up: {why}", observed_sm,
+                            "ACTIVE/LinkUp", Action.INVESTIGATE)
     if port.phys_state == "LinkUp" and port.state in _LINKED:
-        return Finding.skip(comp, "link up, waiting for the subnet manager "
-                                  "(see ib.subnet_manager)")
+        return Finding.skip(comp, "link up, activation deferred (see ib.subnet_manager)")
     if port.phys_state == "Polling":
         return Finding.fail(comp, "no link partner (Polling): cable or switch port",
                             observed, "ACTIVE/LinkUp", Action.RESEAT_CABLE)
@@ -135,13 +146,21 @@ def _other_state(dev: IbDevice, port: IbPort) -> Finding:
 
 @check("ib.port_state", needs=("infiniband",), params={"noncompute": "warn", "ignore_hcas": []},
        remedy="Polling means no link partner: reseat or replace the cable, check the switch "
-              "port. Disabled/Down: see whether the switch or the SM disabled the port "
+              "port. INIT or ARMED with the link up: the subnet manager has not activated "
+              "the port (is opensm/UFM running for this rail, does it log the port, "
+              "`sminfo`, `ibportstate`). Disabled/Down: see whether the switch or the SM "
+              "disabled the port "
               "(ibportstate, the switch log). A RoCE port is down when its netdev is: "
               "`ip link set DEV up` and check the network configuration. Ports that are "
               "unused on purpose can be listed in ignore_hcas.",
        actions=(Action.RESEAT_CABLE, Action.INVESTIGATE))
 def port_state(ctx: CheckContext) -> Iterator[Finding]:
-    """Every compute port is ACTIVE with its physical link up; other ports up (warn)."""
+    """Every compute port is ACTIVE with its physical link up; other ports up (warn).
+
+    A compute port in INIT or ARMED fails whatever its LID: with no LID the subnet
+    manager never configured it (ib.subnet_manager says so too), with one it configured
+    it and stopped short of ACTIVE; either way NCCL cannot use the rail.
+    """
     ignore = {str(n) for n in ctx.params.get("ignore_hcas") or []}
     judged = False
     for dev in devices(ctx):

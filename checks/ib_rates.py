@@ -121,6 +121,22 @@ def _link_downed_windows(ctx: CheckContext) -> dict[str, Rate]:
     return windows
 
 
+def _saturated(comp: str, name: str, old: IbPort, port: IbPort, dt: float, judge: Any,
+               params: Mapping[str, Any], action: Action) -> Finding:
+    """A counter pinned at its maximum: the growth up to it is a lower bound on the
+    events (a 4-bit counter that went from 0 to 15 in 30 s counted at least 15). When that
+    bound already breaks a limit it is the verdict; otherwise the rate is unknown."""
+    rate = counter_rate(old.counters.get(name), port.counters.get(name), dt)
+    verdict = judge(name, rate, port, params) if rate is not None and rate.events else None
+    if verdict is not None and rate is not None:
+        status, message, expected = verdict
+        return Finding(status, comp, f"{message} (at least: the counter saturated)",
+                       {"counter": name, **rate.to_dict(), "lower_bound": True}, expected,
+                       action)
+    return Finding.warn(comp, f"{name} saturated at its maximum: rate unknown, reset the "
+                              "counters", port.counters.get(name), "below the counter's maximum")
+
+
 def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
            judge: Any) -> Iterator[Finding]:
     """Shared walk of both rate checks: saturation first, then each counter's rate."""
@@ -146,9 +162,7 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
                 continue
             if name in port.saturated:
                 bad = True
-                yield Finding.warn(comp, f"{name} saturated at its maximum: rate unknown, "
-                                         "reset the counters", port.counters.get(name),
-                                   "below the counter's maximum")
+                yield _saturated(comp, name, old, port, dt, judge, ctx.params, action)
                 continue
             if f"counters/{name}" in port.unknown:
                 bad = True
@@ -238,3 +252,104 @@ def _judge_congestion(name: str, rate: Rate, port: IbPort, params: Mapping[str, 
 def congestion(ctx: CheckContext) -> Iterator[Finding]:
     """Compute ports do not wait for credits or discard packets at a high rate."""
     yield from _rates(ctx, _CONGESTION, Action.INVESTIGATE, _judge_congestion)
+
+
+# -- ib.transport_errors ------------------------------------------------------------------
+
+# The mlx5 transport (queue-pair) counters in hw_counters/ (hardware.md §3.4), judged as
+# rates: a [warn, fail] limit per minute each, ``None`` for a side not judged. Sources:
+# - rnr_nak_retry_err (a QP exhausted its RNR retries and went to error: a connection of
+#   the job broke): NVSentinel's nic-health-monitor calls any increase fatal (peers.md
+#   §2.8); here any increase of ``min_events`` or more fails.
+# - local_ack_timeout_err (the requester waited out an ACK: lost packets or a dead peer;
+#   each costs NCCL_IB_TIMEOUT, ~4 s at the default 20): NVSentinel's non-fatal limit,
+#   1/s, warns.
+# - packet_seq_err, implied_nak_seq_err (NAKs for packets the responder never received:
+#   loss in the fabric): no peer publishes a limit; the same 1/s as ACK timeouts, since
+#   each loss is followed by a retransmission, warns.
+# - req_cqe_error, resp_cqe_error (work completions in error on this node: a QP moved to
+#   the error state): no peer limit; NCCL aborts on the first one, so any increase of
+#   ``min_events`` or more warns (the application may be the cause: bad memory keys).
+# - out_of_buffer, out_of_sequence, duplicate_request (receiver without posted buffers,
+#   reordering, retransmitted requests): no peer limit; NVSentinel's 10/s for
+#   roce_slow_restart, the closest congestion-class counter it judges, warns.
+# - roce_slow_restart: NVSentinel's non-fatal limit, 10/s, warns.
+# Not judged: *_flush_error (normal in bursts when QPs are torn down), the remote
+# access/length errors (the application's own bugs), rx_* request counts (traffic).
+TRANSPORT_LIMITS: dict[str, list[float | None]] = {
+    "rnr_nak_retry_err": [None, 0.0],
+    "local_ack_timeout_err": [60.0, None],
+    "packet_seq_err": [60.0, None],
+    "implied_nak_seq_err": [60.0, None],
+    "req_cqe_error": [0.0, None],
+    "resp_cqe_error": [0.0, None],
+    "out_of_buffer": [600.0, None],
+    "out_of_sequence": [600.0, None],
+    "duplicate_request": [600.0, None],
+    "roce_slow_restart": [600.0, None],
+}
+
+
+def _transport_findings(comp: str, port: IbPort, old: IbPort, dt: float,
+                        params: Mapping[str, Any]) -> Iterator[Finding]:
+    limits: Mapping[str, Any] = params.get("limits") or {}
+    min_events = int(params.get("min_events", DEFAULT_MIN_EVENTS))
+    judged, bad = 0, False
+    for name in sorted(limits):
+        pair = limits[name]
+        rate = counter_rate(old.hw_counters.get(name), port.hw_counters.get(name), dt)
+        if rate is None or not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            continue
+        judged += 1
+        warn, fail = pair
+        observed = {"counter": name, **rate.to_dict()}
+        if fail is not None and over_per_min(rate, float(fail), min_events):
+            bad = True
+            yield Finding.fail(comp, f"{name} increasing", observed, f"<= {fail:g}/min",
+                               Action.INVESTIGATE)
+        elif warn is not None and over_per_min(rate, float(warn), min_events):
+            bad = True
+            yield Finding.warn(comp, f"{name} increasing", observed, f"<= {warn:g}/min",
+                               Action.INVESTIGATE)
+    if bad:
+        return
+    if judged:
+        yield Finding.passed(comp, "transport counters within limits",
+                             f"{judged} counters over {round(dt, 1)} s")
+    else:
+        yield Finding.skip(comp, "no transport counters (hw_counters) in both samples")
+
+
+@check("ib.transport_errors", needs=("infiniband",), rate=True,
+       params={"min_events": DEFAULT_MIN_EVENTS, "limits": TRANSPORT_LIMITS},
+       remedy="Transport errors are the fabric losing packets or a peer not answering: an "
+              "RNR retry or ACK timeout exceeded breaks a NCCL connection. Look at this "
+              "port's physical counters (ib.error_rate) and its cable, then at the switch "
+              "ports and the peers it talks to (ibdiagnet); completion errors with healthy "
+              "links point at the application (memory registration, keys).",
+       actions=(Action.INVESTIGATE,))
+def transport_errors(ctx: CheckContext) -> Iterator[Finding]:
+    """Compute ports' mlx5 transport counters grow slower than their limits.
+
+    The counters are 32-bit and wrap (hardware.md §3.4): a value that went backwards
+    counts what it shows since, a lower bound (rates.py). A per-minute limit is judged as
+    a rate over a minute or more, else by the count alone (``over_per_min``), and never
+    on fewer than ``min_events`` events.
+    """
+    if ctx.previous is None:
+        yield Finding.skip(NODE, "no earlier sample to compare transport counters with")
+        return
+    dt = sample_interval(ctx.previous, ctx.snapshot)
+    if dt is None:
+        yield Finding.error(NODE, "samples out of order: cannot compute rates")
+        return
+    judged = False
+    for dev, port, old in _pairs(ctx):
+        judged = True
+        comp = port_component(dev, port)
+        if old is None:
+            yield Finding.skip(comp, "port not in the earlier sample")
+        else:
+            yield from _transport_findings(comp, port, old, dt, ctx.params)
+    if not judged:
+        yield no_compute(ctx)

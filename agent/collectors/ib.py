@@ -4,6 +4,16 @@ Counters are read only for compute devices. On DGX/GB200-class systems reading t
 PMA counters of a firmware-restricted function makes mlx5 send ACCESS_REG commands that
 fail and flood the kernel log (node_exporter#3434, gpud#1164; hardware.md §3.3), and a
 storage or management port's counters say nothing about NCCL's rails anyway.
+
+PHY health (pre-/post-FEC BER, FEC corrections, module temperature, voltage and optical
+power, as ``mlxlink -d <pci> -c -e -m`` and ``ethtool -m <netdev>`` print them) is not
+read yet: its parser waits for real captures of those tools. Its place, when it comes:
+a collector module ``ib_phy.py`` that runs the tools through the command runner
+(``SourceEnv.run``, with its own deadline), called for compute ports from the agent's
+collection only (``agent/daemon/cycle.collect``) — never from the prolog, since
+``mlxlink`` takes seconds per port and sends firmware register reads (the ACCESS_REG
+side effect above) — storing the readings as facts under a new ``IbPort`` field; an
+``ib.phy`` check would judge them and skip with the reason where they were not read.
 """
 
 from __future__ import annotations

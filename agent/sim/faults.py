@@ -22,10 +22,13 @@ from .ib_faults import (
     mlx5_health,
     netdev_down,
     pcie_degraded,
+    port_armed,
     port_down,
+    port_init,
     port_polling,
     rate_degraded,
     rcv_errors,
+    rnr_retry_exceeded,
     sm_missing,
     symbol_errors,
     width_degraded,
@@ -62,6 +65,10 @@ class FaultKind:
     # Check parameters the catching check needs (e.g. nccl.library require_host): a node
     # without host NCCL is only a failure where config says NCCL must be on the host.
     config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Other checks that must trip too, with the same status, component and action, because
+    # the one fault is two facts each check owns (a port no subnet manager configured is
+    # both not ACTIVE and without a LID). Nothing outside check + also may trip.
+    also: tuple[str, ...] = ()
 
 
 def _gpu(node: SimNode, fault: Mapping[str, Any]) -> SimGpu:
@@ -347,7 +354,15 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("ib_link_layer_ethernet", "ib.link_layer", "fail", "fix_config", "{hca}/{port}",
               ("hca",), link_layer_ethernet, options=("port",), profiles=_HGX),
     FaultKind("sm_missing", "ib.subnet_manager", "fail", "investigate", "{hca}/{port}",
-              ("hca",), sm_missing, options=("port",), profiles=_IB),
+              ("hca",), sm_missing, options=("port",), profiles=_IB,
+              also=("ib.port_state",)),
+    FaultKind("ib_port_init", "ib.port_state", "fail", "investigate", "{hca}/{port}",
+              ("hca",), port_init, options=("port",), profiles=_IB),
+    FaultKind("ib_port_armed", "ib.port_state", "fail", "investigate", "{hca}/{port}",
+              ("hca",), port_armed, options=("port",), profiles=_IB),
+    FaultKind("ib_transport_errors", "ib.transport_errors", "fail", "investigate",
+              "{hca}/{port}", ("hca",), rnr_retry_exceeded, level="full", options=("port",),
+              profiles=_IB),
     FaultKind("roce_netdev_down", "ib.port_state", "warn", "investigate", "{hca}/{port}",
               ("hca",), netdev_down, options=("port",), profiles=_IB),
     FaultKind("ib_symbol_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",

@@ -73,6 +73,12 @@ def _counter(name: str, rate_per_s: float, base: int = 0) -> Apply:
     return apply
 
 
+def _hw_counter(name: str, rate_per_s: float) -> Apply:
+    def apply(node: SimNode, fault: Mapping[str, Any]) -> None:
+        port_of(node, fault).hw_counters[name] = Counter(0, rate_per_s)
+    return apply
+
+
 def hca_missing(node: SimNode, fault: Mapping[str, Any]) -> None:
     hca_of(node, fault).present = False
 
@@ -108,6 +114,11 @@ port_down = _port_set(state="DOWN", phys_state="Disabled", netdev_operstate="dow
 port_polling = _port_set(state="DOWN", phys_state="Polling", netdev_operstate="down")
 width_degraded = _port_set(width=2)
 sm_missing = _port_set(state="INIT", lid=0, sm_lid=0, netdev_operstate="down")
+# The SM configured the port (it has its LID) and stopped short of ACTIVE.
+port_init = _port_set(state="INIT", netdev_operstate="down")
+port_armed = _port_set(state="ARMED", netdev_operstate="down")
+# A connection breaking over and over: RNR retries exhausted (QPs to error).
+rnr_retry_exceeded = _hw_counter("rnr_nak_retry_err", 50.0)
 netdev_down = _port_set(state="DOWN", phys_state="Disabled", netdev_operstate="down")
 symbol_errors = _counter("symbol_error", 500.0)
 link_downed = _counter("link_downed", 2.0)

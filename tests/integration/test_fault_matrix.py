@@ -87,7 +87,11 @@ def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
     assert {f.status.value for f in hits} == {spec.status}, hits
     assert component in {f.component for f in hits}, hits
     assert spec.action in {f.action.value for f in hits}, hits
-    others = [f for f in bad if f.check != spec.check]
+    for also in spec.also:  # the same fault, a second fact another check owns
+        also_hits = [f for f in bad if f.check == also]
+        assert {(f.status.value, f.component, f.action.value) for f in also_hits} == {
+            (spec.status, component, spec.action)}, (kind, also, also_hits)
+    others = [f for f in bad if f.check not in (spec.check, *spec.also)]
     assert not others, f"{kind} also tripped: {others}"
 
 

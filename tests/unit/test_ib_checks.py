@@ -80,13 +80,25 @@ def test_hca_count() -> None:
     ({}, Status.PASS, "none"),
     ({"state": "DOWN", "phys_state": "Polling"}, Status.FAIL, "reseat_cable"),
     ({"state": "DOWN", "phys_state": "Disabled"}, Status.FAIL, "investigate"),
-    ({"state": "INIT"}, Status.SKIP, "none"),
+    ({"state": "INIT"}, Status.FAIL, "investigate"),  # a LID assigned (5), not activated
+    ({"state": "ARMED"}, Status.FAIL, "investigate"),
+    ({"state": "INIT", "lid": 0, "sm_lid": 0}, Status.FAIL, "investigate"),  # no SM at all
+    ({"state": "ACTIVE_DEFER"}, Status.SKIP, "none"),
     ({"state": None}, Status.ERROR, "investigate"),
 ])
 def test_port_state_compute(port_kw: dict[str, Any], status: Status, action: str) -> None:
     found = [f for f in _run("ib.port_state", _snap(_eight(**port_kw)))
              if f.component == "mlx5_3/1"]
     assert [(f.status, f.action.value) for f in found] == [(status, action)]
+
+
+def test_port_state_names_why_a_linked_port_is_not_active() -> None:
+    stuck = _run("ib.port_state", _snap(_eight(state="ARMED")))
+    assert [f.message for f in stuck if f.status is Status.FAIL] == [
+        "port ARMED with link up: the subnet manager assigned a LID but did not activate it"]
+    no_sm = _run("ib.port_state", _snap(_eight(state="INIT", lid=0, sm_lid=0)))
+    assert [f.message for f in no_sm if f.status is Status.FAIL] == [
+        "port INIT with link up: no subnet manager has configured it"]
 
 
 def test_port_state_noncompute_warns_and_can_be_ignored() -> None:
@@ -182,6 +194,70 @@ def test_saturated_counter_warns_never_a_zero_rate() -> None:
     bad = [f for f in found if f.status is not Status.PASS]
     assert [(f.component, f.status) for f in bad] == [("mlx5_3/1", Status.WARN)]
     assert "saturated" in bad[0].message
+
+
+def test_a_saturated_narrow_counter_is_judged_by_the_lower_bound_it_proves() -> None:
+    """local_link_integrity_errors is 4 bits: 0 -> 15 in 30 s is at least 15 events, past
+    the fail limit (10/min, judged by the count under a minute); 12 -> 15 proves only 3."""
+    def pinned(start: int) -> tuple[Snapshot, Snapshot]:
+        devs = _eight()
+        devs[3].ports[0].counters["local_link_integrity_errors"] = start
+        later = copy.deepcopy(devs)
+        later[3].ports[0].counters["local_link_integrity_errors"] = 15
+        later[3].ports[0].saturated = ["local_link_integrity_errors"]
+        return _snap(devs), _snap(later, 1030.0)
+
+    before, after = pinned(0)
+    found = [f for f in _run("ib.error_rate", after, previous=before) if f.status is not
+             Status.PASS]
+    assert [(f.component, f.status, f.action.value) for f in found] == [
+        ("mlx5_3/1", Status.FAIL, "reseat_cable")]
+    assert found[0].observed["lower_bound"] is True
+    assert found[0].observed["events"] == 15
+    before, after = pinned(12)
+    found = [f for f in _run("ib.error_rate", after, previous=before) if f.status is not
+             Status.PASS]
+    assert [(f.status, "rate unknown" in f.message) for f in found] == [(Status.WARN, True)]
+
+
+def _transport(growth: dict[str, int], dt: float) -> list[Finding]:
+    def devs(values: dict[str, int]) -> list[IbDevice]:
+        out = _eight()
+        for dev in out:
+            dev.ports[0].hw_counters = {"rnr_nak_retry_err": 0, "local_ack_timeout_err": 0,
+                                        "req_cqe_flush_error": 0, "out_of_buffer": 0}
+        out[3].ports[0].hw_counters.update(values)
+        return out
+    before = _snap(devs({}))
+    after = _snap(devs(growth), 1000.0 + dt)
+    return _run("ib.transport_errors", after, previous=before)
+
+
+@pytest.mark.parametrize(("growth", "dt", "status"), [
+    ({}, 30.0, Status.PASS),
+    ({"rnr_nak_retry_err": 2}, 30.0, Status.PASS),  # below min_events: no verdict
+    ({"rnr_nak_retry_err": 3}, 600.0, Status.FAIL),  # any increase fails (NVSentinel fatal)
+    ({"local_ack_timeout_err": 50}, 30.0, Status.PASS),  # 50 in 30 s: not over 60
+    ({"local_ack_timeout_err": 300}, 120.0, Status.WARN),  # 150/min > 60/min (1/s)
+    ({"local_ack_timeout_err": 300}, 600.0, Status.PASS),  # 30/min
+    ({"req_cqe_flush_error": 10_000}, 30.0, Status.PASS),  # QP teardown: not judged
+    ({"out_of_buffer": 20_000}, 30.0, Status.WARN),  # > 600 in under a minute
+])
+def test_transport_errors(growth: dict[str, int], dt: float, status: Status) -> None:
+    found = [f for f in _transport(growth, dt) if f.component == "mlx5_3/1"]
+    assert {f.status for f in found} == {status}
+    assert all(f.action.value == "investigate" for f in found if f.status is not Status.PASS)
+
+
+def test_transport_counters_wrap_at_32_bits_as_a_lower_bound() -> None:
+    devs = _eight()
+    devs[3].ports[0].hw_counters = {"rnr_nak_retry_err": (1 << 32) - 2}
+    later = copy.deepcopy(devs)
+    later[3].ports[0].hw_counters = {"rnr_nak_retry_err": 5}  # wrapped: at least 5 since
+    found = [f for f in _run("ib.transport_errors", _snap(later, 1030.0),
+                             previous=_snap(devs)) if f.status is Status.FAIL]
+    assert [(f.observed["events"], f.observed["reset"]) for f in found] == [(5, True)]
+    assert _statuses(_run("ib.transport_errors", _snap(_eight()))) == {Status.SKIP}
 
 
 def test_a_saturated_xmit_wait_is_routine_not_a_warning() -> None:
