@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import BinaryIO
 
 from .model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
 from .sysfs import open_regular
@@ -261,18 +262,52 @@ class _Fallen:
     left: int = _FALLEN_SPAN - 1
 
 
-@dataclass
+# Every pattern above needs one of these byte strings, so a line holding none of them cannot
+# match anything and is skipped before any regex runs: most of a real log is such lines.
+# The "fallen off the bus" records all carry "NVRM"; the mce, lockup, NMI, reset, power,
+# temperature, mlx5 and AER patterns each need the literal listed for them. Adding a
+# pattern means adding its literal here (tests/unit/test_kernel_log.py holds every known
+# line to the same events with and without this filter).
+_NEEDLES: tuple[str, ...] = (
+    "NVRM", "SXid", "mce: ", "Machine check", "INFO: task", "soft lockup", "LOCKUP", "NMI",
+    "GPU reset executed", "Power fault", "insufficient power", "High Temperature",
+    "High temperature", "mlx5", "AER: ",
+)
+_BYTE_NEEDLES = tuple(n.encode() for n in _NEEDLES)
+# The most events of one kind a windowed read keeps (the newest): a log whose every line is
+# an Xid the window cannot date (uptime-only lines, no boot time) stays bounded too.
+MAX_EVENTS = 4096
+
+
+def worth_parsing(line: str) -> bool:
+    """Whether ``line`` holds a literal some pattern needs (the prefilter, for text)."""
+    return any(needle in line for needle in _NEEDLES)
+
+
 class _Parser:
-    """State across lines: only the pending multi-record Xid 79."""
+    """State across lines: the pending multi-record Xid 79, and what is kept.
 
-    boot_time: float | None
-    now: float
-    log: KernelLog
-    fallen: _Fallen | None = None
+    ``cutoff`` (epoch seconds) drops events whose line carries an older wall time, and
+    then at most ``MAX_EVENTS`` of each kind are kept, so memory follows the look-back
+    window, not the log's length; None keeps every matching line (``snapshot
+    --kernel-log``, DESIGN §8). Dropped lines are counted in ``KernelLog.dropped``.
+    """
 
-    def feed(self, line: str) -> None:
+    def __init__(self, boot_time: float | None, now: float, log: KernelLog,
+                 cutoff: float | None = None) -> None:
+        self.boot_time, self.now, self.log, self.cutoff = boot_time, now, log, cutoff
+        self.fallen: _Fallen | None = None
+        self._last_index = -2
+
+    def feed(self, line: str, index: int | None = None) -> None:
+        """One line that passed the prefilter; ``index`` is its line number in the source,
+        so lines skipped in between still break a pending multi-record message."""
         raw = line.rstrip("\r\n")
-        self.log.lines_read += 1
+        if index is None:
+            index = self._last_index + 1
+        elif index != self._last_index + 1:
+            self.fallen = None
+        self._last_index = index
         stamp = _strip_prefix(raw, self.boot_time, self.now)
         if self._continue_fallen(raw, stamp):
             return
@@ -284,6 +319,22 @@ class _Parser:
             self._sxid(raw, stamp)
         else:
             self._event(raw, stamp)
+
+    def trim(self) -> None:
+        """Keep the newest ``MAX_EVENTS`` of each kind when reading with a window."""
+        if self.cutoff is None:
+            return
+        for events in (self.log.xids, self.log.sxids, self.log.events):
+            excess = len(events) - MAX_EVENTS
+            if excess > 0:
+                del events[:excess]
+                self.log.dropped += excess
+
+    def _kept(self, stamp: _Stamp) -> bool:
+        if self.cutoff is not None and stamp.time is not None and stamp.time < self.cutoff:
+            self.log.dropped += 1
+            return False
+        return True
 
     def _continue_fallen(self, raw: str, stamp: _Stamp) -> bool:
         """Collect the records after a 'The NVIDIA GPU <bdf>' head; True when consumed."""
@@ -325,18 +376,20 @@ class _Parser:
     def _add_xid(self, xid: int, bdf: str, pid: int | None, process: str | None,
                  message: str, raw: str, stamp: _Stamp, gpu_instance: int | None = None,
                  ) -> None:
-        self.log.xids.append(XidEvent(
-            xid=xid, pci_bdf=normalize_bdf(bdf), pid=pid, process=process, message=message,
-            raw=raw, gpu_instance=gpu_instance, time=stamp.time, uptime_s=stamp.uptime_s))
+        if self._kept(stamp):
+            self.log.xids.append(XidEvent(
+                xid=xid, pci_bdf=normalize_bdf(bdf), pid=pid, process=process,
+                message=message, raw=raw, gpu_instance=gpu_instance, time=stamp.time,
+                uptime_s=stamp.uptime_s))
 
     def _sxid(self, raw: str, stamp: _Stamp) -> None:
         m = _SXID_RE.search(raw)
         if m is None:
             self._event(raw, stamp)
-            return
-        self.log.sxids.append(SxidEvent(
-            sxid=int(m["sxid"]), pci_bdf=normalize_bdf(m["bdf"]), message=m["msg"] or "",
-            raw=raw, time=stamp.time, uptime_s=stamp.uptime_s, switch_device=m["dev"]))
+        elif self._kept(stamp):
+            self.log.sxids.append(SxidEvent(
+                sxid=int(m["sxid"]), pci_bdf=normalize_bdf(m["bdf"]), message=m["msg"] or "",
+                raw=raw, time=stamp.time, uptime_s=stamp.uptime_s, switch_device=m["dev"]))
 
     def _event(self, raw: str, stamp: _Stamp) -> None:
         msg = stamp.message
@@ -344,6 +397,8 @@ class _Parser:
             m = pattern.search(msg)
             if m is None:
                 continue
+            if not self._kept(stamp):
+                return
             groups = m.groupdict()
             device: str | None
             if groups.get("src"):
@@ -360,6 +415,82 @@ class _Parser:
             return
 
 
+# --- reading a source in blocks --------------------------------------------------------
+
+# Read this much at a time: the needles are searched in a whole block at C speed, and only
+# the lines that hold one are cut out, decoded and parsed.
+_BLOCK_BYTES = 1 << 20
+# A "line" longer than this without a newline (a binary file) is taken as it stands.
+_MAX_LINE_BYTES = 4 << 20
+
+
+def _blocks(handle: BinaryIO) -> Iterator[bytes]:
+    """The source as blocks of whole lines (the last may lack its newline)."""
+    tail = b""
+    while chunk := handle.read(_BLOCK_BYTES):
+        block = tail + chunk
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            if len(block) < _MAX_LINE_BYTES:
+                tail = block
+                continue
+            cut = len(block)
+        tail = block[cut:]
+        yield block[:cut]
+    if tail:
+        yield tail
+
+
+def _candidates(block: bytes) -> list[int]:
+    """Start offsets, in order, of the block's lines that hold a needle."""
+    starts: set[int] = set()
+    for needle in _BYTE_NEEDLES:
+        pos = block.find(needle)
+        while pos != -1:
+            starts.add(block.rfind(b"\n", 0, pos) + 1)
+            end = block.find(b"\n", pos)
+            if end == -1:
+                break
+            pos = block.find(needle, end)
+    return sorted(starts)
+
+
+def _feed_block(parser: _Parser, block: bytes, first_index: int, *,
+                kmsg: bool = False) -> int:
+    """Parse the candidate lines of one block whose first line is number ``first_index``;
+    the number of lines it held. In a file of kmsg records (``kmsg``) the " KEY=value"
+    dictionary lines under a record are neither lines nor parsed."""
+    lead = 1 if kmsg and block.startswith(b" ") else 0
+    newlines = dictionary = previous = 0
+    for start in _candidates(block):
+        newlines += block.count(b"\n", previous, start)
+        if kmsg:  # a "\n " pair starts a dictionary line; the one at `previous` included
+            dictionary += block.count(b"\n ", max(previous - 1, 0), start)
+        previous = start
+        if kmsg and block.startswith(b" ", start):
+            continue
+        end = block.find(b"\n", start)
+        line = block[start:end if end != -1 else len(block)]
+        index = first_index + newlines - (dictionary + lead if start else 0)
+        parser.feed(line.decode("utf-8", errors="replace"), index)
+    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    if kmsg:
+        lines -= block.count(b"\n ") + lead
+    return lines
+
+
+def _parse_stream(handle: BinaryIO, parser: _Parser, deadline: float | None, *,
+                  kmsg: bool = False) -> str | None:
+    """Feed ``handle`` to ``parser`` block by block; why it stopped early, or None."""
+    for block in _blocks(handle):
+        parser.log.lines_read += _feed_block(parser, block, parser.log.lines_read, kmsg=kmsg)
+        parser.trim()
+        if deadline is not None and time.monotonic() > deadline:
+            return (f"stopped at the source deadline after {parser.log.lines_read:,} lines: "
+                    "the rest was not read")
+    return None
+
+
 # --- public API ------------------------------------------------------------------------
 
 
@@ -373,28 +504,39 @@ def parse_lines(lines: Iterable[str], *, boot_time: float | None = None,
     """
     log = KernelLog(source=source, boot_time=boot_time)
     parser = _Parser(boot_time, time.time() if now is None else now, log)
-    for line in lines:
-        parser.feed(line)
+    for index, line in enumerate(lines):
+        log.lines_read += 1
+        if worth_parsing(line):
+            parser.feed(line, index)
     return log
 
 
-def _decoded(data: Iterable[bytes]) -> Iterator[str]:
-    """Bytes as read -> text; a log holds whatever the kernel and drivers wrote, so bytes
-    that are not UTF-8 become U+FFFD instead of failing the whole read."""
-    for chunk in data:
-        yield chunk.decode("utf-8", errors="replace")
+def _cutoff(now: float, lookback_s: float | None) -> float | None:
+    return None if lookback_s is None else now - lookback_s
 
 
-def read_file(path: str | os.PathLike[str], *, now: float | None = None) -> KernelLog:
-    """Parse a saved kernel log (``--kernel-log FILE``); never raises for a bad file."""
+def read_file(path: str | os.PathLike[str], *, now: float | None = None,
+              lookback_s: float | None = None, deadline: float | None = None) -> KernelLog:
+    """Parse a saved kernel log (``--kernel-log FILE``); never raises for a bad file.
+
+    Without ``lookback_s`` every matching line is an event (what ``snapshot --kernel-log``
+    prints, DESIGN §8); with it, events dated before the window are counted in
+    ``dropped`` instead of kept (what ``run``, the agent and the prolog judge). Reading
+    stops at ``deadline`` (monotonic), saying so under ``unknown["file"]``.
+    """
+    now = time.time() if now is None else now
     source = f"file:{path}"
+    log = KernelLog(source=source)
+    parser = _Parser(None, now, log, _cutoff(now, lookback_s))
     try:
         with open(path, "rb") as handle:
-            return parse_lines(_decoded(handle), now=now, source=source)
+            stopped = _parse_stream(handle, parser, deadline)
     except OSError as exc:
-        log = KernelLog(source=source)
         log.unknown["file"] = _reason(exc)
         return log
+    if stopped is not None:
+        log.unknown["file"] = stopped
+    return log
 
 
 def _reason(exc: OSError) -> str:
@@ -425,69 +567,71 @@ _KMSG_READ_SIZE = 16384
 _KMSG_MAX_BYTES = 64 << 20
 
 
-def _kmsg_records(path: Path) -> tuple[list[str], str | None]:
-    """All records of ``path``: a character device read record by record without ever
-    blocking, or a regular file of records (captured trees, tests) read whole."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    records: list[str] = []
+def _read_kmsg_device(fd: int, parser: _Parser, deadline: float | None) -> str | None:
+    """Feed a kmsg character device to ``parser`` record by record, never blocking; why
+    it stopped early, or None once the ring is drained."""
     total = 0
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                return [line.decode("utf-8", errors="replace") for line in handle], None
-        while True:
-            try:
-                chunk = os.read(fd, _KMSG_READ_SIZE)
-            except BlockingIOError:  # EAGAIN: no more records
-                return records, None
-            except BrokenPipeError:  # EPIPE: the ring overwrote the next record; go on
-                continue
-            except OSError as exc:
-                return records, f"read stopped: {_reason(exc)}"
-            if not chunk:
-                return records, None
-            total += len(chunk)
-            if total > _KMSG_MAX_BYTES:
-                return records, f"read stopped after {_KMSG_MAX_BYTES >> 20} MiB: not a ring buffer"
-            # One read() returns one record: header line plus " KEY=value" lines.
-            records.append(chunk.decode("utf-8", errors="replace").split("\n", 1)[0])
-    finally:
-        os.close(fd)
+    while True:
+        try:
+            chunk = os.read(fd, _KMSG_READ_SIZE)
+        except BlockingIOError:  # EAGAIN: no more records
+            return None
+        except BrokenPipeError:  # EPIPE: the ring overwrote the next record; go on
+            continue
+        except OSError as exc:
+            return f"read stopped: {_reason(exc)}"
+        if not chunk:
+            return None
+        total += len(chunk)
+        if total > _KMSG_MAX_BYTES:
+            return f"read stopped after {_KMSG_MAX_BYTES >> 20} MiB: not a ring buffer"
+        # One read() returns one record: header line plus " KEY=value" lines.
+        record = chunk.split(b"\n", 1)[0]
+        parser.log.lines_read += 1
+        if any(needle in record for needle in _BYTE_NEEDLES):
+            parser.feed(record.decode("utf-8", errors="replace"), parser.log.lines_read - 1)
+        if parser.log.lines_read % 1024 == 0:
+            parser.trim()
+            if deadline is not None and time.monotonic() > deadline:
+                return "stopped at the source deadline: the rest of the ring was not read"
 
 
-def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None) -> KernelLog:
-    """Read the live kernel ring buffer (``<root>/dev/kmsg``), keeping records from the
+def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
+              deadline: float | None = None) -> KernelLog:
+    """Read the live kernel ring buffer (``<root>/dev/kmsg``), keeping events from the
     last ``lookback_s`` seconds.
 
     Opening ``/dev/kmsg`` starts at the oldest record still in the ring, which is what a
-    one-shot run needs (no follow mode here; the daemon's listener is separate). Without a
-    boot time the records cannot be placed in wall time, so none is filtered out and the
-    reason is recorded under ``unknown["boot_time"]``.
+    one-shot run needs (no follow mode here; the daemon's listener is separate). A
+    character device is read record by record without ever blocking; a regular file of
+    records (captured trees, tests) in blocks, like ``read_file``. Without a boot time the
+    records cannot be placed in wall time, so none is filtered out and the reason is
+    recorded under ``unknown["boot_time"]``.
     """
     now = time.time() if now is None else now
     boot_time, boot_problem = _boot_time(root)
+    log = KernelLog(source="kmsg", boot_time=boot_time)
+    parser = _Parser(boot_time, now, log, _cutoff(now, lookback_s))
     try:
-        records, read_problem = _kmsg_records(root / "dev" / "kmsg")
+        fd = os.open(root / "dev" / "kmsg", os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        log = KernelLog(source="kmsg", boot_time=boot_time)
         log.unknown["kmsg"] = _reason(exc)
         return log
-    cutoff = now - lookback_s
-    kept = []
-    seen = 0
-    for record in records:
-        head = _KMSG_RE.match(record)
-        if head is None:  # a " KEY=value" dictionary line of a captured file
-            continue
-        seen += 1
-        if boot_time is None or boot_time + int(head["usec"]) / 1e6 >= cutoff:
-            kept.append(record)
-    log = parse_lines(kept, boot_time=boot_time, now=now, source="kmsg")
-    log.lines_read = seen
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                stopped = _parse_stream(handle, parser, deadline, kmsg=True)
+        else:
+            stopped = _read_kmsg_device(fd, parser, deadline)
+    except OSError as exc:
+        stopped = _reason(exc)
+    finally:
+        os.close(fd)
+    parser.trim()
     if boot_problem is not None:
         log.unknown["boot_time"] = boot_problem
-    if read_problem is not None:
-        log.unknown["kmsg"] = read_problem
+    if stopped is not None:
+        log.unknown["kmsg"] = stopped
     return log
 
 

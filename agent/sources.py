@@ -155,6 +155,8 @@ class SourceEnv:
     simulated: bool = False
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     kernel_lookback_s: float = 7200.0
+    # A --kernel-log file's every matching line, the window not applied (snapshot, §8).
+    kernel_log_every_line: bool = False
     # Called before each sample is collected: the simulator brings files that stand for
     # moving hardware counters up to date (real sysfs files are live on their own).
     before_sample: list[Callable[[], None]] = field(default_factory=list)

@@ -11,14 +11,23 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import site
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import NoReturn
+
+REPO = Path(__file__).resolve().parents[1]
+# A plain install made once (bench/run_all.py) and reused by each benchmark it starts.
+INSTALL_ENV = "CLUSTERDIAG_BENCH_INSTALL"
 
 
 @dataclass
@@ -29,6 +38,73 @@ class Figure:
     goal: str = ""  # "<= 5 s", "<= 3x python3 -c pass", "" when the issue sets none
     baseline: str = ""  # which baseline `ratio` divides by
     ratio: float | None = None
+
+
+def fail(why: str) -> NoReturn:
+    """The benchmark measured something other than what it claims: say so and exit 1."""
+    print(f"bench: {why}", file=sys.stderr)
+    sys.exit(1)
+
+
+@dataclass(frozen=True)
+class Install:
+    """A non-editable install of this checkout: its interpreter and its console script."""
+
+    prefix: Path
+    python: str
+    clusterdiag: str
+    site: Path
+
+
+def _install_at(prefix: Path) -> Install:
+    purelib = sysconfig.get_path("purelib", vars={"base": str(prefix),
+                                                  "platbase": str(prefix)})
+    return Install(prefix, str(prefix / "bin" / "python"), str(prefix / "bin" / "clusterdiag"),
+                   Path(purelib))
+
+
+def make_install(prefix: Path) -> Install:
+    """Install this checkout (not editable) into a fresh venv at ``prefix`` whose only
+    other packages are this venv's dependencies (a .pth line: no editable finder runs)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
+    install = _install_at(prefix)
+    build = prefix / "build"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--target", str(build), str(REPO)], check=True,
+                   capture_output=True)
+    for entry in build.iterdir():
+        if entry.name != "bin":
+            shutil.move(str(entry), install.site / entry.name)
+    script = (build / "bin" / "clusterdiag").read_text().split("\n", 1)[1]
+    Path(install.clusterdiag).write_text(f"#!{install.python}\n{script}")
+    Path(install.clusterdiag).chmod(0o755)
+    shutil.rmtree(build)
+    (install.site / "bench-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return install
+
+
+@contextmanager
+def plain_install(prefix: Path) -> Iterator[Install]:
+    """The install to measure: ``$CLUSTERDIAG_BENCH_INSTALL`` when run_all made one, else a
+    fresh one at ``prefix``, removed afterwards."""
+    given = os.environ.get(INSTALL_ENV)
+    if given:
+        yield _install_at(Path(given))
+        return
+    try:
+        yield make_install(prefix)
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
+
+
+def install_note(install: Install) -> str:
+    """Which code a figure measured: where the installed package's files are."""
+    proc = subprocess.run([install.python, "-c", "import clusterdiag.agent as a; "
+                           "print(a.__file__)"], capture_output=True, text=True, check=False)
+    where = proc.stdout.strip()
+    if proc.returncode != 0 or not where.startswith(str(install.site)):
+        fail(f"the install at {install.prefix} imports clusterdiag from {where or proc.stderr}")
+    return f"measured: non-editable install of {REPO} at {install.site}"
 
 
 def median_wall(argv: list[str], runs: int = 5, env: dict[str, str] | None = None) -> float:

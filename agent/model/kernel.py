@@ -84,7 +84,9 @@ class KernelLog:
     ``source`` says where it came from (``file:/path``, ``kmsg``, ``journal``);
     ``lines_read`` counts records/lines read whether or not they matched; ``unknown`` maps
     a part that could not be read (``file``, ``kmsg``) to the reason, so an empty event
-    list is never mistaken for a clean log.
+    list is never mistaken for a clean log. ``dropped`` counts matching lines not kept:
+    dated before the look-back window, or past the most a windowed read keeps of a kind
+    (``agent/kernel_log.py``), so memory follows the window, not the log's length.
     """
 
     source: str
@@ -94,6 +96,7 @@ class KernelLog:
     lines_read: int = 0
     boot_time: float | None = None
     unknown: dict[str, str] = field(default_factory=dict)
+    dropped: int = 0
 
 
 __all__ = ["KernelEvent", "KernelLog", "SxidEvent", "XidEvent"]
