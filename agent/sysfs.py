@@ -42,10 +42,49 @@ def open_regular(path: Path) -> BinaryIO:
     return handle
 
 
-def read_text(path: Path, counter: FileCounter | None = None, limit: int = 1 << 20) -> Read:
+# One sysfs attribute is at most a page (the kernel's show() buffer, PAGE_SIZE), so one
+# read() of a page returns it whole; a longer file (procfs tables, binary attributes) is
+# read on in larger steps up to the caller's limit.
+_PAGE = 4096
+_STEP = 65536
+
+
+def _not_regular(fd: int, path: str | os.PathLike[str]) -> None:
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+
+
+def _read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """Up to ``limit`` bytes of a regular file, with the guard of ``open_regular`` but no
+    file object: an attribute costs open, one read, close. The file's type is looked at
+    only when the read says it may not be a regular file: nothing read (a FIFO without a
+    writer reads as empty, never blocking with O_NONBLOCK) or a full page (a device)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        with open_regular(path) as handle:
-            data = handle.read(limit)
+        try:
+            data = os.read(fd, min(limit, _PAGE))
+        except IsADirectoryError:
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path)) from None
+        if 0 < len(data) < _PAGE or len(data) >= limit:
+            return data
+        _not_regular(fd, path)
+        parts = [data]
+        total = len(data)
+        while total < limit and (chunk := os.read(fd, min(_STEP, limit - total))):
+            parts.append(chunk)
+            total += len(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike[str], counter: FileCounter | None = None,
+              limit: int = 1 << 20) -> Read:
+    try:
+        data = _read_regular(path, limit)
     except FileNotFoundError:
         return None, "missing"
     except PermissionError:
@@ -76,7 +115,7 @@ def parse_int(text: str | None, base: int = 0) -> tuple[int | None, str | None]:
     return value, None
 
 
-def read_int(path: Path, counter: FileCounter | None = None, base: int = 0
+def read_int(path: str | os.PathLike[str], counter: FileCounter | None = None, base: int = 0
              ) -> tuple[int | None, str | None]:
     text, reason = read_text(path, counter)
     if text is None:
@@ -84,7 +123,7 @@ def read_int(path: Path, counter: FileCounter | None = None, base: int = 0
     return parse_int(text, base)
 
 
-def list_dir(path: Path) -> list[str]:
+def list_dir(path: str | os.PathLike[str]) -> list[str]:
     """Entries of a directory, sorted; empty when it is missing or unreadable."""
     try:
         return sorted(os.listdir(path))

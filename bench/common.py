@@ -18,7 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from itertools import pairwise
@@ -107,6 +107,15 @@ def install_note(install: Install) -> str:
     return f"measured: non-editable install of {REPO} at {install.site}"
 
 
+def module_note() -> str:
+    """Which code an in-process figure measured: this interpreter's clusterdiag."""
+    import clusterdiag.agent as measured
+
+    where = Path(measured.__file__ or "?").resolve().parent
+    kind = "editable checkout" if where.is_relative_to(REPO) else "installed package"
+    return f"measured: clusterdiag imported from {where} ({kind})"
+
+
 def median_wall(argv: list[str], runs: int = 5, env: dict[str, str] | None = None) -> float:
     """Median wall seconds of a whole command, the way an operator would time it."""
     times = []
@@ -129,38 +138,6 @@ def median_call(func: Callable[[], object], runs: int = 5) -> float:
 def python_start_s(runs: int = 7) -> float:
     """The interpreter's own start: the floor any command of ours stands on."""
     return median_wall([sys.executable, "-c", "pass"], runs)
-
-
-def raw_read_s(paths: Iterable[Path], runs: int = 5) -> float:
-    """Reading the same files with nothing but open/read: the floor for a collector."""
-    files = list(paths)
-
-    def read_all() -> None:
-        for path in files:
-            try:
-                with open(path, "rb") as handle:
-                    handle.read()
-            except OSError:
-                pass
-
-    return median_call(read_all, runs)
-
-
-def files_under(root: Path, *tops: str) -> list[Path]:
-    """Every file below each top; a top that is a /sys/class-style directory of links is
-    read through its links one level deep (sysfs links lead back up: never follow further)."""
-    found = []
-    starts = []
-    for top in tops:
-        base = root / top
-        entries = sorted(base.iterdir()) if base.is_dir() else []
-        starts.extend(e.resolve() for e in entries if e.is_symlink())
-        if not any(e.is_symlink() for e in entries):
-            starts.append(base)
-    for start in starts:
-        for directory, _, names in os.walk(start, followlinks=False):
-            found.extend(Path(directory) / name for name in names)
-    return found
 
 
 def growth(what: str, seconds: dict[int, float]) -> list[Figure]:

@@ -51,10 +51,10 @@ def gpu_paths(root: Path, counter: FileCounter) -> list[tuple[str, ...]]:
     devices = under(root, "/sys/bus/pci/devices")
     paths = []
     for bdf in list_dir(devices):
-        vendor, _ = read_int(devices / bdf / "vendor", counter, 16)
+        vendor, _ = read_int(f"{devices}/{bdf}/vendor", counter, 16)
         if vendor != NVIDIA_VENDOR:
             continue
-        pci_class, _ = read_int(devices / bdf / "class", counter, 16)
+        pci_class, _ = read_int(f"{devices}/{bdf}/class", counter, 16)
         if pci_class is not None and (pci_class >> 8) in _GPU_CLASSES:
             paths.append(pci_path(devices / bdf))
     return paths
@@ -67,18 +67,18 @@ def _speed_gts(text: str | None) -> float | None:
         return None
 
 
-def _read_pci(dev: IbDevice, device_dir: Path, counter: FileCounter) -> None:
+def _read_pci(dev: IbDevice, device_dir: str, counter: FileCounter) -> None:
     """NUMA node and PCIe link of the device's PCI function (generic PCI sysfs)."""
-    dev.numa_node, _ = read_int(device_dir / "numa_node", counter, 10)
+    dev.numa_node, _ = read_int(f"{device_dir}/numa_node", counter, 10)
     for attr, name in (("pcie_speed_gts", "current_link_speed"),
                        ("pcie_max_speed_gts", "max_link_speed")):
-        text, reason = read_text(device_dir / name, counter)
+        text, reason = read_text(f"{device_dir}/{name}", counter)
         value = _speed_gts(text)
         if value is None:
             dev.unknown[name] = reason or f"garbage {(text or '')[:40]!r}"
         setattr(dev, attr, value)
     for attr, name in (("pcie_width", "current_link_width"), ("pcie_max_width", "max_link_width")):
-        value, reason = read_int(device_dir / name, counter, 10)
+        value, reason = read_int(f"{device_dir}/{name}", counter, 10)
         if value is None:
             dev.unknown[name] = reason or "unreadable"
         setattr(dev, attr, value)
@@ -88,14 +88,14 @@ def read_device(base: Path, counter: FileCounter) -> tuple[IbDevice, tuple[str, 
     """Identity and PCI facts of one device (no ports yet) and its PCI path."""
     dev = IbDevice(name=base.name)
     for name in _DEVICE_FILES:
-        text, reason = read_text(base / name, counter)
+        text, reason = read_text(f"{base}/{name}", counter)
         if text is None and not (name in _OPTIONAL and reason == "missing"):
             dev.unknown[name] = reason or "unreadable"
         setattr(dev, name, text or None)
     path = pci_path(base / "device")
     if path:
         dev.pci_bdf = path[-1].lower()
-        _read_pci(dev, base / "device", counter)
+        _read_pci(dev, f"{base}/device", counter)
     else:
         dev.unknown["pci_bdf"] = "no device link to a PCI function"
     return dev, path
@@ -133,7 +133,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
     for dev, base, path in found:
         layers = []
         for number in _port_numbers(base, dev):
-            text, _ = read_text(base / "ports" / str(number) / "link_layer", counter)
+            text, _ = read_text(f"{base}/ports/{number}/link_layer", counter)
             layers.append(text if text in ("InfiniBand", "Ethernet") else None)
         cands.append(Candidate(dev.name, dev.node_guid, dev.hca_type, path, tuple(layers)))
     roles = decide(cands, gpu_paths(env.root, counter), _wanted(env, "compute_hcas"),

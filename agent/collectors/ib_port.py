@@ -34,7 +34,7 @@ def parse_state(text: str) -> str | None:
     return m["name"].strip() if m else None
 
 
-def _named(path: Path, key: str, port: IbPort, counter: FileCounter) -> str | None:
+def _named(path: str, key: str, port: IbPort, counter: FileCounter) -> str | None:
     text, reason = read_text(path, counter)
     if text is None:
         port.unknown[key] = reason or "unreadable"
@@ -45,7 +45,7 @@ def _named(path: Path, key: str, port: IbPort, counter: FileCounter) -> str | No
     return name
 
 
-def _number(path: Path, key: str, port: IbPort, counter: FileCounter) -> int | None:
+def _number(path: str, key: str, port: IbPort, counter: FileCounter) -> int | None:
     value, reason = read_int(path, counter)
     if value is None:
         port.unknown[key] = reason or "unreadable"
@@ -62,11 +62,12 @@ def _counter_value(text: str) -> tuple[int | None, str | None]:
     return value, reason
 
 
-def read_counters(directory: Path, group: str, port: IbPort, counter: FileCounter
+def read_counters(directory: str | Path, group: str, port: IbPort, counter: FileCounter
                   ) -> dict[str, int | None]:
     values: dict[str, int | None] = {}
+    prefix = f"{directory}/"  # string joins: a Path per counter file cost more than its read
     for name in list_dir(directory):
-        text, reason = read_text(directory / name, counter)
+        text, reason = read_text(prefix + name, counter)
         value: int | None = None
         if text is not None:
             value, reason = _counter_value(text)
@@ -80,7 +81,7 @@ def read_counters(directory: Path, group: str, port: IbPort, counter: FileCounte
     return values
 
 
-def _gid_prefix(path: Path, port: IbPort, counter: FileCounter) -> str | None:
+def _gid_prefix(path: str, port: IbPort, counter: FileCounter) -> str | None:
     text, reason = read_text(path, counter)
     if text is None:
         port.unknown["gid_prefix"] = reason or "unreadable"
@@ -92,10 +93,10 @@ def _gid_prefix(path: Path, port: IbPort, counter: FileCounter) -> str | None:
     return ":".join(g.lower().zfill(4) for g in groups[:4])
 
 
-def _netdev_name(port_dir: Path, device_dir: Path, counter: FileCounter) -> str | None:
+def _netdev_name(port_dir: str, device_dir: Path, counter: FileCounter) -> str | None:
     """The netdev of a port: the GID table's (authoritative for RoCE, bonds and VLANs),
     else the one netdev of the same PCI function (hardware.md §3.5)."""
-    text, _ = read_text(port_dir / "gid_attrs/ndevs/0", counter)
+    text, _ = read_text(f"{port_dir}/gid_attrs/ndevs/0", counter)
     if text:
         return text
     names = list_dir(device_dir / "device" / "net")
@@ -106,12 +107,12 @@ def read_netdev(root: Path, port: IbPort, counter: FileCounter) -> None:
     if port.netdev is None:
         return
     base = under(root, "/sys/class/net") / port.netdev
-    text, reason = read_text(base / "operstate", counter)
+    text, reason = read_text(f"{base}/operstate", counter)
     if text is None:
         port.unknown["netdev_operstate"] = reason or "unreadable"
     else:
         port.netdev_operstate = text
-    value, reason = read_int(base / "mtu", counter, 10)
+    value, reason = read_int(f"{base}/mtu", counter, 10)
     if value is None:
         port.unknown["netdev_mtu"] = reason or "unreadable"
     port.netdev_mtu = value
@@ -120,29 +121,30 @@ def read_netdev(root: Path, port: IbPort, counter: FileCounter) -> None:
 def read_port(root: Path, device_dir: Path, number: int, with_counters: bool,
               counter: FileCounter) -> IbPort:
     """One port; counters only when ``with_counters`` (see the collector for why)."""
-    base = device_dir / "ports" / str(number)
+    # Plain string paths: joining a Path per file cost about as much as reading it.
+    base = f"{device_dir}/ports/{number}"
     port = IbPort(port=number)
-    port.state = _named(base / "state", "state", port, counter)
-    port.phys_state = _named(base / "phys_state", "phys_state", port, counter)
-    text, reason = read_text(base / "rate", counter)
+    port.state = _named(f"{base}/state", "state", port, counter)
+    port.phys_state = _named(f"{base}/phys_state", "phys_state", port, counter)
+    text, reason = read_text(f"{base}/rate", counter)
     rate = parse_rate(text) if text is not None else None
     if rate is None:
         port.unknown["rate"] = reason or f"garbage {(text or '')[:40]!r}"
     else:
         port.rate_gbps, port.width, port.speed = rate
-    text, reason = read_text(base / "link_layer", counter)
+    text, reason = read_text(f"{base}/link_layer", counter)
     if text in ("InfiniBand", "Ethernet", "Unknown"):
         port.link_layer = text
     else:
         port.unknown["link_layer"] = reason or f"garbage {(text or '')[:40]!r}"
-    port.lid = _number(base / "lid", "lid", port, counter)
-    port.sm_lid = _number(base / "sm_lid", "sm_lid", port, counter)
-    port.sm_sl = _number(base / "sm_sl", "sm_sl", port, counter)
-    port.cap_mask = _number(base / "cap_mask", "cap_mask", port, counter)
-    port.gid_prefix = _gid_prefix(base / "gids/0", port, counter)
+    port.lid = _number(f"{base}/lid", "lid", port, counter)
+    port.sm_lid = _number(f"{base}/sm_lid", "sm_lid", port, counter)
+    port.sm_sl = _number(f"{base}/sm_sl", "sm_sl", port, counter)
+    port.cap_mask = _number(f"{base}/cap_mask", "cap_mask", port, counter)
+    port.gid_prefix = _gid_prefix(f"{base}/gids/0", port, counter)
     port.netdev = _netdev_name(base, device_dir, counter)
     read_netdev(root, port, counter)
     if with_counters:
-        port.counters = read_counters(base / "counters", "counters", port, counter)
-        port.hw_counters = read_counters(base / "hw_counters", "hw_counters", port, counter)
+        port.counters = read_counters(f"{base}/counters", "counters", port, counter)
+        port.hw_counters = read_counters(f"{base}/hw_counters", "hw_counters", port, counter)
     return port

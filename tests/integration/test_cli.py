@@ -202,3 +202,20 @@ def test_hung_gpu_cannot_hang_the_command(tmp_path: Path) -> None:
     passes = {f["component"] for f in report["findings"] if f["check"] == "gpu.responsive"
               and f["status"] == "pass"}
     assert passes == {f"gpu{i}" for i in range(8) if i != 5}
+
+
+def test_snapshot_lists_every_kernel_log_line_and_run_judges_the_window(tmp_path: Path
+                                                                        ) -> None:
+    old = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - 30 * 86400))
+    xid = "NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=x, GPU has fallen off the bus."
+    log = tmp_path / "kern.log"
+    log.write_text(f"{old} {xid}\n[  10.000000] {xid}\n")
+    proc = run_cli("snapshot", "--simulate", "dgx-h100", "--kernel-log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    kernel = json.loads(proc.stdout)["kernel_log"]
+    assert (len(kernel["xids"]), kernel["dropped"]) == (2, 0)  # DESIGN §8: every line
+    proc = run_cli("run", "--simulate", "dgx-h100", "--kernel-log", str(log), "--format",
+                   "json", "--checks", "gpu.xid")
+    findings = json.loads(proc.stdout)["findings"]
+    # The month-old line is outside the window (dropped); the undated one counts as recent.
+    assert any(f["status"] == "fail" and f["check"] == "gpu.xid" for f in findings), findings

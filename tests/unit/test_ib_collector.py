@@ -3,6 +3,7 @@ files, and proof that excluded devices' counters are never opened."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -138,13 +139,13 @@ def test_excluded_counters_are_never_opened(tmp_path: Path,
         path.unlink()
         path.mkdir()
     opened: list[str] = []
-    real_open = open
+    real_open = os.open
 
-    def spy(path: object, *args: object, **kwargs: object) -> object:
+    def spy(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
         opened.append(str(path))
-        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(sysfs, "open", spy, raising=False)
+    monkeypatch.setattr(sysfs.os, "open", spy)
     devs, _ = _collect(root)
     assert not [p for p in opened if "mlx5_bond_0/ports/1/counters" in p
                 or "mlx5_bond_0/ports/1/hw_counters" in p]
