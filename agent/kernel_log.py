@@ -570,8 +570,13 @@ _KMSG_MAX_BYTES = 64 << 20
 def _read_kmsg_device(fd: int, parser: _Parser, deadline: float | None) -> str | None:
     """Feed a kmsg character device to ``parser`` record by record, never blocking; why
     it stopped early, or None once the ring is drained."""
-    total = 0
+    total = reads = 0
     while True:
+        reads += 1
+        if reads % 1024 == 0:
+            parser.trim()
+            if deadline is not None and time.monotonic() > deadline:
+                return "stopped at the source deadline: the rest of the ring was not read"
         try:
             chunk = os.read(fd, _KMSG_READ_SIZE)
         except BlockingIOError:  # EAGAIN: no more records
@@ -587,13 +592,11 @@ def _read_kmsg_device(fd: int, parser: _Parser, deadline: float | None) -> str |
             return f"read stopped after {_KMSG_MAX_BYTES >> 20} MiB: not a ring buffer"
         # One read() returns one record: header line plus " KEY=value" lines.
         record = chunk.split(b"\n", 1)[0]
+        if not (record[:1].isdigit() and b";" in record):  # not a "PRIO,SEQ,USEC,..;" record
+            continue
         parser.log.lines_read += 1
         if any(needle in record for needle in _BYTE_NEEDLES):
             parser.feed(record.decode("utf-8", errors="replace"), parser.log.lines_read - 1)
-        if parser.log.lines_read % 1024 == 0:
-            parser.trim()
-            if deadline is not None and time.monotonic() > deadline:
-                return "stopped at the source deadline: the rest of the ring was not read"
 
 
 def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
