@@ -38,3 +38,14 @@ def test_mypy_strict_clean(tmp_path: Path) -> None:
          "--explicit-package-bases", "--cache-dir", str(tmp_path / "cache"), "-p",
          "clusterdiag"], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_bundle_tools_mypy_strict_clean(tmp_path: Path) -> None:
+    """The bundle's builder and installer live outside the package (the installer runs
+    before clusterdiag exists on the node) and are held to the same standard."""
+    scripts = sorted(str(p) for p in (REPO / "deploy" / "bundle").glob("*.py"))
+    proc = subprocess.run(
+        [_tool("mypy"), "--config-file", str(REPO / "pyproject.toml"), "--cache-dir",
+         str(tmp_path / "cache"), *scripts], cwd=tmp_path, capture_output=True, text=True,
+        check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,227 @@
+"""Build the offline bundles: one tarball per Python minor version and architecture that
+installs clusterdiag on a node with no network.
+
+    python deploy/bundle/build.py                          # this Python, this machine
+    python deploy/bundle/build.py --python 3.10 --arch aarch64 --out dist/
+    python deploy/bundle/build.py --all                    # 3.10-3.13 x x86_64, aarch64
+
+Each bundle holds the project's wheel, every dependency's wheel for that Python and
+architecture, pip's own wheel (the node's Python may lack ensurepip), the unit, the default
+config, the Slurm wrapper, the installer and a SHA-256 manifest of all of it. Wheels for
+another architecture or Python are fetched for their platform (``pip download --platform
+... --only-binary=:all:``) and never run here, so one x86_64 build machine makes the
+aarch64 (Grace) bundles too. This needs the package index; installing the bundle does not.
+Run it from the development venv (``pip install -e '.[test]'``): it uses ``packaging``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+from packaging.requirements import Requirement  # in the test extra (through build)
+from packaging.utils import canonicalize_name
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+ARCHES = ("x86_64", "aarch64")
+# manylinux2014 is glibc 2.17: DGX OS, Ubuntu 20.04+, RHEL 8+ and Grace's Ubuntu all run it.
+PLATFORM = "manylinux2014_{arch}"
+SYSTEMD_FILES = ("clusterdiag-agent.service", "config.yaml", "clusterdiag-slurm.sh")
+INSTALLER_FILES = ("install.sh", "install.py")
+MANIFEST = "SHA256SUMS"
+WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?"
+                        r"-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
+
+
+class BuildError(Exception):
+    """A step of the build failed; the message says which and why."""
+
+
+def _pip(*args: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise BuildError(f"pip {args[0]} failed:\n{tail}")
+
+
+def project_wheel(work: Path) -> Path:
+    """The project's own wheel, built once: it is pure Python, the same for every bundle."""
+    _pip("wheel", "-q", "--no-deps", "-w", str(work), str(REPO))
+    (wheel,) = work.glob("clusterdiag-*.whl")
+    return wheel
+
+
+def wheel_fits(filename: str, python: str, arch: str) -> bool:
+    """Whether a wheel installs on CPython ``python`` on ``arch`` Linux: pure, abi3 or
+    this minor's own ABI, for any or this architecture's Linux."""
+    match = WHEEL_NAME.match(filename)
+    if match is None:
+        return False
+    tag = "cp" + python.replace(".", "")
+    pythons = match["py"].split(".")
+    abis = match["abi"].split(".")
+    plats = match["plat"].split(".")
+    if "any" in plats:
+        return any(p.startswith("py3") or p == tag for p in pythons)
+    if not any(p.endswith(f"_{arch}") and p.startswith(("manylinux", "linux")) for p in plats):
+        return False
+    return tag in abis or ("abi3" in abis and any(p.startswith("cp3") for p in pythons))
+
+
+def _download(python: str, arch: str, dest: Path, *specs: str) -> None:
+    minor = python.replace(".", "")
+    _pip("download", "-q", "--only-binary=:all:", "--platform", PLATFORM.format(arch=arch),
+         "--python-version", python, "--implementation", "cp", "--abi", f"cp{minor}",
+         "-d", str(dest), *specs)
+
+
+def _target_markers(python: str, arch: str) -> dict[str, str]:
+    return {"python_version": python, "python_full_version": f"{python}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "platform_machine": arch, "sys_platform": "linux", "platform_system": "Linux",
+            "os_name": "posix", "extra": ""}
+
+
+def _requirements(wheel: Path) -> list[Requirement]:
+    with zipfile.ZipFile(wheel) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        headers = Parser().parsestr(archive.read(meta).decode())
+    return [Requirement(line) for line in headers.get_all("Requires-Dist") or []]
+
+
+def missing_requirements(dest: Path, python: str, arch: str) -> list[str]:
+    """Requirements of the fetched wheels that no fetched wheel meets on the target.
+    ``pip download --python-version`` judges markers such as ``python_version < "3.11"``
+    against the Python that runs it, so a 3.10 bundle built on 3.11 would miss them."""
+    have: dict[str, str] = {}
+    for wheel in dest.glob("*.whl"):
+        match = WHEEL_NAME.match(wheel.name)
+        if match:
+            have[canonicalize_name(match["name"])] = match["version"]
+    markers = _target_markers(python, arch)
+    missing = []
+    for wheel in dest.glob("*.whl"):
+        for req in _requirements(wheel):
+            if req.marker is not None and not req.marker.evaluate(markers):
+                continue
+            version = have.get(canonicalize_name(req.name))
+            if version is None or not req.specifier.contains(version, prereleases=True):
+                missing.append(f"{req.name}{req.specifier}")
+    return sorted(set(missing))
+
+
+def fetch_wheels(project: Path, python: str, arch: str, dest: Path) -> list[Path]:
+    """Every wheel the project needs on that Python and architecture, plus pip's."""
+    dest.mkdir(parents=True)
+    _download(python, arch, dest, str(project), "pip")
+    for _ in range(10):  # each round fetches what the previous one's wheels require
+        missing = missing_requirements(dest, python, arch)
+        if not missing:
+            break
+        _download(python, arch, dest, *missing)
+    else:
+        raise BuildError(f"requirements still unmet: {', '.join(missing)}")
+    wheels = sorted(dest.glob("*.whl"))
+    wrong = [w.name for w in wheels if not wheel_fits(w.name, python, arch)]
+    if wrong:
+        raise BuildError(f"wheels that do not fit CPython {python} on {arch}: "
+                         + ", ".join(wrong))
+    if not any(w.name.startswith("pip-") for w in wheels):
+        raise BuildError("pip's own wheel was not fetched")
+    return wheels
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(top: Path) -> str:
+    """``sha256sum -c`` format over every file of the bundle; returns its own digest."""
+    lines = [f"{sha256(p)}  {p.relative_to(top).as_posix()}"
+             for p in sorted(top.rglob("*")) if p.is_file() and p.name != MANIFEST]
+    (top / MANIFEST).write_text("\n".join(lines) + "\n")
+    return sha256(top / MANIFEST)
+
+
+def _version_of(wheel: Path) -> str:
+    match = WHEEL_NAME.match(wheel.name)
+    if match is None:
+        raise BuildError(f"not a wheel name: {wheel.name}")
+    return match["version"]
+
+
+def build_bundle(project: Path, python: str, arch: str, out: Path) -> Path:
+    version = _version_of(project)
+    name = f"clusterdiag-{version}-py{python.replace('.', '')}-{arch}"
+    with tempfile.TemporaryDirectory(prefix="clusterdiag-bundle-") as tmp:
+        top = Path(tmp) / name
+        wheels = fetch_wheels(project, python, arch, top / "wheels")
+        for file in SYSTEMD_FILES:
+            shutil.copy2(REPO / "systemd" / file, top / file)
+        for file in INSTALLER_FILES:
+            shutil.copy2(HERE / file, top / file)
+        (top / "bundle.json").write_text(json.dumps({
+            "name": "clusterdiag", "version": version, "python": python, "arch": arch,
+            "wheels": [w.name for w in wheels]}, indent=2) + "\n")
+        write_manifest(top)
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / f"{name}.tar.gz"
+        with tarfile.open(target, "w:gz") as tar:
+            tar.add(top, arcname=name)
+    return target
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", action="append", choices=PYTHONS,
+                        help=f"Python minor version (repeatable; default {here})")
+    parser.add_argument("--arch", action="append", choices=ARCHES,
+                        help=f"architecture (repeatable; default {platform.machine()})")
+    parser.add_argument("--all", action="store_true", help="every supported version and arch")
+    parser.add_argument("--out", type=Path, default=REPO / "dist", help="default: dist/")
+    args = parser.parse_args(argv)
+    if args.all:
+        args.python, args.arch = list(PYTHONS), list(ARCHES)
+    args.python = args.python or [here]
+    args.arch = args.arch or [platform.machine()]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(sys.argv[1:] if argv is None else argv)
+    try:
+        with tempfile.TemporaryDirectory(prefix="clusterdiag-wheel-") as work:
+            project = project_wheel(Path(work))
+            for python in args.python:
+                for arch in args.arch:
+                    target = build_bundle(project, python, arch, args.out)
+                    size = target.stat().st_size / 1e6
+                    print(f"{target}  {size:.1f} MB  sha256 {sha256(target)}")
+    except BuildError as exc:
+        print(f"build.py: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

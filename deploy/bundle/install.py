@@ -1,0 +1,287 @@
+"""Install, upgrade or uninstall clusterdiag from an offline bundle, with the node's own
+Python and nothing from the network. Run through ``install.sh``, which picks the Python of
+the bundle's minor version:
+
+    ./install.sh                 # install, or upgrade what is installed
+    ./install.sh uninstall       # remove the program; keep config and state
+
+Layout (defaults; every path can be moved with a flag):
+
+    /opt/clusterdiag/versions/<version>-py<XY>-<manifest digest>/   a venv per bundle
+    /opt/clusterdiag/current -> versions/...     switched atomically (rename of a link)
+    /opt/clusterdiag/install.json                what was installed where (for uninstall)
+    /usr/local/bin/clusterdiag -> /opt/clusterdiag/current/bin/clusterdiag
+    /etc/systemd/system/clusterdiag-agent.service
+    /etc/clusterdiag/config.yaml                 written only when there is none
+    /etc/slurm/clusterdiag-{prolog,epilog,healthcheck}.sh -> the wrapper in current
+
+The venv is made ``--without-pip`` (Debian and Ubuntu ship ``venv`` without ``ensurepip``
+unless python3-venv is installed) and pip comes from the bundle's own wheel, run straight
+from the wheel file. A version directory is complete only once its marker is written, so
+an install that dies half way leaves ``current`` on the old version and is redone next
+time. Upgrading keeps the previous version (for a rollback by relinking ``current``) and
+removes older ones. Neither upgrade nor uninstall touches the config or the agent's state
+(/var/lib/clusterdiag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = "SHA256SUMS"
+COMPLETE = ".complete"
+UNIT = "clusterdiag-agent.service"
+WRAPPER = "clusterdiag-slurm.sh"
+HOOKS = ("prolog", "epilog", "healthcheck")
+SHARE = Path("share/clusterdiag")
+
+
+class InstallError(Exception):
+    """What stops the install, in one line: printed, exit 2 (nothing was switched)."""
+
+
+@dataclass
+class Paths:
+    prefix: Path
+    bin_dir: Path
+    config_dir: Path
+    unit_dir: Path
+    slurm_dir: Path | None
+
+    @property
+    def current(self) -> Path:
+        return self.prefix / "current"
+
+    @property
+    def record(self) -> Path:
+        return self.prefix / "install.json"
+
+
+def say(message: str) -> None:
+    print(f"clusterdiag install: {message}", flush=True)
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_manifest(bundle: Path) -> str:
+    """Every file the manifest lists has its digest; returns the manifest's own digest,
+    which names the version directory (the same bundle always lands in the same one)."""
+    manifest = bundle / MANIFEST
+    if not manifest.is_file():
+        raise InstallError(f"{manifest}: missing; this is not a complete bundle")
+    for number, line in enumerate(manifest.read_text().splitlines(), 1):
+        digest, sep, name = line.partition("  ")
+        path = bundle / name
+        if not sep or "/.." in f"/{name}" or name.startswith("/"):
+            raise InstallError(f"{manifest}:{number}: not a manifest line")
+        if not path.is_file():
+            raise InstallError(f"{path}: listed in {MANIFEST} but missing")
+        if sha256(path) != digest:
+            raise InstallError(f"{path}: SHA-256 differs from {MANIFEST}; the bundle is damaged")
+    return sha256(manifest)
+
+
+def read_bundle(bundle: Path) -> dict[str, str]:
+    meta = json.loads((bundle / "bundle.json").read_text())
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if meta["python"] != here:
+        raise InstallError(f"this bundle is for Python {meta['python']}, {sys.executable} is "
+                           f"{here}: use the bundle built for {here}, or pass --python")
+    if meta["arch"] != platform.machine():
+        raise InstallError(f"this bundle is for {meta['arch']}, this machine is "
+                           f"{platform.machine()}")
+    return {key: str(meta[key]) for key in ("version", "python", "arch")}
+
+
+def clean_environment() -> dict[str, str]:
+    """pip must not read the node's index, constraints or find-links settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return env
+
+
+def run(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, env=clean_environment(),
+                          check=False)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise InstallError(f"{what} failed (exit {proc.returncode}): {tail}")
+
+
+def build_version(bundle: Path, meta: dict[str, str], target: Path) -> None:
+    """A venv on this Python with clusterdiag and its dependencies from the bundle only."""
+    if target.exists():
+        shutil.rmtree(target)  # an earlier install died before its marker
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run([sys.executable, "-m", "venv", "--without-pip", str(target)], "creating the venv")
+    wheels = bundle / "wheels"
+    (pip_wheel,) = wheels.glob("pip-*.whl")
+    run([str(target / "bin" / "python"), str(pip_wheel / "pip"), "install", "-q",
+         "--no-index", "--find-links", str(wheels), "--only-binary=:all:", "--no-cache-dir",
+         "--disable-pip-version-check", f"clusterdiag=={meta['version']}", "pip"],
+        "installing the wheels")
+    share = target / SHARE
+    share.mkdir(parents=True)
+    for name in (UNIT, "config.yaml", WRAPPER, "install.sh", "install.py", MANIFEST,
+                 "bundle.json"):
+        shutil.copy2(bundle / name, share / name)
+    (target / COMPLETE).write_text(meta["version"] + "\n")
+
+
+def replace_link(link: Path, target: str | Path) -> None:
+    """Point ``link`` at ``target`` in one rename: a reader sees the old or the new."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.exists() and not link.is_symlink():
+        raise InstallError(f"{link} exists and is not a link: move it away first")
+    staged = link.with_name(f".{link.name}.new")
+    if staged.is_symlink() or staged.exists():
+        staged.unlink()
+    staged.symlink_to(target)
+    os.replace(staged, link)
+
+
+def systemd_running() -> bool:
+    return Path("/run/systemd/system").is_dir()
+
+
+def systemctl(*args: str) -> None:
+    subprocess.run(["systemctl", *args], capture_output=True, check=False, timeout=60)
+
+
+def ensure_user() -> None:
+    """The unit runs as ``clusterdiag`` (User=), in group video for /dev/nvidia*."""
+    known = subprocess.run(["getent", "passwd", "clusterdiag"], capture_output=True,
+                           check=False)
+    if known.returncode == 0:
+        return
+    run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
+         "/var/lib/clusterdiag", "--shell", "/usr/sbin/nologin", "clusterdiag"],
+        "creating the clusterdiag user")
+
+
+def install_files(paths: Paths, share: Path) -> list[str]:
+    """Unit, config (only when absent), Slurm links; returns what uninstall may remove."""
+    made: list[str] = []
+    unit = paths.unit_dir / UNIT
+    paths.unit_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(share / UNIT, unit)
+    made.append(str(unit))
+    config = paths.config_dir / "config.yaml"
+    if config.exists():
+        say(f"kept {config}; the default is {share / 'config.yaml'}")
+    else:
+        paths.config_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(share / "config.yaml", config)
+        say(f"wrote the default {config}")
+    if paths.slurm_dir is not None:
+        wrapper = paths.current / SHARE / WRAPPER
+        for hook in HOOKS:
+            link = paths.slurm_dir / f"clusterdiag-{hook}.sh"
+            replace_link(link, wrapper)
+            made.append(str(link))
+    return made
+
+
+def prune(versions: Path, keep: set[str]) -> None:
+    """Only the new version and the one it replaced stay (a rollback is one relink)."""
+    for entry in versions.iterdir():
+        if entry.is_dir() and entry.name not in keep:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def install(bundle: Path, paths: Paths, create_user: bool) -> int:
+    meta = read_bundle(bundle)
+    digest = verify_manifest(bundle)
+    name = f"{meta['version']}-py{meta['python'].replace('.', '')}-{digest[:12]}"
+    target = paths.prefix / "versions" / name
+    previous = os.readlink(paths.current) if paths.current.is_symlink() else None
+    if (target / COMPLETE).exists():
+        say(f"{target} is already built from this bundle")
+    else:
+        say(f"building {target}")
+        build_version(bundle, meta, target)
+    if create_user:
+        ensure_user()
+    replace_link(paths.current, Path("versions") / name)
+    replace_link(paths.bin_dir / "clusterdiag", paths.current / "bin" / "clusterdiag")
+    made = install_files(paths, paths.current / SHARE)
+    made.append(str(paths.bin_dir / "clusterdiag"))
+    paths.record.write_text(json.dumps({
+        "version": meta["version"], "current": name, "files": made,
+        "config_dir": str(paths.config_dir)}, indent=2) + "\n")
+    if systemd_running():
+        systemctl("daemon-reload")
+        systemctl("try-restart", UNIT)  # an upgrade restarts a running agent, no more
+    prune(paths.prefix / "versions", {name, Path(previous or "").name})
+    say(f"clusterdiag {meta['version']} is {paths.current} -> versions/{name}"
+        + (f" (was {Path(previous).name})" if previous and Path(previous).name != name else ""))
+    return 0
+
+
+def uninstall(paths: Paths) -> int:
+    """Remove what install recorded; the config and the agent's state stay."""
+    if not paths.record.is_file():
+        say(f"nothing to uninstall: {paths.record} does not exist")
+        return 0
+    record = json.loads(paths.record.read_text())
+    if systemd_running():
+        systemctl("disable", "--now", UNIT)
+    for name in record["files"]:
+        path = Path(name)
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    if systemd_running():
+        systemctl("daemon-reload")
+    shutil.rmtree(paths.prefix)
+    say(f"removed {paths.prefix}; kept {record['config_dir']} and /var/lib/clusterdiag")
+    return 0
+
+
+def _arguments(argv: list[str]) -> tuple[str, Paths, bool]:
+    parser = argparse.ArgumentParser(prog="install.sh", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", nargs="?", choices=("install", "uninstall"),
+                        default="install")
+    parser.add_argument("--prefix", type=Path, default=Path("/opt/clusterdiag"))
+    parser.add_argument("--bin-dir", type=Path, default=Path("/usr/local/bin"))
+    parser.add_argument("--config-dir", type=Path, default=Path("/etc/clusterdiag"))
+    parser.add_argument("--unit-dir", type=Path, default=Path("/etc/systemd/system"))
+    parser.add_argument("--slurm-dir", type=Path, default=Path("/etc/slurm"),
+                        help="where the prolog/epilog/healthcheck links go")
+    parser.add_argument("--no-slurm", action="store_true", help="install no Slurm links")
+    parser.add_argument("--no-user", action="store_true",
+                        help="do not create the clusterdiag system user")
+    args = parser.parse_args(argv)
+    paths = Paths(args.prefix.absolute(), args.bin_dir.absolute(), args.config_dir.absolute(),
+                  args.unit_dir.absolute(), None if args.no_slurm else args.slurm_dir.absolute())
+    return args.action, paths, not args.no_user
+
+
+def main(argv: list[str] | None = None) -> int:
+    action, paths, create_user = _arguments(sys.argv[1:] if argv is None else argv)
+    try:
+        if action == "uninstall":
+            return uninstall(paths)
+        return install(HERE, paths, create_user)
+    except (InstallError, OSError) as exc:
+        print(f"clusterdiag install: ERROR {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
