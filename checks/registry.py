@@ -17,7 +17,6 @@ from .finding import Action, Finding
 from .profile import Profile
 
 LEVELS = ("quick", "full")
-MODES = ("run", "prolog", "epilog", "healthcheck", "agent")
 
 
 @dataclass

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
 from ..errors import UsageError
@@ -58,6 +61,21 @@ def checks_explain(check_id: str) -> None:
     if spec.actions:
         click.echo(f"actions: {', '.join(a.value for a in spec.actions)}")
     click.echo(f"remedy:  {spec.remedy}")
+    click.echo(f"defined at: {defined_at(spec.func)}")
+
+
+def defined_at(obj: Any) -> str:
+    """Where a check is written, relative to the top of the install (``checks/gpu.py:42``,
+    the line of its ``@check``), so its room is found from its id."""
+    import inspect
+
+    from ... import checks
+
+    top = Path(checks.__file__).resolve().parents[1]
+    path = Path(inspect.getsourcefile(obj) or "?").resolve()
+    line = obj.__code__.co_firstlineno if hasattr(obj, "__code__") else 1
+    where = path.relative_to(top) if path.is_relative_to(top) else path
+    return f"{where.as_posix()}:{line}"
 
 
 def _explain_cluster_check(check_id: str, summary: str) -> None:
@@ -72,6 +90,8 @@ def _explain_cluster_check(check_id: str, summary: str) -> None:
         click.echo(doc)
     click.echo("runs in: cluster reports (run --nodes, report merge, demo), over node reports")
     click.echo("settings: the cluster: section of the config")
+    judge = getattr(module, check_id.split(".", 1)[1], module)  # cluster.versions: versions()
+    click.echo(f"defined at: {defined_at(judge)}")
 
 
 COMMANDS = (checks_group,)

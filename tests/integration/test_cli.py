@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -127,6 +128,18 @@ def test_checks_list_and_explain() -> None:
     assert explain.returncode == 0
     assert "remedy:" in explain.stdout
     assert "min_free_pct" in explain.stdout
+    assert re.search(r"^defined at: checks/\w+\.py:\d+$", explain.stdout, re.M), explain.stdout
+
+
+def test_explain_names_the_line_that_registers_each_check() -> None:
+    from clusterdiag import checks
+    from clusterdiag.agent.cli.checks import defined_at
+
+    for spec in checks.REGISTRY.values():
+        where, line = defined_at(spec.func).rsplit(":", 1)
+        assert where.startswith("checks/"), where
+        text = (REPO / where).read_text().splitlines()[int(line) - 1]
+        assert text.startswith(f'@check("{spec.id}"'), (spec.id, where, line, text)
 
 
 def test_the_catalog_lists_and_explains_cluster_checks_too() -> None:
@@ -140,6 +153,9 @@ def test_the_catalog_lists_and_explains_cluster_checks_too() -> None:
     assert explain.returncode == 0
     assert explain.stdout.startswith("cluster.ib_rails: ")
     assert "runs in: cluster reports" in explain.stdout
+    where, line = explain.stdout.splitlines()[-1].removeprefix("defined at: ").rsplit(":", 1)
+    assert where == "reports/cluster_checks/ib_rails.py"
+    assert (REPO / where).read_text().splitlines()[int(line) - 1].startswith("def ib_rails(")
 
 
 def test_profiles_list_and_show() -> None:
