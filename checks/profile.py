@@ -50,6 +50,8 @@ class Profile:
     nic_pcie_width: int | None = None
     gpu_nic_distance: tuple[str, ...] = ()  # acceptable nvidia-smi topo levels to its own NIC
     allreduce_busbw_gbps: float | None = None
+    # Active tests (clusterdiag qualify): test -> {expected, floor, unit, source}
+    qualify: dict[str, dict[str, Any]] = field(default_factory=dict)
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property

@@ -1,0 +1,94 @@
+"""What an active test measured, as plain data: the parse of one tool run and its figures.
+
+``clusterdiag qualify`` runs the standard tools (nccl-tests, perftest, nvbandwidth, dcgmi
+diag, gpu_burn) or reads their saved output; the parsers in ``agent/qualify/parsers`` turn
+what the tools print into :class:`ToolRun` and the judging in ``checks/qualify.py`` reads
+only this module. Nothing here says whether a figure is good.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# The tests a node qualification runs, by the check id its findings carry.
+TESTS = ("allreduce", "allreduce_ring", "allreduce_net", "h2d", "d2h", "d2d", "hbm",
+         "gpu_compute", "nic", "dcgm")
+
+
+@dataclass
+class Figure:
+    """One measured number. ``values`` holds the first run and any repeat: the judged
+    value is the best of them, so one noisy run convicts nothing."""
+
+    node: str
+    test: str  # one of TESTS
+    component: str  # node, gpu3, gpu0-gpu3 (a pair), mlx5_4/1
+    values: list[float]
+    unit: str  # GB/s, Gb/s, Gflop/s
+    tool: str
+    detail: str = ""  # what exactly was measured ("busbw at 8589934592 B, in-place")
+
+    @property
+    def value(self) -> float:
+        return max(self.values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "test": self.test, "component": self.component,
+                "value": round(self.value, 3), "values": [round(v, 3) for v in self.values],
+                "unit": self.unit, "tool": self.tool, "detail": self.detail}
+
+
+@dataclass
+class Evidence:
+    """A line of the output that decides the verdict by itself, whatever the bandwidth:
+    ``kind`` is ``fail`` (wrong results, NCCL/CUDA failure, IB completion error, a GPU
+    marked faulty), ``warn`` (an NCCL WARN line) or ``socket`` (NCCL chose sockets)."""
+
+    kind: str
+    component: str
+    text: str
+    test: str = ""  # the test it belongs to when the tool runs several (dcgmi diag)
+
+
+@dataclass
+class ToolRun:
+    """One tool's output and how it ended. ``returncode`` is None when it never ran to an
+    exit status (not found, killed at its deadline) and for saved logs (unknown)."""
+
+    tool: str  # nccl-tests | perftest | nvbandwidth | dcgmi | gpu_burn | unknown
+    node: str
+    test: str
+    source: str  # the command line, or the log file it was read from
+    returncode: int | None = None
+    error: str | None = None  # could not run: not found, no answer within the deadline
+    hung: bool = False
+    from_log: bool = False
+    complete: bool = False  # the tool's closing lines are there
+    figures: list[Figure] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the parser could not use
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "node": self.node, "test": self.test, "source": self.source,
+                "returncode": self.returncode, "error": self.error, "hung": self.hung,
+                "from_log": self.from_log, "complete": self.complete,
+                "seconds": round(self.seconds, 3),
+                "figures": [f.to_dict() for f in self.figures],
+                "evidence": [{"kind": e.kind, "component": e.component, "text": e.text[:300],
+                              "test": e.test} for e in self.evidence],
+                "notes": self.notes[:20]}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the platform should reach in one test, and where the number comes from.
+    ``floor`` fails a figure below it; ``expected`` is the healthy reference shown next
+    to it. Either may be missing where nothing published gives it."""
+
+    test: str
+    unit: str
+    source: str
+    expected: float | None = None
+    floor: float | None = None

@@ -1,0 +1,165 @@
+"""nccl-tests output (``all_reduce_perf``, ``alltoall_perf``, ``sendrecv_perf``, ...).
+
+Every column layout since 2017 (reference/active-tests/parsers.md §1.2): the leading fields
+(``bytes N type op``; ``size count type [redop|root]``; ``size count type redop root``) and
+the per-half fields (``time algbw busbw #wrong|error|res`` plus ``i_*`` columns) are read
+from the table's own header line, and rows are read from the right, because a blank
+``redop`` (pre-2.13 alltoall) drops a token. A file may hold several runs, each from its
+header to the next. The figure is the best bus bandwidth at the largest message size of a
+run, never ``# Avg bus bandwidth`` (an average over every size of the sweep).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ...model.qualify import Evidence, Figure, ToolRun
+from .lines import clean_lines, number
+
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?")
+_FAILURES = (
+    re.compile(r"Test (?:NCCL|CUDA) failure"),
+    re.compile(r"\bTest failure\b"),
+    re.compile(r"Test timeout"),
+    re.compile(r"NET/IB\s*:\s*Got completion .* with error"),
+    re.compile(r"Invalid number of GPUs"),
+)
+_WARN = re.compile(r"\bNCCL WARN\b")
+_SOCKET = re.compile(r"NCCL INFO Using network Socket|NCCL INFO NET/Socket : Using")
+_STARTING = re.compile(r"# Collective test starting:\s*(\S+)")
+_BINARY = re.compile(r"\b(all_reduce|all_gather|alltoall|sendrecv|reduce_scatter|broadcast|"
+                     r"reduce|gather|scatter|hypercube)_perf\b")
+HEADER_HINT = re.compile(r"^#\s+(?:size|bytes)\s+(?:count|N)\s+type\b.*\bbusbw\b")
+MARKERS = (re.compile(r"^#\s*nThread \d+ nGpus \d+"), re.compile(r"^nThread \d+ nGpus \d+"),
+           HEADER_HINT, _FAILURES[0], re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)"))
+_WRONG_NAMES = ("#wrong",)  # "error" (max relative error) and "res" are not counts
+
+
+@dataclass
+class Layout:
+    half: list[str]  # per-half column names, from "time" up to the next "time"
+    timestamp: bool
+    lead: int  # leading fields: size count type [redop] [root]
+    blank_redop: bool  # pre-2.13 alltoall leaves the redop column empty
+
+    def fits(self, fields: int) -> bool:
+        return fields == self.lead + 2 * len(self.half) or (
+            self.blank_redop and fields == self.lead - 1 + 2 * len(self.half))
+
+    @property
+    def busbw(self) -> int:
+        return self.half.index("busbw")
+
+    @property
+    def wrong(self) -> int | None:
+        for name in _WRONG_NAMES:
+            if name in self.half:
+                return self.half.index(name)
+        return None
+
+
+@dataclass
+class Segment:
+    layout: Layout
+    rows: list[tuple[int, float | None, float | None, float, float]] = field(
+        default_factory=list)  # size, busbw oop, busbw ip, wrong oop, wrong ip
+    oob: tuple[int, str] | None = None
+    avg: tuple[float | None, str | None] | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.oob is not None and self.avg is not None
+
+
+def _layout(line: str) -> Layout | None:
+    names = line.lstrip("#").split()
+    times = [i for i, n in enumerate(names) if n in ("time", "cputime")]
+    if not times or "busbw" not in names:
+        return None
+    end = times[1] if len(times) > 1 else len(names)
+    half = names[times[0]:end]
+    if "busbw" not in half:
+        return None
+    return Layout(half=half, timestamp=names[-1] == "timestamp", lead=times[0],
+                  blank_redop="redop" in names[:times[0]] and "root" not in names)
+
+
+def _row(fields: list[str], layout: Layout) -> tuple[int, float | None, float | None,
+                                                      float, float] | None:
+    if layout.timestamp:
+        fields = fields[:-2]
+    width = len(layout.half)
+    if not layout.fits(len(fields)) or not fields[0].isdigit():
+        return None
+    halves = fields[-2 * width:-width], fields[-width:]
+    busbw = [number(h[layout.busbw]) for h in halves]
+    wrong_at = layout.wrong
+    wrong = [number(h[wrong_at]) or 0.0 if wrong_at is not None else 0.0 for h in halves]
+    if busbw[0] is None and busbw[1] is None:
+        return None
+    return int(fields[0]), busbw[0], busbw[1], wrong[0], wrong[1]
+
+
+def collective(text: str, default: str) -> str:
+    """Which test a log is: from nccl-tests' own start line or the command in the log."""
+    match = _STARTING.search(text) or _BINARY.search(text)
+    if match is None:
+        return default
+    name = match.group(1).removesuffix("_perf").replace("_", "")
+    return name
+
+
+def parse(text: str, run: ToolRun) -> None:
+    segments: list[Segment] = []
+    for number_, line in enumerate(clean_lines(text), 1):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            pass  # nccl-tests prints its failures without a leading '#'
+        elif any(p.search(stripped) for p in _FAILURES):
+            run.evidence.append(Evidence("fail", "node", f"line {number_}: {stripped}"))
+        elif _SOCKET.search(stripped):
+            run.evidence.append(Evidence("socket", "node", f"line {number_}: {stripped}"))
+        elif _WARN.search(stripped):
+            run.evidence.append(Evidence("warn", "node", f"line {number_}: {stripped}"))
+        if stripped.startswith("#"):
+            if HEADER_HINT.match(stripped):
+                layout = _layout(stripped)
+                if layout is not None:
+                    segments.append(Segment(layout))
+                continue
+            if segments and (oob := _OOB.match(stripped)):
+                segments[-1].oob = (int(oob.group(1)), oob.group(2))
+                if oob.group(2) == "FAILED":
+                    run.evidence.append(Evidence("fail", "node", f"line {number_}: {stripped}"))
+            elif segments and (avg := _AVG.match(stripped)):
+                segments[-1].avg = (number(avg.group(1)), avg.group(2))
+                if avg.group(2) == "FAILED":
+                    run.evidence.append(Evidence("fail", "node", f"line {number_}: {stripped}"))
+            continue
+        if not segments:
+            continue
+        row = _row(stripped.split(), segments[-1].layout)
+        if row is None:
+            continue
+        segments[-1].rows.append(row)
+        if row[3] or row[4]:
+            run.evidence.append(Evidence(
+                "fail", "node", f"line {number_}: {int(row[3] + row[4])} wrong elements at "
+                                f"{row[0]} B"))
+    run.complete = bool(segments) and all(s.complete for s in segments)
+    for segment in segments:
+        if not segment.rows:
+            run.notes.append("a table header with no rows under it")
+            continue
+        largest = max(r[0] for r in segment.rows)
+        best = max((b for r in segment.rows if r[0] == largest for b in r[1:3] if b is not None),
+                   default=None)
+        if best is None:
+            continue
+        where = "" if segment.complete else ", run did not finish"
+        run.figures.append(Figure(run.node, run.test, "node", [best], "GB/s", "nccl-tests",
+                                  f"busbw at {largest} B{where}"))
+    if not segments:
+        run.notes.append("no nccl-tests table")

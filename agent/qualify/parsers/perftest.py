@@ -1,0 +1,67 @@
+"""perftest ``ib_write_bw`` (and the other ``*_bw`` tests) as it prints them.
+
+The unit comes from the result header: ``MB/sec`` (perftest < 24.07) and ``MiB/sec`` are
+2^20 bytes, ``Gb/sec`` (``--report_gbits``) is 10^9 bits (parsers.md §2.1); figures are
+reported in Gb/s. When server and client share a log (same-host loopback) their blocks
+interleave: the rows after the last ``#bytes`` header are the client's. A bidirectional
+test reports the sum of both directions, so its figure is halved to one direction.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...model.qualify import Evidence, Figure, ToolRun
+from .lines import clean_lines, number
+
+_BANNER = re.compile(r"^\s*(RDMA_Write|RDMA_Read|Send|Atomic)\s.*BW Test")
+_DEVICE = re.compile(r"Device\s*:\s*(\S+)")
+_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(\S+?)\]\s+BW average\[(\S+?)\]")
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)")
+_FAILURES = re.compile(r"Couldn't connect to|Unable to init the socket connection|"
+                       r"Failed to modify QP|Couldn't allocate|Unable to open file descriptor|"
+                       r"No IB devices found|Couldn't get context|Error: ")
+MARKERS = (_BANNER, _HEADER)
+_TO_GBPS = {"MB/sec": 1048576 * 8 / 1e9, "MiB/sec": 1048576 * 8 / 1e9, "Gb/sec": 1.0}
+
+
+def parse(text: str, run: ToolRun, port: int = 1) -> None:
+    device = None
+    banner_bidirectional = bidirectional = False
+    unit = None
+    rows: list[tuple[int, float]] = []
+    ended = closed = False
+    for number_, line in enumerate(clean_lines(text), 1):
+        if _BANNER.match(line):
+            banner_bidirectional = "Bidirectional" in line
+            continue
+        if device is None and (found := _DEVICE.search(line)):
+            device = found.group(1)
+        if _FAILURES.search(line):
+            run.evidence.append(Evidence("fail", "node", f"line {number_}: {line.strip()}"))
+        header = _HEADER.match(line)
+        if header:  # the block after the last header is the client's
+            unit, bidirectional = header.group(2), banner_bidirectional
+            rows, ended, closed = [], False, False
+            continue
+        row = _ROW.match(line)
+        if row and unit is not None and not ended:
+            average = number(row.group(4))
+            if average is not None:
+                rows.append((int(row.group(1)), average))
+        elif rows and not ended:  # the table ends at its closing rule, or is cut short
+            ended, closed = True, line.strip().startswith("-----")
+    if unit not in _TO_GBPS or not rows:
+        run.notes.append("no perftest result rows" if unit is None or not rows
+                         else f"unknown unit {unit}")
+        return
+    run.complete = closed
+    size = max(s for s, _ in rows)
+    average = max(v for s, v in rows if s == size) * _TO_GBPS[unit]
+    detail = f"BW average at {size} B" + ("" if closed else ", output cut short")
+    if bidirectional:
+        average /= 2
+        detail += ", bidirectional sum halved"
+    component = f"{device}/{port}" if device else "node"
+    run.figures.append(Figure(run.node, run.test, component, [average], "Gb/s", "perftest",
+                              detail))
