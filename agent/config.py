@@ -65,6 +65,21 @@ SCHEMA: dict[str, Any] = {
         "replace_blanks_in_model_name": ((bool,), False),
         "ib_node_exporter_counters": ((bool,), True),
     },
+    # clusterdiag qualify (agent/qualify/, checks/qualify.py): the straggler rule, the
+    # per-test deadlines (test -> seconds), tool paths (program -> path), rails (HCA ->
+    # the GPU whose memory its GPUDirect test uses).
+    "qualify": {
+        "warn_pct": (_NUM, 5.0),
+        "fail_pct": (_NUM, 10.0),
+        "min_peers": ((int,), 3),
+        "repeat": ((bool,), True),
+        "budget_s": (_NUM, 3600.0),
+        "deadline_s": ((dict,), {}),
+        "tools": ((dict,), {}),
+        "rails": ((dict,), {}),
+        "burn_s": (_NUM, 30.0),
+        "parallel_nodes": ((int,), 64),
+    },
     # Gathering many nodes and judging them together (reports/gather.py, cluster_checks/).
     "cluster": {
         "concurrency": ((int,), 256),

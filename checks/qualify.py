@@ -38,7 +38,12 @@ TEST_NAMES = {
     "gpu_compute": "GPU compute throughput",
     "nic": "GPUDirect RDMA bandwidth of the rail",
     "dcgm": "DCGM diagnostic",
+    "nvbandwidth": "nvbandwidth copy tests",
+    "collective": "nccl-tests collective bus bandwidth",
 }
+# The figures each test's run yields (nvbandwidth measures four things in one run);
+# a figure of another test (DCGM's PCIe plugin) is shown but not judged.
+RUN_TESTS = {"nvbandwidth": ("h2d", "d2h", "d2d", "hbm"), "dcgm": ()}
 COLLECTIVES = ("allreduce", "allreduce_ring", "allreduce_net")
 # The catalog of qualify check ids, with what a failure asks for.
 CATALOG: dict[str, Action] = {f"qualify.{test}": (
@@ -117,41 +122,43 @@ def component_kind(component: str) -> str:
 
 
 def per_gpu_d2d(figures: Iterable[Figure]) -> list[Figure]:
-    """A GPU's device-to-device figure: the median of every pair it is in (both ways).
-    One slow GPU is in all of its own pairs but in only two of each other GPU's, so the
-    median names it and not its partners."""
-    by_gpu: dict[tuple[str, str], list[float]] = defaultdict(list)
-    repeats: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
-    tool = ""
+    """A GPU's device-to-device figure: the median of every pair it is in (both ways), per
+    run. One slow GPU is in all of its own pairs but in only two of each other GPU's, so
+    the median names it and not its partners."""
+    by_gpu: dict[tuple[str, str], list[Figure]] = defaultdict(list)
     for f in figures:
-        a, b = f.component.split("-", 1)
-        for gpu in (a, b):
-            by_gpu[(f.node, gpu)].append(f.value)
-            repeats[(f.node, gpu)].append(f.values)
-        tool = f.tool
+        for gpu in f.component.split("-", 1):
+            by_gpu[(f.node, gpu)].append(f)
     out = []
-    for (node, gpu), values in sorted(by_gpu.items()):
-        runs = max(len(v) for v in repeats[(node, gpu)])
-        out.append(Figure(node, "d2d", gpu, [statistics.median(values)] * runs, "GB/s", tool,
-                          f"median of its {len(values)} pair figures"))
+    for (node, gpu), pairs in sorted(by_gpu.items()):
+        runs = min(len(f.values) for f in pairs)
+        values = [statistics.median(f.values[k] for f in pairs) for k in range(runs)]
+        out.append(Figure(node, "d2d", gpu, values, "GB/s", pairs[0].tool,
+                          f"median of its {len(pairs)} pair figures"))
     return out
+
+
+def figures_of(run: ToolRun) -> list[Figure]:
+    """The figures a run is judged on: those of its own test(s)."""
+    tests = RUN_TESTS.get(run.test, (run.test,))
+    return [f for f in run.figures if f.test in tests]
 
 
 def judged_figures(runs: Iterable[ToolRun]) -> list[Figure]:
     """The figures the rule looks at: pairs folded into per-GPU d2d figures."""
-    figures = [f for run in runs for f in run.figures]
+    figures = [f for run in runs for f in figures_of(run)]
     pairs = [f for f in figures if f.test == "d2d" and component_kind(f.component) == "pair"]
     return [f for f in figures if f not in pairs] + per_gpu_d2d(pairs)
 
 
-def _peer_key(f: Figure, profiles: Mapping[str, str]) -> tuple[str, str, str]:
-    return profiles.get(f.node, ""), f.test, component_kind(f.component)
+def _peer_key(f: Figure, profiles: Mapping[str, str]) -> tuple[str, str, str, str]:
+    return profiles.get(f.node, ""), f.test, component_kind(f.component), f.tool
 
 
 def grade(figures: list[Figure], profiles: Mapping[str, str],
           expect: Mapping[str, Mapping[str, Expectation]], rule: StragglerRule) -> list[Judged]:
     """Each figure's status under the floor and the straggler rule (before confirmation)."""
-    groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for f in figures:
         groups[_peer_key(f, profiles)].append(f.value)
     out = []
@@ -174,10 +181,17 @@ def grade(figures: list[Figure], profiles: Mapping[str, str],
     return out
 
 
-def suspects(judged: Iterable[Judged]) -> set[tuple[str, str]]:
-    """(node, test) pairs to run once more before anything is convicted."""
-    return {(j.figure.node, j.figure.test) for j in judged
+def suspects(judged: Iterable[Judged]) -> set[tuple[str, str, str]]:
+    """(node, test, component) of the figures to measure once more before anything is
+    convicted."""
+    return {(j.figure.node, j.figure.test, j.figure.component) for j in judged
             if j.status is not Status.PASS and len(j.figure.values) < 2}
+
+
+def needs_repeat(run: ToolRun, wanted: set[tuple[str, str, str]]) -> bool:
+    """Whether one of the run's figures (or a pair holding a suspect GPU) is wanted."""
+    return any((run.node, f.test, part) in wanted for f in figures_of(run)
+               for part in {f.component, *f.component.split("-", 1)})
 
 
 def _action(test: str, status: Status) -> Action:
@@ -234,6 +248,9 @@ def run_findings(run: ToolRun) -> list[Finding]:
     """What the run itself says, apart from its figures: it could not run, it hung, it
     printed a failure, it ended without its summary."""
     check = f"qualify.{run.test}"
+    if run.skipped is not None:
+        return [Finding(Status.SKIP, "node", f"{run.tool} is not installed", run.skipped, None,
+                        Action.NONE, check)]
     if run.hung:
         return [Finding(Status.FAIL, "node", f"{run.tool} hung: killed at its deadline",
                         run.error, "an exit within the deadline", Action.DRAIN, check)]
@@ -291,32 +308,46 @@ def judge(runs: list[ToolRun], profiles: Mapping[str, str],
     for run in runs:
         own = run_findings(run)
         known_cause = any(f.status is Status.FAIL for f in own)
-        for j in by_test.pop((run.node, run.test), []) if run.test != "dcgm" else []:
+        mine = [j for test in RUN_TESTS.get(run.test, (run.test,))
+                for j in by_test.pop((run.node, test), [])]
+        for j in mine:
             if j.status is not Status.PASS and not known_cause:
                 own.append(_figure_finding(j, repeatable))
-        if not any(f.status is not Status.PASS for f in own):
-            own.append(_pass(run, graded))
+        own.extend(_passes(run, mine, own))
         result.findings.setdefault(run.node, []).extend(own)
     for node, findings in result.findings.items():
         result.findings[node] = _attribute(findings)
     return result
 
 
-def _pass(run: ToolRun, graded: list[Judged]) -> Finding:
-    mine = [j for j in graded if j.figure.node == run.node and j.figure.test == run.test]
-    check = f"qualify.{run.test}"
-    if run.test == "dcgm" or not mine:
+def _passes(run: ToolRun, mine: list[Judged], own: list[Finding]) -> list[Finding]:
+    """One pass per test of the run with nothing wrong, naming its lowest figure."""
+    if any(f.status in (Status.SKIP, Status.ERROR) or
+           (f.status is Status.FAIL and f.component == "node") for f in own):
+        return []
+    troubled = {f.check for f in own if f.status is not Status.PASS}
+    by_test: dict[str, list[Judged]] = defaultdict(list)
+    for j in mine:
+        by_test[j.figure.test].append(j)
+    out = []
+    for test, items in sorted(by_test.items()):
+        if f"qualify.{test}" in troubled:
+            continue
+        low = min(items, key=lambda j: j.figure.value)
+        out.append(Finding(
+            Status.PASS, "node", f"{TEST_NAMES.get(test, test)} as expected",
+            {"lowest": round(low.figure.value, 2), "component": low.figure.component,
+             "figures": len(items)},
+            {"peers_median": None if low.median is None else round(low.median, 2),
+             "floor": low.expectation.floor if low.expectation else None,
+             "unit": low.figure.unit}, Action.NONE, f"qualify.{test}"))
+    if not by_test and not troubled:
         passed = sum(1 for e in run.evidence if e.kind == "pass")
         skipped = sum(1 for e in run.evidence if e.kind == "skip")
-        return Finding(Status.PASS, "node", f"{run.tool}: nothing failed",
-                       {"pass": passed, "skip": skipped}, None, Action.NONE, check)
-    low = min(mine, key=lambda j: j.figure.value)
-    return Finding(Status.PASS, "node", f"{TEST_NAMES.get(run.test, run.test)} as expected",
-                   {"lowest": round(low.figure.value, 2), "component": low.figure.component,
-                    "figures": len(mine)},
-                   {"peers_median": None if low.median is None else round(low.median, 2),
-                    "floor": low.expectation.floor if low.expectation else None,
-                    "unit": low.figure.unit}, Action.NONE, check)
+        out.append(Finding(Status.PASS, "node", f"{run.tool}: nothing failed",
+                           {"pass": passed, "skip": skipped}, None, Action.NONE,
+                           f"qualify.{run.test}"))
+    return out
 
 
 def verdict(findings: Iterable[Finding]) -> Status:

@@ -62,6 +62,7 @@ class ToolRun:
     source: str  # the command line, or the log file it was read from
     returncode: int | None = None
     error: str | None = None  # could not run: not found, no answer within the deadline
+    skipped: str | None = None  # the tool is not installed: why, and how to install it
     hung: bool = False
     from_log: bool = False
     complete: bool = False  # the tool's closing lines are there
@@ -72,7 +73,8 @@ class ToolRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "node": self.node, "test": self.test, "source": self.source,
-                "returncode": self.returncode, "error": self.error, "hung": self.hung,
+                "returncode": self.returncode, "error": self.error, "skipped": self.skipped,
+                "hung": self.hung,
                 "from_log": self.from_log, "complete": self.complete,
                 "seconds": round(self.seconds, 3),
                 "figures": [f.to_dict() for f in self.figures],

@@ -44,6 +44,7 @@ from .nccl_faults import (
     nic_wrong_numa,
     peermem_missing,
 )
+from .qualify_faults import slow, socket_fallback, tool_hang
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 
@@ -69,6 +70,7 @@ class FaultKind:
     # the one fault is two facts each check owns (a port no subnet manager configured is
     # both not ACTIVE and without a LID). Nothing outside check + also may trip.
     also: tuple[str, ...] = ()
+    active: bool = False  # only traffic shows it: caught by clusterdiag qualify, not run
 
 
 def _gpu(node: SimNode, fault: Mapping[str, Any]) -> SimGpu:
@@ -402,6 +404,21 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               conf("NCCL_IB_DISABLE", "1"), profiles=_IB),
     FaultKind("hca_firmware_mixed", "ib.firmware", "warn", "fix_config", "{hca}", ("hca",),
               firmware_mixed, options=("version",), profiles=_IB),
+    # Active kinds: every passive check passes; clusterdiag qualify names the part.
+    FaultKind("gpu_slow", "qualify.gpu_compute", "fail", "drain", "gpu{gpu}", ("gpu",),
+              slow("compute"), options=("factor",), active=True),
+    FaultKind("hbm_slow", "qualify.hbm", "fail", "drain", "gpu{gpu}", ("gpu",), slow("hbm"),
+              options=("factor",), active=True),
+    FaultKind("pcie_slow", "qualify.h2d", "fail", "drain", "gpu{gpu}", ("gpu",), slow("pcie"),
+              options=("factor",), active=True),
+    FaultKind("nvlink_slow", "qualify.d2d", "fail", "drain", "gpu{gpu}", ("gpu",),
+              slow("nvlink"), options=("factor",), profiles=_NVLINK, active=True),
+    FaultKind("rail_slow", "qualify.nic", "fail", "reseat_cable", "{hca}/1", ("hca",),
+              slow("rail"), options=("factor",), profiles=_IB, active=True),
+    FaultKind("nccl_socket_fallback", "qualify.allreduce_net", "fail", "fix_config", "node",
+              (), socket_fallback, profiles=_IB, active=True),
+    FaultKind("tool_hang", "qualify.allreduce", "fail", "drain", "node", (), tool_hang,
+              active=True),
     # Cluster-level kinds: each node passes alone; the cross-node view catches them.
     FaultKind("driver_mismatch", "cluster.versions", "warn", "fix_config", "driver",
               ("version",), _driver_version, cluster=True),

@@ -109,6 +109,11 @@ class SimNode:
     serve: str = "ok"
     # NVML XID events nvmlEventSetWait delivers: (seconds after epoch, GPU index, code).
     xid_schedule: list[tuple[float, int, int]] = field(default_factory=list)
+    # What the active tests see (sim/bandwidth.py): "part:index" -> speed factor
+    # (compute:3, hbm:3, pcie:3, nvlink:3, rail:mlx5_4), NCCL on sockets, tools that hang.
+    slow: dict[str, float] = field(default_factory=dict)
+    socket_fallback: bool = False
+    tools_hang: bool = False
 
     @property
     def nvml_gpus(self) -> list[SimGpu]:

@@ -19,6 +19,7 @@ from ..model.nodeset import expand
 from .faults import FAULTS
 from .ib_faults import hca_problem
 from .layout import LAYOUTS
+from .qualify_faults import factor_problem
 from .schedule import WINDOW_KEYS, window_problem
 
 _NODE_KEYS = {"names", "profile", "rack", "clique"}
@@ -115,7 +116,7 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
     missing = set(kind.keys) - set(fault)
     if missing:
         raise _bad(where, f"fault {kind.kind}: needs key {_first(missing)!r}")
-    problem = window_problem(fault)
+    problem = window_problem(fault) or factor_problem(fault)
     if problem:
         raise _bad(where, f"fault {kind.kind}: {problem}")
     for name in _names(fault["node"], where):

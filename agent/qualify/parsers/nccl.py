@@ -107,8 +107,7 @@ def collective(text: str, default: str) -> str:
     match = _STARTING.search(text) or _BINARY.search(text)
     if match is None:
         return default
-    name = match.group(1).removesuffix("_perf").replace("_", "")
-    return name
+    return match.group(1).removesuffix("_perf").replace("_", "")
 
 
 def parse(text: str, run: ToolRun) -> None:

@@ -1,0 +1,189 @@
+"""A node qualification: every node's tests (nodes in parallel, one test at a time on a
+node), the judgement, one repeat of every suspect test, and the final judgement.
+
+A test that cannot start because its tool is missing is a ``skip`` with the install hint;
+a test past its deadline was killed with its process tree and is a hang of its node; a run
+where no test could run at all is clusterdiag's failure to collect (exit 3), not a verdict.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...checks.finding import Status
+from ...checks.profile import Profile
+from ...checks.qualify import (
+    Judgement,
+    StragglerRule,
+    expectations,
+    judge,
+    needs_repeat,
+    suspects,
+)
+from ..model.qualify import ToolRun
+from ..sources import CommandResult
+from . import parsers
+from .launch import ToolRunner, missing
+from .plan import DEADLINES, INSTALL, Inventory, Step, node_steps, parse_gpus, parse_ibstat
+
+_HUNG_EXITS = (124, 137)  # coreutils timeout on the node: TERM, then KILL
+
+
+@dataclass
+class QualifyOptions:
+    tests: frozenset[str]
+    level: str = "quick"
+    budget_s: float = 3600.0
+    settings: Mapping[str, Any] = field(default_factory=dict)  # config "qualify" section
+
+    @property
+    def rule(self) -> StragglerRule:
+        return StragglerRule.from_config(self.settings)
+
+
+@dataclass
+class Outcome:
+    runs: list[ToolRun]
+    judgement: Judgement
+    inventories: dict[str, Inventory]
+    seconds: float
+    repeated: list[tuple[str, str]]
+
+    @property
+    def anything_ran(self) -> bool:
+        return any(r.skipped is None and r.error is None or r.hung for r in self.runs)
+
+
+def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any]) -> Inventory:
+    inv = Inventory()
+    timeout = float((settings.get("deadline_s") or {}).get("inventory", DEADLINES["inventory"]))
+    smi = runner(node, ["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
+                 {}, timeout)
+    if smi.returncode == 0:
+        inv.gpus = parse_gpus(smi.stdout)
+    else:
+        inv.problems.append(f"nvidia-smi: {smi.error or smi.stderr.strip()[:200] or smi.returncode}")
+    ibstat = runner(node, [str((settings.get("tools") or {}).get("ibstat") or "ibstat")], {},
+                    timeout)
+    if ibstat.returncode == 0:
+        inv.rails = parse_ibstat(ibstat.stdout, inv.gpus, settings.get("rails") or {})
+    else:
+        inv.problems.append(f"ibstat: {ibstat.error or ibstat.returncode}")
+    return inv
+
+
+def _result_run(step: Step, node: str, result: CommandResult, seconds: float) -> ToolRun:
+    run = ToolRun(step.tool, node, step.test, " ".join(step.argv), result.returncode,
+                  seconds=seconds)
+    program = step.argv[0].rsplit("/", 1)[-1]
+    if missing(result):
+        run.returncode = None
+        run.skipped = f"{program} not found: {INSTALL.get(program, 'install it')}"
+        return run
+    if result.error is not None or result.returncode in _HUNG_EXITS:
+        run.hung = result.error is None or "no answer within" in result.error
+        run.error = result.error or f"killed at its deadline on the node ({step.deadline_s:g} s)"
+        if not run.hung:
+            return run
+        run.error = f"no answer within {step.deadline_s:g} s; its process tree was killed"
+        return run
+    parsers.parse(step.tool, result.stdout + "\n" + result.stderr, run)
+    for figure in run.figures:
+        if step.component != "node" and figure.test == "nic":
+            figure.component = step.component
+    return run
+
+
+def run_step(step: Step, node: str, runner: ToolRunner, deadline: float) -> ToolRun:
+    left = min(step.deadline_s, deadline - time.monotonic())
+    if left < 1.0:
+        return ToolRun(step.tool, node, step.test, " ".join(step.argv),
+                       error="no time left in the qualification budget (--budget)")
+    env = dict(step.env)
+    started = time.monotonic()
+    if step.server_argv is None:
+        result = runner(node, list(step.argv), env, left)
+    else:
+        server: list[CommandResult] = []
+        thread = threading.Thread(target=lambda: server.append(
+            runner(node, list(step.server_argv or ()), env, left)), daemon=True)
+        thread.start()
+        time.sleep(0.2 if left > 5 else 0.0)  # the server listens before the client connects
+        result = runner(node, list(step.argv), env, left)
+        thread.join(left + 15)
+        if server and missing(server[0]):
+            result = server[0]
+    return _result_run(step, node, result, time.monotonic() - started)
+
+
+def _merge_repeat(first: ToolRun, again: ToolRun) -> ToolRun:
+    """The repeat's figures become second values of the first run's figures."""
+    if again.error is not None or again.hung:
+        first.notes.append(f"the repeat could not run: {again.error}")
+        return first
+    for figure in first.figures:
+        twin = next((f for f in again.figures if f.test == figure.test
+                     and f.component == figure.component), None)
+        if twin is not None:
+            figure.values.append(twin.value)
+    first.evidence.extend(e for e in again.evidence if e.kind == "fail")
+    return first
+
+
+def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile],
+            options: QualifyOptions) -> Outcome:
+    started = time.monotonic()
+    deadline = started + options.budget_s
+    workers = max(1, min(len(nodes), int(options.settings.get("parallel_nodes", 64))))
+    inventories: dict[str, Inventory] = {}
+    plans: dict[str, list[Step]] = {}
+
+    def first_pass(node: str) -> list[ToolRun]:
+        inv = inventory(node, runner, options.settings)
+        inventories[node] = inv
+        plans[node] = node_steps(inv, options.level, options.settings, options.tests)
+        return [run_step(step, node, runner, deadline) for step in plans[node]]
+
+    with ThreadPoolExecutor(workers) as pool:
+        runs = [r for batch in pool.map(first_pass, nodes) for r in batch]
+    names = {n: profiles[n].name for n in nodes}
+    expect = {p.name: expectations(p) for p in profiles.values()}
+    judgement = judge(runs, names, expect, options.rule)
+    repeated: list[tuple[str, str]] = []
+    if options.settings.get("repeat", True):
+        wanted = suspects(judgement.figures)
+        todo = [(i, run) for i, run in enumerate(runs) if needs_repeat(run, wanted)]
+
+        by_node: dict[str, list[tuple[int, ToolRun]]] = {}
+        for item in todo:
+            by_node.setdefault(item[1].node, []).append(item)
+
+        def again(items: list[tuple[int, ToolRun]]) -> list[tuple[int, ToolRun]]:
+            out = []
+            for index, run in items:  # one test at a time on a node
+                step = next(s for s in plans[run.node] if s.test == run.test
+                            and " ".join(s.argv) == run.source)
+                out.append((index, _merge_repeat(run, run_step(step, run.node, runner,
+                                                               deadline))))
+            return out
+
+        with ThreadPoolExecutor(workers) as pool:
+            for batch in pool.map(again, by_node.values()):
+                for index, run in batch:
+                    runs[index] = run
+                    repeated.append((run.node, run.test))
+        if todo:
+            judgement = judge(runs, names, expect, options.rule)
+    return Outcome(runs, judgement, inventories, time.monotonic() - started, repeated)
+
+
+def node_verdicts(outcome: Outcome) -> dict[str, Status]:
+    from ...checks.finding import worst
+
+    return {node: worst(f.status for f in findings)
+            for node, findings in outcome.judgement.findings.items()}

@@ -1,0 +1,128 @@
+"""The bandwidth model behind the simulated active-test tools.
+
+Each platform has the rates its parts reach when healthy — per-GPU compute and HBM, the
+host link (PCIe or NVLink-C2C), per-GPU NVLink through the NVSwitches, the NVLink SHARP
+all-reduce ceiling, the NVL72 domain, the per-rail NIC — taken from the published
+measurements in shared/reference/active-tests/expected.md where there are some (noted
+below) and from the part's line rate times a typical efficiency where there are none.
+Faults scale one part (``SimNode.slow``); every figure a tool prints is composed from the
+parts it crosses, so a slow NVLink slows the pairs of its GPU and every all-reduce ring,
+and nothing else. Run-to-run noise is Gaussian, seeded per (node, test, component, run),
+σ = 1 %, so relative detection is tested against noise like a real fleet's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+from .hardware import SimNode
+
+SIGMA = 0.01
+SOCKET_BUSBW = 5.0  # GB/s: what users measured once NCCL fell back to sockets (issue 17)
+
+
+@dataclass(frozen=True)
+class Rates:
+    gflops: float  # gpu_burn FP64 Gflop/s per GPU
+    hbm: float  # nvbandwidth device_local_copy, GB/s
+    host: float  # host<->device copy engine, GB/s
+    nvlink: float  # one GPU to another, unidirectional copy engine read, GB/s
+    ring_eff: float  # ring all-reduce busbw / nvlink (NCCL_ALGO=Ring)
+    nvls: float  # all-reduce busbw with NVLink SHARP (0: no NVLS, the default is the ring)
+    nic: float  # GPUDirect RDMA per rail, Gb/s
+    mnnvl: float = 0.0  # rack-wide all-reduce busbw over multi-node NVLink (NVL72)
+
+
+# Sources (expected.md): A100 gflops 16.9-17.2 TF (outputs/06), HBM 1.61 TB/s (Azure
+# BabelStream), host 26.28 (Azure), d2d 276 (nvbandwidth README), all-reduce 231.6 (Azure);
+# H100 HBM 2.90 TB/s, host 51-52, NVLS 480 and ring 370 (nccl-tests #212); H200 HBM 4.01,
+# NVLS 480; B200 HBM 5.43-5.87 (DCGM); B300 ring/NVLS 695/845 (nccl #2140); GB200 d2d ~770
+# (Azure guide #7), rack 846.8 (coreweave PR #43); NIC: line rate x 0.98 (AzNHC floors at
+# 0.9-0.95). Compute of Hopper/Blackwell: FP64 tensor-core datasheet figure x 0.8 (no
+# published gpu_burn capture).
+RATES: dict[str, Rates] = {
+    "dgx-a100": Rates(17000, 1610, 26.3, 276, 0.84, 0, 196),
+    "dgx-h100": Rates(53600, 2900, 52, 370, 1.0, 480, 392),
+    "dgx-h200": Rates(53600, 4010, 52, 370, 1.0, 480, 392),
+    "dgx-b200": Rates(32000, 5600, 52, 740, 0.94, 845, 392),
+    "gb200-nvl72": Rates(36000, 5600, 346, 770, 0.9, 0, 392, 846.8),
+    "gb300-nvl72": Rates(1250, 6000, 346, 770, 0.9, 0, 784, 846.8),
+    "hgx-h100-pcie": Rates(41000, 1900, 52, 0, 0.8, 0, 392),
+}
+_DEFAULT = Rates(10000, 1000, 25, 0, 0.8, 0, 100)
+
+
+def rates(node: SimNode) -> Rates:
+    return RATES.get(node.profile.name, _DEFAULT)
+
+
+def noise(seed: int, *where: object) -> float:
+    """A factor near 1, the same for the same seed and place, different for each run."""
+    digest = hashlib.sha256(repr((seed, *where)).encode()).digest()
+    value = random.Random(int.from_bytes(digest[:8], "big")).gauss(1.0, SIGMA)
+    return min(max(value, 1 - 3 * SIGMA), 1 + 3 * SIGMA)
+
+
+def factor(node: SimNode, part: str, index: int | str) -> float:
+    return node.slow.get(f"{part}:{index}", 1.0)
+
+
+def gpu_gflops(node: SimNode, gpu: int) -> float:
+    return rates(node).gflops * factor(node, "compute", gpu)
+
+
+def hbm(node: SimNode, gpu: int) -> float:
+    return rates(node).hbm * factor(node, "hbm", gpu)
+
+
+def host_link(node: SimNode, gpu: int) -> float:
+    return rates(node).host * factor(node, "pcie", gpu)
+
+
+def p2p(node: SimNode, a: int, b: int) -> float:
+    """GPU a to GPU b: NVLink through the switches (or PCIe peer-to-peer without NVLink),
+    as fast as the slower of the two GPUs' links."""
+    r = rates(node)
+    if r.nvlink:
+        return r.nvlink * min(factor(node, "nvlink", a), factor(node, "nvlink", b))
+    return 0.8 * min(host_link(node, a), host_link(node, b))
+
+
+def slowest_nvlink(node: SimNode) -> float:
+    return min((factor(node, "nvlink", g.index) for g in node.gpus), default=1.0)
+
+
+def allreduce_busbw(node: SimNode, algo: str, through_nics: bool) -> float:
+    """Local all-reduce over every GPU: a ring is as fast as its slowest link; NVLS is
+    capped by the switches and slowed by the slowest GPU's links too. With P2P and SHM
+    off the traffic crosses the NICs, one per GPU, so the slowest rail bounds it."""
+    r = rates(node)
+    if through_nics:
+        if node.socket_fallback:
+            return SOCKET_BUSBW
+        rails = [nic_gbps(node, hca) for hca in compute_hcas(node)]
+        return 0.9 * min(rails) / 8 if rails else SOCKET_BUSBW
+    if not r.nvlink:
+        return r.ring_eff * min(p2p(node, a.index, b.index) for a in node.gpus
+                                for b in node.gpus if a.index != b.index)
+    ring = r.nvlink * r.ring_eff * slowest_nvlink(node)
+    if algo.lower() == "ring" or not r.nvls:
+        return ring
+    return r.nvls * slowest_nvlink(node)
+
+
+def compute_hcas(node: SimNode) -> list[str]:
+    return [h.name for h in node.hcas if h.role == "compute" and h.present]
+
+
+def nic_gbps(node: SimNode, hca: str) -> float:
+    return rates(node).nic * factor(node, "rail", hca)
+
+
+def rack_busbw(trays: list[SimNode]) -> float:
+    """All-reduce over every GPU of an NVL72 rack: the slowest tray's NVLinks bound it."""
+    if not trays:
+        return 0.0
+    return rates(trays[0]).mnnvl * min(slowest_nvlink(t) for t in trays)

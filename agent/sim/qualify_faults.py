@@ -1,0 +1,39 @@
+"""What each active-test fault does to a simulated node (the table is in faults.py): one
+part runs at ``factor`` of its healthy rate (sim/bandwidth.py), NCCL falls back to
+sockets, or every tool hangs. A node's passive checks see none of these: only traffic
+shows them, which is why ``clusterdiag qualify`` exists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .hardware import SimNode
+
+Apply = Callable[[SimNode, Mapping[str, Any]], None]
+DEFAULT_FACTOR = 0.8  # 20 % slow: a fail-slow part that clears every absolute floor
+
+
+def slow(part: str) -> Apply:
+    def apply(node: SimNode, fault: Mapping[str, Any]) -> None:
+        where = fault["hca"] if part == "rail" else int(fault["gpu"])
+        node.slow[f"{part}:{where}"] = float(fault.get("factor", DEFAULT_FACTOR))
+    return apply
+
+
+def socket_fallback(node: SimNode, fault: Mapping[str, Any]) -> None:
+    node.socket_fallback = True
+
+
+def tool_hang(node: SimNode, fault: Mapping[str, Any]) -> None:
+    node.tools_hang = True
+
+
+def factor_problem(fault: Mapping[str, Any]) -> str | None:
+    """Why a ``factor`` key is unusable: it must be a number in (0, 1]."""
+    if "factor" not in fault:
+        return None
+    value = fault["factor"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return f"factor {value!r} is not a number in (0, 1]"
+    return None

@@ -1,0 +1,261 @@
+"""Stand-ins for the active-test tools on simulated nodes: each prints exactly what the real
+tool prints (nccl-tests v2.19 table, perftest's banner and result block, nvbandwidth's
+matrices, gpu-burn's progress and verdict, ``ibstat``, ``nvidia-smi --query-gpu``), with
+figures from ``sim/bandwidth.py``. A node with ``tools_hang`` runs a real process tree that
+never answers, so the caller's deadline and session kill are exercised for real.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from ..sources import CommandResult, run_command
+from . import bandwidth as bw
+from .hardware import SimNode
+from .ib import LANE_GBPS
+
+# A parent that starts a child and both sleep: what a hung MPI launcher looks like.
+_HANG = ("import subprocess, sys, time\n"
+         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
+         "print(child.pid, flush=True)\n"
+         "time.sleep(3600)\n")
+_RULE = "-" * 87
+_VALUE_FLAGS = ("-d", "-i", "-s", "-n", "-p", "-x", "-D")
+
+
+def _opt(argv: list[str], flag: str, default: str) -> str:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1:].upper() in units else int(text)
+
+
+class SimTools:
+    """The qualify tool runner for a simulated cluster: ``(node, argv, env, timeout)``."""
+
+    def __init__(self, nodes: Mapping[str, SimNode], seed: int = 0) -> None:
+        self.nodes = dict(nodes)
+        self.seed = seed
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.hung_pids: list[int] = []
+        self._tools: dict[str, Callable[[SimNode, list[str], Mapping[str, str], int], str]] = {
+            "all_reduce_perf": self._all_reduce, "nvbandwidth": self._nvbandwidth,
+            "ib_write_bw": self._ib_write_bw, "gpu_burn": self._gpu_burn,
+            "nvidia-smi": self._nvidia_smi, "ibstat": self._ibstat}
+
+    def __call__(self, node: str, argv: list[str], env: Mapping[str, str],
+                 timeout_s: float) -> CommandResult:
+        program = argv[0].rsplit("/", 1)[-1]
+        sim = self.nodes.get(node)
+        if sim is None:
+            return CommandResult(argv, None, error=f"{node}: no such simulated node")
+        tool = self._tools.get(program)
+        if tool is None:
+            return CommandResult(argv, None, error=f"{program}: not found")
+        if sim.tools_hang and program not in ("nvidia-smi", "ibstat"):
+            result = run_command([sys.executable, "-c", _HANG], timeout_s)
+            self.hung_pids.extend(int(p) for p in result.stdout.split() if p.isdigit())
+            return CommandResult(argv, result.returncode, result.stdout, result.stderr,
+                                 result.error)
+        key = (node, " ".join(argv) + repr(sorted(env.items())))
+        self.calls[key] += 1
+        return CommandResult(argv, 0, tool(sim, argv, env, self.calls[key]))
+
+    def _noise(self, node: SimNode, attempt: int, *where: object) -> float:
+        return bw.noise(self.seed, node.name, attempt, *where)
+
+    def _nvidia_smi(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+                    attempt: int) -> str:
+        return "".join(f"{g.index}, {g.bdf.upper().replace('0000:', '00000000:', 1)}\n"
+                       for g in node.gpus)
+
+    def _ibstat(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+                attempt: int) -> str:
+        out = []
+        for hca in node.hcas:
+            guid = "0x" + hca.node_guid.replace(":", "")
+            out += [f"CA '{hca.name}'", f"\tCA type: {hca.hca_type}",
+                    f"\tNumber of ports: {len(hca.ports)}",
+                    f"\tFirmware version: {hca.fw_ver}", "\tHardware version: 0",
+                    f"\tNode GUID: {guid}", f"\tSystem image GUID: {guid}"]
+            for port in hca.ports:
+                out += [f"\tPort {port.port}:", f"\t\tState: {port.state.capitalize()}",
+                        f"\t\tPhysical state: {port.phys_state}",
+                        f"\t\tRate: {port.width * LANE_GBPS[port.speed]:g}",
+                        f"\t\tBase lid: {port.lid}", "\t\tLMC: 0", f"\t\tSM lid: {port.sm_lid}",
+                        "\t\tCapability mask: 0xa651e848", f"\t\tPort GUID: {guid}",
+                        f"\t\tLink layer: {port.link_layer}"]
+        return "\n".join(out) + "\n"
+
+    def _all_reduce(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+                    attempt: int) -> str:
+        low, high = _size(_opt(argv, "-b", "8")), _size(_opt(argv, "-e", "128M"))
+        ranks = int(_opt(argv, "-g", str(len(node.gpus))))
+        through_nics = env.get("NCCL_P2P_DISABLE") == "1" and env.get("NCCL_SHM_DISABLE") == "1"
+        algo = env.get("NCCL_ALGO", "default")
+        peak = bw.allreduce_busbw(node, algo, through_nics) * self._noise(
+            node, attempt, "allreduce", algo, through_nics)
+        host = node.name
+        lines = ["# nccl-tests version 2.17.6 nccl-headers=22304 nccl-library=22304",
+                 "# Collective test starting: all_reduce_perf",
+                 f"# nThread 1 nGpus {ranks} minBytes {low} maxBytes {high} step: 2(factor) "
+                 "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#",
+                 "# Using devices"]
+        for gpu in node.gpus[:ranks]:
+            bus = gpu.bdf[:-2]
+            lines.append(f"#  Rank {gpu.index:2d} Group  0 Pid  {4000 + gpu.index:5d} on {host} "
+                         f"device {gpu.index:2d} [{bus}] {gpu.name}")
+        if env.get("NCCL_DEBUG", "").upper() == "INFO":
+            network = "Socket" if through_nics and node.socket_fallback else "IB"
+            lines.append(f"{host}:4000:4000 [0] NCCL INFO Using network {network}")
+        lines += ["#", "#                                                              "
+                  "out-of-place                       in-place",
+                  "#       size         count      type   redop    root     time   algbw   "
+                  "busbw #wrong     time   algbw   busbw #wrong",
+                  "#        (B)    (elements)                               (us)  (GB/s)  "
+                  "(GB/s)            (us)  (GB/s)  (GB/s)"]
+        factor = 2 * (ranks - 1) / ranks if ranks > 1 else 1.0
+        total, count, size = 0.0, 0, max(low, 4)
+        while size <= high:
+            busbw = peak * size / (size + (32 << 20))  # small messages are latency-bound
+            algbw = busbw / factor
+            micros = size / (algbw * 1e3) if algbw else 0.0
+            lines.append(f"{size:>12} {size // 4:>13}     float     sum      -1 {micros:8.1f} "
+                         f"{algbw:7.2f} {busbw:7.2f}      0 {micros:8.1f} {algbw:7.2f} "
+                         f"{busbw:7.2f}      0")
+            total, count, size = total + 2 * busbw, count + 2, size * 2
+        lines += ["# Out of bounds values : 0 OK",
+                  f"# Avg bus bandwidth    : {total / max(count, 1):.4f} ", "#",
+                  "# Collective test concluded: all_reduce_perf", "#", ""]
+        return "\n".join(lines)
+
+    def _nvbandwidth(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+                     attempt: int) -> str:
+        names = [a for a in argv[1:] if not a.startswith("-")]
+        gpus = [g.index for g in node.gpus]
+        lines = ["nvbandwidth Version: v0.8", "Built from Git version: v0.8", "",
+                 f"CUDA Runtime Version: {node.cuda_version}",
+                 f"CUDA Driver Version: {node.cuda_version}",
+                 f"Driver Version: {node.driver_version}", "", node.name]
+        for gpu in node.gpus:
+            lines.append(f"Device {gpu.index}: {gpu.name} ({gpu.bdf[:-2].upper()})")
+        lines.append("")
+        cases: dict[str, tuple[str, Callable[[int, int], float | None], bool]] = {
+            "host_to_device_memcpy_ce": ("memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
+                                         lambda r, c: bw.host_link(node, c), True),
+            "device_to_host_memcpy_ce": ("memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)",
+                                         lambda r, c: bw.host_link(node, c), True),
+            "device_to_device_memcpy_read_ce": (
+                "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)",
+                lambda r, c: None if r == c else bw.p2p(node, r, c), False),
+            "device_local_copy": ("memcpy local GPU(column) bandwidth (GB/s)",
+                                  lambda r, c: bw.hbm(node, c), True),
+        }
+        for name in names:
+            if name not in cases:
+                lines += [f"ERROR: Testcase {name} not found!", ""]
+                continue
+            description, value, one_row = cases[name]
+            lines += [f"Running {name}.", description,
+                      "   " + "".join(f"{c:>10}" for c in gpus)]
+            total = 0.0
+            for row in [0] if one_row else gpus:
+                cells = []
+                for column in gpus:
+                    figure = value(row, column)
+                    if figure is None:
+                        cells.append(f"{'N/A':>10}")
+                        continue
+                    figure *= self._noise(node, attempt, name, row, column)
+                    total += figure
+                    cells.append(f"{figure:10.2f}")
+                lines.append(f"{row:>2} " + "".join(cells))
+            lines += ["", f"SUM {name} {total:.2f}", ""]
+        lines += ["NOTE: The reported results may not reflect the full capabilities of the "
+                  "platform.", "Performance can vary with software drivers, hardware clocks, "
+                  "and system topology.", ""]
+        return "\n".join(lines)
+
+    def _ib_write_bw(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+                     attempt: int) -> str:
+        device = _opt(argv, "-d", "mlx5_0")
+        size = _size(_opt(argv, "-s", "65536"))
+        iters = int(_opt(argv, "-n", "5000"))
+        client = not argv[-1].startswith("-") and argv[-2] not in _VALUE_FLAGS
+        hca = next((h for h in node.hcas if h.name == device), None)
+        if hca is None:
+            return f"IB device {device} not found\n Unable to find the Infiniband/RoCE device\n"
+        gbps = bw.nic_gbps(node, device) * self._noise(node, attempt, "nic", device)
+        port = hca.ports[0]
+        lines = []
+        if any(a.startswith("--use_cuda") for a in argv):
+            gpu = _opt(argv, "--use_cuda", "0")
+            lines += ["Perftest doesn't supports CUDA tests with inline messages: inline size "
+                      "set to 0", "initializing CUDA", f"Picking device No. {gpu}",
+                      f"[pid = 4242, dev = {gpu}] device name = [{node.gpus[0].name}]",
+                      "creating CUDA Ctx", "making it the current CUDA Ctx",
+                      f"cuMemAlloc() of a {2 * size} bytes GPU buffer"]
+        if not client:
+            lines += ["", "************************************",
+                      "* Waiting for client to connect... *",
+                      "************************************"]
+        gbits = "--report_gbits" in argv
+        unit = "Gb/sec" if gbits else "MiB/sec"
+        value = gbps if gbits else gbps * 1e9 / 8 / 1048576
+        lines += [_RULE, "                    RDMA_Write BW Test",
+                  f" Dual-port       : OFF\t\tDevice         : {device}",
+                  " Number of qps   : 1\t\tTransport type : IB",
+                  " Connection type : RC\t\tUsing SRQ      : OFF",
+                  " PCIe relax order: ON", " ibv_wr* API     : ON", " TX depth        : 128",
+                  " CQ Moderation   : 100", " Mtu             : 4096[B]",
+                  f" Link type       : {'IB' if port.link_layer == 'InfiniBand' else 'Ethernet'}",
+                  " Max inline data : 0[B]", " rdma_cm QPs\t : OFF",
+                  " Data ex. method : Ethernet", _RULE,
+                  f" local address: LID {port.lid:#06x} QPN 0x0032 PSN 0x5f2841 RKey 0x002440 "
+                  "VAddr 0x007f2e5f64b000",
+                  f" remote address: LID {port.lid:#06x} QPN 0x003a PSN 0xc0fd7e RKey 0x002442 "
+                  "VAddr 0x007f443b2f8000", _RULE,
+                  f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   "
+                  "MsgRate[Mpps]",
+                  f" {size:<7}    {iters:<10}       {value * 1.001:<7.2f}            "
+                  f"{value:<7.2f}\t\t     {gbps * 1e9 / 8 / size / 1e6:<7.6f}", _RULE, ""]
+        return "\n".join(lines)
+
+    def _gpu_burn(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+                  attempt: int) -> str:
+        seconds = next((a for a in reversed(argv[1:]) if a.isdigit()), "10")
+        lines = [f"Burning for {seconds} seconds."]
+        for gpu in node.gpus:
+            lines.append(f"GPU {gpu.index}: {gpu.name} (UUID: {gpu.uuid})")
+        figures = [bw.gpu_gflops(node, g.index) * self._noise(node, attempt, "burn", g.index)
+                   for g in node.gpus]
+        progress = " - ".join(f"{int(f * float(seconds) / 40):d} ({f:.0f} Gflop/s)"
+                              for f in figures)
+        errors = " - ".join("0" for _ in figures)
+        temps = " - ".join("61 C" for _ in figures)
+        lines.append(f"100.0%  proc'd: {progress}   errors: {errors}   temps: {temps} ")
+        lines.append("Killing processes with SIGTERM (soft kill)")
+        for gpu in node.gpus:
+            lines += [f"Freed memory for dev {gpu.index}", "Uninitted cublas"]
+        lines += ["done", "", f"Tested {len(node.gpus)} GPUs:"]
+        lines += [f"\tGPU {g.index}: OK" for g in node.gpus]
+        return "\n".join(lines) + "\n"
+
+
+
+def simulated_cluster(arg: str, seed: int = 0) -> tuple[dict[str, SimNode], SimTools]:
+    """The nodes of a simulation spec (a profile name or a spec file) and their tools."""
+    from .node import build
+    from .spec import load_spec
+
+    nodes = {name: build(spec) for name, spec in load_spec(arg).nodes.items()}
+    return nodes, SimTools(nodes, seed)
