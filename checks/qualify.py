@@ -48,7 +48,8 @@ COLLECTIVES = ("allreduce", "allreduce_ring", "allreduce_net")
 # The catalog of qualify check ids, with what a failure asks for.
 CATALOG: dict[str, Action] = {f"qualify.{test}": (
     Action.RESEAT_CABLE if test == "nic" else Action.DRAIN) for test in TEST_NAMES}
-CATALOG["qualify.logs"] = Action.INVESTIGATE
+CATALOG["qualify.logs"] = Action.INVESTIGATE  # a saved log qualify cannot read
+CATALOG["qualify.inventory"] = Action.INVESTIGATE  # the node's GPUs could not be listed
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from typing import NoReturn
 import click
 
 from ..errors import ClusterdiagError, ExitCode
-from . import agent, checks, demo, profiles, report, run, slurm, snapshot, topo
+from . import agent, checks, demo, profiles, qualify, report, run, slurm, snapshot, topo
 
-COMMAND_MODULES = (run, snapshot, agent, slurm, report, checks, profiles, topo, demo)
+COMMAND_MODULES = (run, snapshot, agent, slurm, report, checks, profiles, topo, demo, qualify)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

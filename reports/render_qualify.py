@@ -1,0 +1,224 @@
+"""The qualification report for a terminal, Markdown and one self-contained HTML file.
+
+All three lead with the verdict and the bad node set, then the stragglers and slow links
+(each figure next to its peers' median, floor and expected value), then every figure by
+test. Everything that came from a node or a file is escaped (HTML) or stripped of control
+characters (terminal, Markdown): a log is hostile input.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import statistics
+from collections import defaultdict
+
+from ..checks.finding import Status
+from ..checks.qualify import TEST_NAMES, Judged
+from .cluster import fold
+from .qualify import QualifyReport
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x9b]")
+_PIPE = re.compile(r"\|")
+
+
+def _t(value: object) -> str:
+    return _CONTROL.sub("?", str(value))
+
+
+def _n(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}" if abs(value) < 100 else f"{value:.1f}"
+
+
+def headline(report: QualifyReport) -> str:
+    nodes = len(report.cluster.nodes)
+    bad = report.bad_nodes
+    word = "READY" if report.ready else "NOT READY"
+    tail = f"{len(bad)} of {nodes} node(s) not ready: {fold(bad)}" if bad else \
+        f"all {nodes} node(s) qualified"
+    if report.verdict is Status.WARN and report.ready:
+        tail += " (with warnings)"
+    return f"QUALIFY {word} ({report.verdict.value.upper()}): {tail}"
+
+
+def _straggler_line(j: Judged) -> str:
+    f = j.figure
+    deficit = j.deficit_pct
+    exp = j.expectation
+    parts = [f"{j.status.value.upper():4} {f.node} {f.component}", f"qualify.{f.test}",
+             f"{_n(f.value)} {f.unit}", f"peers' median {_n(j.median)}"]
+    if deficit is not None:
+        parts.append(f"{-deficit:+.1f} %")
+    if exp is not None:
+        parts.append(f"floor {_n(exp.floor)}, expected {_n(exp.expected)}")
+    parts.append(j.why)
+    return "  " + " | ".join(_t(p) for p in parts)
+
+
+def _by_test(report: QualifyReport) -> dict[str, list[Judged]]:
+    groups: dict[str, list[Judged]] = defaultdict(list)
+    for j in report.figures:
+        groups[j.figure.test].append(j)
+    return dict(sorted(groups.items()))
+
+
+def _summary_rows(report: QualifyReport) -> list[list[str]]:
+    rows = []
+    for test, items in _by_test(report).items():
+        values = [j.figure.value for j in items]
+        exp = items[0].expectation
+        rows.append([test, str(len(items)), _n(min(values)), _n(statistics.median(values)),
+                     _n(max(values)), items[0].figure.unit,
+                     _n(exp.expected if exp else None), _n(exp.floor if exp else None),
+                     str(sum(1 for j in items if j.status is not Status.PASS))])
+    return rows
+
+
+_SUMMARY_HEAD = ["test", "figures", "min", "median", "max", "unit", "expected", "floor",
+                 "flagged"]
+
+
+def render_terminal(report: QualifyReport, width: int = 160) -> str:
+    out = [headline(report), f"tests: {', '.join(report.tests)} | level {report.level} | "
+           f"{report.duration_s:.1f} s | {len(report.repeated)} repeat(s) | "
+           f"mode {report.mode}", ""]
+    stragglers = report.stragglers()
+    out.append("Stragglers and slow links:" if stragglers else
+               "Stragglers and slow links: none")
+    out += [_straggler_line(j)[:width] for j in stragglers]
+    groups = [g for g in report.cluster.groups() if g.status is not Status.PASS]
+    if groups:
+        out += ["", "Problems:"]
+        for g in groups:
+            parts = ",".join(sorted(g.components))
+            out.append(_t(f"  {g.status.value.upper():5} {g.check} {g.message} [{parts}] "
+                          f"on {fold(g.nodes)} -> {g.action.value}")[:width])
+    rows = _summary_rows(report)
+    if rows:
+        widths = [max(len(r[i]) for r in [_SUMMARY_HEAD, *rows]) for i in range(len(rows[0]))]
+        out += ["", "Figures by test:"]
+        for row in [_SUMMARY_HEAD, *rows]:
+            out.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    if report.mode == "logs":
+        out += ["", "Per file:"]
+        for row in report.run_rows():
+            figure = row["figure"]
+            shown = f"{figure['value']} {figure['unit']} ({figure['detail']})" if figure else "-"
+            out.append(_t(f"  {row['verdict'].upper():5} {row['node']}: {row['tool']} "
+                          f"{row['test']} {shown}")[:width])
+    out += ["", "Scaling: the pairs/rails/scaling tests were not run (node tests only)"]
+    if report.drift:
+        out += ["", "Drift from the baseline (slowest first):"]
+        out += [_t(f"  {d['node']} {d['component']} {d['test']} {d['value']} vs "
+                   f"{d['baseline']} {d['unit']} ({d['change_pct']:+.1f} %)")
+                for d in report.drift[:20]]
+    if report.drained:
+        out += ["", "Drain:"]
+        out += [_t(f"  {d['node']}: {'drained' if d['drained'] else 'not drained'} "
+                   f"{d['reason']} {d.get('why') or ''}").rstrip() for d in report.drained]
+    out += [_t(f"note: {n}") for n in report.notes]
+    if report.bad_nodes:
+        out += ["", f"exclude: {fold(report.bad_nodes)}"]
+    return "\n".join(out) + "\n"
+
+
+def _md(value: object) -> str:
+    return _PIPE.sub("\\|", _t(value))
+
+
+def render_md(report: QualifyReport) -> str:
+    out = [f"# {_md(headline(report))}", "",
+           f"Tests: {_md(', '.join(report.tests))}, level {report.level}, "
+           f"{report.duration_s:.1f} s, {len(report.repeated)} repeat(s).", ""]
+    out += ["## Stragglers and slow links", ""]
+    stragglers = report.stragglers()
+    if stragglers:
+        out += ["| status | node | component | test | value | peers' median | below | floor "
+                "| expected |", "|---|---|---|---|---|---|---|---|---|"]
+        for j in stragglers:
+            exp = j.expectation
+            d = j.deficit_pct
+            out.append("| " + " | ".join(_md(c) for c in [
+                j.status.value, j.figure.node, j.figure.component, j.figure.test,
+                f"{_n(j.figure.value)} {j.figure.unit}", _n(j.median),
+                "-" if d is None else f"{d:.1f} %", _n(exp.floor if exp else None),
+                _n(exp.expected if exp else None)]) + " |")
+    else:
+        out.append("None.")
+    out += ["", "## Figures by test", "", "| " + " | ".join(_SUMMARY_HEAD) + " |",
+            "|" + "---|" * len(_SUMMARY_HEAD)]
+    out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in _summary_rows(report)]
+    if report.bad_nodes:
+        out += ["", f"Exclude: `{_md(fold(report.bad_nodes))}`"]
+    return "\n".join(out) + "\n"
+
+
+_CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2327;background:#f6f7f7}
+main{padding:0 24px 24px}header{padding:18px 24px;color:#fff}
+header.ok{background:#1e7e34}header.bad{background:#c62828}header h1{margin:0;font-size:26px}
+h2{font-size:18px;margin:22px 0 8px}table{border-collapse:collapse;background:#fff;width:100%}
+th,td{border:1px solid #dcdcde;padding:3px 8px;text-align:left;vertical-align:middle}
+th{background:#f0f0f1}.fail{color:#b71c1c}.warn{color:#8a6d00}.pass{color:#1e7e34}
+.bar{background:#e9ecef;width:220px;height:12px;position:relative}
+.bar>span{position:absolute;left:0;top:0;bottom:0}.bar>i{position:absolute;top:-2px;
+bottom:-2px;width:2px;background:#1d2327}
+.b-pass{background:#2e7d32}.b-warn{background:#f9a825}.b-fail{background:#c62828}
+code{font:13px ui-monospace,Menlo,Consolas,monospace}.muted{color:#646970}"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _bar(j: Judged) -> str:
+    """The figure against its peers' median (the tick at 80 % of the bar's width)."""
+    if not j.median:
+        return "<span class=muted>no peers</span>"
+    share = max(0.0, min(1.25, j.figure.value / j.median))
+    return (f"<div class=bar title='{_e(f'{share * 100:.1f} % of the median')}'>"
+            f"<span class='b-{j.status.value}' style='width:{share * 80:.1f}%'></span>"
+            f"<i style='left:80%'></i></div>")
+
+
+def render_html(report: QualifyReport) -> str:
+    ok = "ok" if report.ready else "bad"
+    parts = ["<!doctype html><html lang=en><head><meta charset=utf-8>",
+             "<title>clusterdiag qualify</title>", f"<style>{_CSS}</style></head><body>",
+             f"<header class={ok}><h1>{_e(headline(report))}</h1>",
+             f"<p>tests {_e(', '.join(report.tests))} · level {_e(report.level)} · "
+             f"{report.duration_s:.1f} s · {len(report.repeated)} repeat(s)</p></header><main>"]
+    stragglers = report.stragglers()
+    parts.append("<h2>Stragglers and slow links</h2>")
+    if stragglers:
+        parts.append("<table><tr><th>status</th><th>node</th><th>component</th><th>test</th>"
+                     "<th>value</th><th>peers' median</th><th>against the median</th>"
+                     "<th>floor</th><th>why</th></tr>")
+        for j in stragglers:
+            exp = j.expectation
+            parts.append(
+                f"<tr><td class={j.status.value}>{j.status.value.upper()}</td>"
+                f"<td>{_e(j.figure.node)}</td><td><code>{_e(j.figure.component)}</code></td>"
+                f"<td>{_e(j.figure.test)}</td><td>{_n(j.figure.value)} {_e(j.figure.unit)}</td>"
+                f"<td>{_n(j.median)}</td><td>{_bar(j)}</td>"
+                f"<td>{_n(exp.floor if exp else None)}</td><td>{_e(j.why)}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p>None.</p>")
+    for test, items in _by_test(report).items():
+        exp = items[0].expectation
+        source = f" — expected {_n(exp.expected)}, floor {_n(exp.floor)} ({_e(exp.source)})" \
+            if exp else ""
+        parts.append(f"<h2>{_e(TEST_NAMES.get(test, test))} <span class=muted>"
+                     f"({_e(items[0].figure.unit)}){source}</span></h2>")
+        parts.append("<table><tr><th>node</th><th>component</th><th>value</th>"
+                     "<th>peers' median</th><th>against the median</th><th>status</th></tr>")
+        for j in sorted(items, key=lambda j: (j.figure.node, j.figure.component)):
+            parts.append(f"<tr><td>{_e(j.figure.node)}</td><td><code>{_e(j.figure.component)}"
+                         f"</code></td><td>{_n(j.figure.value)}</td><td>{_n(j.median)}</td>"
+                         f"<td>{_bar(j)}</td><td class={j.status.value}>{j.status.value}</td>"
+                         "</tr>")
+        parts.append("</table>")
+    if report.bad_nodes:
+        parts.append(f"<h2>Exclude</h2><pre>{_e(fold(report.bad_nodes))}</pre>")
+    parts.append("</main></body></html>\n")
+    return "".join(parts)
