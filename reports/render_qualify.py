@@ -101,11 +101,11 @@ def render_terminal(report: QualifyReport, width: int = 160) -> str:
             out.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
     if report.mode == "logs":
         out += ["", "Per file:"]
-        for row in report.run_rows():
-            figure = row["figure"]
+        for item in report.run_rows():
+            figure = item["figure"]
             shown = f"{figure['value']} {figure['unit']} ({figure['detail']})" if figure else "-"
-            out.append(_t(f"  {row['verdict'].upper():5} {row['node']}: {row['tool']} "
-                          f"{row['test']} {shown}")[:width])
+            out.append(_t(f"  {item['verdict'].upper():5} {item['node']}: {item['tool']} "
+                          f"{item['test']} {shown}")[:width])
     out += ["", "Scaling: the pairs/rails/scaling tests were not run (node tests only)"]
     if report.drift:
         out += ["", "Drift from the baseline (slowest first):"]

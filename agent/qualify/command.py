@@ -25,7 +25,7 @@ from ...reports.qualify import QualifyReport, node_summary
 from ..config import Config
 from ..errors import CollectError, UsageError
 from . import baseline
-from .launch import VIAS, command_runner
+from .launch import VIAS, ToolRunner, command_runner
 from .plan import NODE_TESTS
 from .run import QualifyOptions, qualify
 
@@ -139,7 +139,7 @@ def run(request: Request, config: Config) -> QualifyReport:
         nodes, via = sorted(sims), "local"
         profiles = {n: load_site_profile(request.profile) if request.profile else s.profile
                     for n, s in sims.items()}
-        tool_runner = runner
+        tool_runner: ToolRunner = runner
     else:
         nodes, via = _nodes_and_via(request)
         name = request.profile or config.data["profile"]

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ...checks.finding import Finding, Status
+from ...checks.qualify import COLLECTIVES
 from ..slurm.reason import PREFIX, clip, owned
 from ..slurm.scontrol import Scontrol, SlurmError
 
@@ -35,8 +36,10 @@ def _figure(finding: Finding) -> str:
 
 
 def qualify_reason(findings: Iterable[Finding]) -> str | None:
+    # The part's own test first: a slow collective only says which part slowed it.
     fails = sorted((f for f in findings if f.status is Status.FAIL),
-                   key=lambda f: (f.check, f.component))
+                   key=lambda f: (f.check.removeprefix("qualify.") in COLLECTIVES, f.check,
+                                  f.component))
     if not fails:
         return None
     first = fails[0]

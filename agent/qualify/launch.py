@@ -52,4 +52,4 @@ def missing(result: CommandResult) -> bool:
         return result.error.endswith("not found")
     text = result.stderr[-2000:]
     return result.returncode == 127 or (result.returncode not in (0, None) and (
-        "command not found" in text or "execve(): " in text and "No such file" in text))
+        "command not found" in text or ("execve(): " in text and "No such file" in text)))

@@ -56,7 +56,7 @@ class Outcome:
 
     @property
     def anything_ran(self) -> bool:
-        return any(r.skipped is None and r.error is None or r.hung for r in self.runs)
+        return any((r.skipped is None and r.error is None) or r.hung for r in self.runs)
 
 
 def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any]) -> Inventory:
@@ -67,7 +67,8 @@ def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any]) -> Inv
     if smi.returncode == 0:
         inv.gpus = parse_gpus(smi.stdout)
     else:
-        inv.problems.append(f"nvidia-smi: {smi.error or smi.stderr.strip()[:200] or smi.returncode}")
+        why = smi.error or smi.stderr.strip()[:200] or smi.returncode
+        inv.problems.append(f"nvidia-smi: {why}")
     ibstat = runner(node, [str((settings.get("tools") or {}).get("ibstat") or "ibstat")], {},
                     timeout)
     if ibstat.returncode == 0:

@@ -8,8 +8,10 @@ never answers, so the caller's deadline and session kill are exercised for real.
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from ..sources import CommandResult, run_command
 from . import bandwidth as bw
@@ -17,9 +19,9 @@ from .hardware import SimNode
 from .ib import LANE_GBPS
 
 # A parent that starts a child and both sleep: what a hung MPI launcher looks like.
-_HANG = ("import subprocess, sys, time\n"
+_HANG = ("import os, subprocess, sys, time\n"
          "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
-         "print(child.pid, flush=True)\n"
+         "with open(sys.argv[1], 'a') as f: f.write(f'{os.getpid()} {child.pid}\\n')\n"
          "time.sleep(3600)\n")
 _RULE = "-" * 87
 _VALUE_FLAGS = ("-d", "-i", "-s", "-n", "-p", "-x", "-D")
@@ -42,9 +44,11 @@ def _size(text: str) -> int:
 class SimTools:
     """The qualify tool runner for a simulated cluster: ``(node, argv, env, timeout)``."""
 
-    def __init__(self, nodes: Mapping[str, SimNode], seed: int = 0) -> None:
+    def __init__(self, nodes: Mapping[str, SimNode], seed: int = 0,
+                 installed: frozenset[str] | None = None) -> None:
         self.nodes = dict(nodes)
         self.seed = seed
+        self.installed = installed  # None: every tool stood in for
         self.calls: Counter[tuple[str, str]] = Counter()
         self.hung_pids: list[int] = []
         self._tools: dict[str, Callable[[SimNode, list[str], Mapping[str, str], int], str]] = {
@@ -59,11 +63,14 @@ class SimTools:
         if sim is None:
             return CommandResult(argv, None, error=f"{node}: no such simulated node")
         tool = self._tools.get(program)
-        if tool is None:
+        if tool is None or (self.installed is not None and program not in self.installed):
             return CommandResult(argv, None, error=f"{program}: not found")
         if sim.tools_hang and program not in ("nvidia-smi", "ibstat"):
-            result = run_command([sys.executable, "-c", _HANG], timeout_s)
-            self.hung_pids.extend(int(p) for p in result.stdout.split() if p.isdigit())
+            with tempfile.TemporaryDirectory() as where:
+                pids = Path(where) / "pids"
+                result = run_command([sys.executable, "-c", _HANG, str(pids)], timeout_s)
+                if pids.exists():
+                    self.hung_pids.extend(int(p) for p in pids.read_text().split())
             return CommandResult(argv, result.returncode, result.stdout, result.stderr,
                                  result.error)
         key = (node, " ".join(argv) + repr(sorted(env.items())))

@@ -14,6 +14,7 @@ from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.checks.finding import Status
+from clusterdiag.checks.qualify import CATALOG as QUALIFY_CATALOG
 from clusterdiag.reports.cluster_checks import CATALOG as CLUSTER_CATALOG
 from clusterdiag.reports.node import NodeReport
 
@@ -64,18 +65,20 @@ def _fault(kind: FaultKind) -> dict[str, object]:
     return fault
 
 
-@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items() if f.cluster), ids=str)
+@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items() if f.cluster or f.active),
+                         ids=str)
 def test_cluster_fault_leaves_the_node_alone_passing(kind: str) -> None:
     """A cluster-level kind is invisible to the node's own checks (the cluster matrix,
-    test_cluster_fault_matrix.py, shows the cross-node check catching it)."""
+    test_cluster_fault_matrix.py, shows the cross-node check catching it); so is an active
+    kind (test_qualify_faults.py shows clusterdiag qualify catching it)."""
     spec = FAULTS[kind]
     report = _run(_profile_for(spec), [_fault(spec)], spec.level, _config_for(spec))
     bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
     assert not bad, f"{kind} tripped node checks: {bad}"
 
 
-@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items() if not f.cluster),
-                         ids=str)
+@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items()
+                                         if not f.cluster and not f.active), ids=str)
 def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
     spec = FAULTS[kind]
     fault = _fault(spec)
@@ -97,7 +100,8 @@ def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
 
 def test_every_fault_kind_names_a_registered_check() -> None:
     for kind in FAULTS.values():
-        catalog = CLUSTER_CATALOG if kind.cluster else checks.REGISTRY
+        catalog = (CLUSTER_CATALOG if kind.cluster else QUALIFY_CATALOG if kind.active
+                   else checks.REGISTRY)
         assert kind.check in catalog, kind
 
 
