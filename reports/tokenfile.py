@@ -10,21 +10,28 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 from ..agent.errors import ConfigError
+from .safefile import open_regular_fd, read_fd
 
 MIN_TOKEN_CHARS = 16
+MAX_TOKEN_FILE_BYTES = 64 << 10
 
 
 def read_token(path: str, setting: str = "agent.token_file") -> str:
     """The bearer token: the file's first non-blank line, stripped. Refuses an empty or
-    short one and a file other users may read, because either makes the token worthless.
+    short one, and a file other users may read or anyone but its owner may write, because
+    either makes the token worthless. A link is followed (secrets are often mounted
+    elsewhere) and its target judged; a FIFO or device is refused without blocking.
     ``setting`` names the config key in the one-line error."""
     where = f"{setting} {path}"
     try:
-        info = os.stat(path)
-        text = Path(path).read_text(encoding="utf-8")
+        fd = open_regular_fd(path, follow=True)
+        try:
+            info = os.fstat(fd)
+            text = read_fd(fd, MAX_TOKEN_FILE_BYTES, path).decode("utf-8")
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -32,6 +39,8 @@ def read_token(path: str, setting: str = "agent.token_file") -> str:
                           ) from None
     if info.st_mode & stat.S_IROTH:
         raise ConfigError(f"{where}: readable by every user; chmod 600 (or 640) it")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(f"{where}: writable by group or others; chmod 600 (or 640) it")
     token = text.strip().splitlines()[0].strip() if text.strip() else ""
     if len(token) < MIN_TOKEN_CHARS:
         raise ConfigError(f"{where}: the token must be at least {MIN_TOKEN_CHARS} characters")

@@ -10,15 +10,20 @@ agent starts with what it can read, never crashes on its own state.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import re
+import secrets
+import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...reports.safefile import describe, read_regular
 from ..errors import CollectError
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,8 @@ MAX_EVENTS = 1000  # the oldest cleared events go first beyond this
 # Ids name files under clear/: "." and ".." would name the directory or its parent.
 ID_RE = re.compile(r"^(?!\.+$)[A-Za-z0-9._-]{1,80}$")
 _TMP_PREFIX = ".tmp-"
+# The largest state file read back: a dgx-h100 snapshot is ~0.2 MB, 1,000 events ~0.2 MB.
+MAX_STATE_BYTES = 32 << 20
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -36,60 +43,70 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def write_atomic(path: Path, body: bytes) -> None:
-    tmp = path.with_name(f"{_TMP_PREFIX}{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        write_in(dir_fd, path.name, body)
+    finally:
+        os.close(dir_fd)
+
+
+def write_in(dir_fd: int, name: str, body: bytes) -> None:
+    """``name`` in the directory ``dir_fd`` replaced whole by ``body``.
+
+    The temp file has an unpredictable name and is created with ``O_EXCL|O_NOFOLLOW``: a
+    link or file planted under any name we could pick is never opened, so root (``agent
+    --clear``) can neither truncate nor give away a file the link points at."""
+    tmp = f"{_TMP_PREFIX}{name}.{secrets.token_hex(8)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o640, dir_fd=dir_fd)
     try:
         try:
-            _own_like_directory(fd, path.parent)
+            _own_like_directory(fd, dir_fd)
             view = memoryview(body)
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except OSError:
         # A full disk fails mid-write: the partial temp file would hold on to the very
         # space the next attempt needs (and a tiny tmpfs would stay full for good).
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    os.fsync(dir_fd)
 
 
-def _own_like_directory(fd: int, directory: Path) -> None:
+def _own_like_directory(fd: int, dir_fd: int) -> None:
     """Root (``clusterdiag agent --clear`` with the agent stopped) writes the agent's files
     for it: owned by root, mode 0640, the agent (``User=clusterdiag``) could no longer read
-    them. So a root writer gives each file to whoever owns the state directory."""
+    them. So a root writer gives each file it just created to whoever owns the directory."""
     if os.geteuid() != 0:
         return
-    info = os.stat(directory)
+    info = os.fstat(dir_fd)
     if (info.st_uid, info.st_gid) != (0, 0):
         os.fchown(fd, info.st_uid, info.st_gid)
 
 
 def read_json(path: Path, must_read: bool = False) -> Any | None:
-    """The file's JSON; None when absent. Corrupt: set aside, logged. Unreadable: logged,
-    None; or, with ``must_read``, a start error when permission is denied, for a file
-    whose loss starting without it would make permanent (the next save overwrites it)."""
+    """The file's JSON; None when absent. Corrupt: set aside, logged. Unreadable (also a
+    link, a FIFO or anything but a regular file, or beyond MAX_STATE_BYTES): logged, None;
+    or, with ``must_read``, a start error, for a file whose loss starting without it would
+    make permanent (the next save overwrites it)."""
     try:
-        text = path.read_bytes()
+        text = read_regular(path, MAX_STATE_BYTES)
     except FileNotFoundError:
         return None
-    except PermissionError as exc:
-        if must_read:
-            raise CollectError(
-                f"state file {path}: {exc.strerror}; the agent will not start without it "
-                f"(it would overwrite it): give it to the state directory's owner "
-                f"(chown --reference={path.parent} {path})") from None
-        log.warning("state_unreadable", extra={"file": str(path), "error": exc.strerror})
-        return None
     except OSError as exc:
-        log.warning("state_unreadable", extra={"file": str(path), "error": exc.strerror})
+        if must_read:
+            fix = (f"give it to the state directory's owner (chown --reference={path.parent} "
+                   f"{path})" if isinstance(exc, PermissionError)
+                   else "move it aside if it is not the agent's")
+            raise CollectError(
+                f"state file {path}: {describe(exc)}; the agent will not start without it "
+                f"(it would overwrite it): {fix}") from None
+        log.warning("state_unreadable", extra={"file": str(path), "error": describe(exc)})
         return None
     try:
         return json.loads(text)
@@ -100,6 +117,19 @@ def read_json(path: Path, must_read: bool = False) -> Any | None:
         log.warning("state_corrupt", extra={"file": str(path), "moved_to": str(aside),
                                             "error": str(exc)[:120]})
         return None
+
+
+def check_dir(where: Path, info: os.stat_result, owner: int | None) -> None:
+    """A directory the agent acts in: written by its owner only, and owned by ``owner``
+    (by the agent's user when None; root may act in the service user's directory, through
+    descriptors and without following links)."""
+    if info.st_mode & 0o022:
+        raise CollectError(f"state directory {where}: writable by group or others (mode "
+                           f"{stat.S_IMODE(info.st_mode):04o}); chmod 750 it")
+    want = owner if owner is not None else (None if os.geteuid() == 0 else os.geteuid())
+    if want is not None and info.st_uid != want:
+        raise CollectError(f"state directory {where}: owned by uid {info.st_uid}, not by "
+                           f"uid {want}; chown it to the agent's user")
 
 
 @dataclass
@@ -140,18 +170,72 @@ def _valid_event(e: Any) -> bool:
 
 
 class StateDir:
-    """The agent's directory; created if missing, else the agent cannot run (exit 3)."""
+    """The agent's directory; created if missing, else the agent cannot run (exit 3).
+
+    It must be a directory only its owner writes, owned by the agent's user, and so must
+    ``clear/`` in it (a real directory, never a link: checked with ``lstat``). Everything
+    inside is reached through descriptors of these two directories, so a link swapped in
+    after the start check leads nowhere."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
             path.mkdir(parents=True, exist_ok=True, mode=0o750)
-            (path / CLEAR_DIR).mkdir(exist_ok=True, mode=0o750)
-            probe = path / f"{_TMP_PREFIX}probe.{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise CollectError(f"state directory {path}: {exc.strerror or exc}") from None
+        try:
+            info = os.fstat(fd)
+            check_dir(path, info, None)
+            self._identity = (info.st_dev, info.st_ino)
+            self.owner = info.st_uid
+            self._make_clear_dir(fd, info)
+            with self._clear_fd(fd):
+                pass
+            probe = f"{_TMP_PREFIX}probe.{secrets.token_hex(8)}"
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600, dir_fd=fd))
+            os.unlink(probe, dir_fd=fd)
+        except OSError as exc:
+            raise CollectError(f"state directory {path}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+
+    def _make_clear_dir(self, fd: int, info: os.stat_result) -> None:
+        try:
+            os.mkdir(CLEAR_DIR, 0o750, dir_fd=fd)
+        except FileExistsError:
+            return
+        if os.geteuid() == 0 and info.st_uid != 0:  # root's --clear made it: the agent's
+            os.chown(CLEAR_DIR, info.st_uid, info.st_gid, dir_fd=fd, follow_symlinks=False)
+
+    @contextlib.contextmanager
+    def _dir_fd(self) -> Iterator[int]:
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != self._identity:
+                raise CollectError(f"state directory {self.path}: replaced since the start")
+            yield fd
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _clear_fd(self, dir_fd: int) -> Iterator[int]:
+        where = self.path / CLEAR_DIR
+        try:
+            fd = os.open(CLEAR_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise CollectError(f"state directory {where}: not a directory (a link or a "
+                                   "file); remove it, the agent makes its own") from None
+            raise
+        try:
+            check_dir(where, os.fstat(fd), self.owner)
+            yield fd
+        finally:
+            os.close(fd)
 
     def sweep(self) -> None:
         """Temp files a killed writer left behind: never read, so only removed."""
@@ -160,10 +244,11 @@ class StateDir:
                 tmp.unlink()
 
     def write(self, name: str, data: Any) -> None:
-        write_json_atomic(self.path / name, data)
+        self.write_bytes(name, json.dumps(data, separators=(",", ":")).encode())
 
     def write_bytes(self, name: str, body: bytes) -> None:
-        write_atomic(self.path / name, body)
+        with self._dir_fd() as fd:
+            write_in(fd, name, body)
 
     def read(self, name: str) -> Any | None:
         return read_json(self.path / name)
@@ -190,24 +275,33 @@ class StateDir:
         self.write_bytes(EVENTS, self.events_body(events))
 
     def request_clear(self, event_id: str) -> None:
-        write_json_atomic(self.path / CLEAR_DIR / event_id, {"at": time.time()})
+        with self._dir_fd() as fd, self._clear_fd(fd) as clear_fd:
+            write_in(clear_fd, event_id, json.dumps({"at": time.time()}).encode())
 
     def take_clear_requests(self) -> list[str]:
-        """Pending clear requests. The caller saves the events before removing a request
-        with ``done_clear_request``: a crash in between applies it again, and clearing twice
-        is harmless."""
+        """Pending clear requests: regular files of their own (one link, the directory
+        owner's) named by an event id; anything else in ``clear/`` is logged and left. The
+        caller saves the events before removing a request with ``done_clear_request``: a
+        crash in between applies it again, and clearing twice is harmless."""
         found = []
         try:
-            names = sorted(os.listdir(self.path / CLEAR_DIR))
-        except OSError:
+            with self._dir_fd() as fd, self._clear_fd(fd) as clear_fd:
+                for name in sorted(os.listdir(clear_fd)):
+                    if name.startswith(_TMP_PREFIX) or not ID_RE.match(name):
+                        continue
+                    info = os.stat(name, dir_fd=clear_fd, follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 \
+                            and info.st_uid == self.owner:
+                        found.append(name)
+                    else:
+                        log.warning("clear_request_refused", extra={
+                            "file": name, "why": "not a regular file of its own, the owner's"})
+        except (OSError, CollectError) as exc:
+            log.warning("clear_dir_unusable", extra={"error": str(exc)[:200]})
             return []
-        for name in names:
-            if name.startswith(_TMP_PREFIX):
-                continue
-            if ID_RE.match(name):
-                found.append(name)
         return found
 
     def done_clear_request(self, event_id: str) -> None:
-        with contextlib.suppress(OSError):
-            (self.path / CLEAR_DIR / event_id).unlink()
+        with contextlib.suppress(OSError, CollectError), self._dir_fd() as fd, \
+                self._clear_fd(fd) as clear_fd:
+            os.unlink(event_id, dir_fd=clear_fd)

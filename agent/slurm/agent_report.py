@@ -23,6 +23,7 @@ from typing import Any
 
 from ...reports.hostname import same_host
 from ...reports.node import NodeReport
+from ...reports.safefile import read_regular
 from ..config import Config
 
 
@@ -35,9 +36,15 @@ class Cached:
     age_s: float | None = None
 
 
+# A dgx-h100 report is ~0.2 MB; far more is not the agent's, and must not cost the prolog
+# its memory or its budget.
+MAX_REPORT_BYTES = 16 << 20
+
+
 def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """Root reads a file in the service user's directory: no link followed, no FIFO
+    waited on, nothing but a small regular file (safefile.py)."""
+    return json.loads(read_regular(path, MAX_REPORT_BYTES))
 
 
 def _interval(state_dir: Path, default_s: float) -> float:
@@ -59,7 +66,8 @@ def load_fresh(state_dir: Path, node: str, *, max_age_s: float | None,
     except FileNotFoundError:
         return Cached(None, f"no agent report at {path}")
     except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
-        return Cached(None, f"agent report {path} unreadable: {type(exc).__name__}: {exc}")
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return Cached(None, f"agent report {path} unreadable: {type(exc).__name__}: {why}")
     try:
         report = NodeReport.from_dict(data)
         started = report.started_at.replace("Z", "+00:00")  # 3.10 cannot read "Z"

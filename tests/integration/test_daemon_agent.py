@@ -157,6 +157,9 @@ def test_refresh_runs_a_collection(tmp_path: Path) -> None:
     agent = AgentProc(tmp_path, interval=60, config={"agent": {"refresh_min_interval_s": 0}})
     try:
         url = agent.wait_ready()
+        # report.json is on disk before the first collection has finished its other
+        # writes; a refresh then (rightly) waits for that one instead of starting its own
+        agent.wait_log("event=collected why=start")
         assert get(f"{url}/v1/report?refresh=1")[0] == 200
         agent.wait_log("why=refresh")
     finally:

@@ -23,8 +23,7 @@ from tests.conftest import run_cli
 from tests.integration.test_daemon_ownership import EVENT, NOBODY
 from tests.integration.test_prolog_cli import Slurm, write_config
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play both users"),
-              pytest.mark.xfail(strict=True, reason="issue 12 (3): state dir attacks")]
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play both users")
 
 TOKEN = "state-dir-attack-token-0123456789"
 PROLOG_BOUND_S = 25.0  # the prolog's 8 s budget plus interpreter start on a loaded machine
