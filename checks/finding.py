@@ -7,6 +7,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+_MAX_BRIEF = 40  # characters of an observed value that still read as a few words
+
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:
@@ -101,6 +103,17 @@ class Finding:
             "expected": self.expected,
             "action": self.action.value,
         }
+
+    def brief(self) -> str:
+        """The finding in a few words after its check id and component, for one-line
+        outputs (a drain reason, ``--format line``): the observed value when it is short
+        and plain (``17/18``), else the message."""
+        observed = self.observed
+        if isinstance(observed, (str, int, float)) and not isinstance(observed, bool):
+            text = str(observed).strip()
+            if text and len(text) <= _MAX_BRIEF and "\n" not in text:
+                return text
+        return self.message
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:

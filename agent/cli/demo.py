@@ -19,9 +19,11 @@ from .output import emit
 def demo(spec: Path | None, config_path: Path | None, fmt: str, output: Path | None,
          exclude_file: Path | None, need: int | None) -> None:
     """A simulated cluster end to end: agents on loopback, gather over HTTP, report."""
-    from ..cluster.demo import run_demo
+    from ..cluster.demo import banner, run_demo
 
-    sys.exit(emit(run_demo(spec, config_path, need), fmt, output, exclude_file))
+    report = run_demo(spec, config_path, need)
+    title = banner(spec) if fmt == "table" else None
+    sys.exit(emit(report, fmt, output, exclude_file, title))
 
 
 COMMANDS = (demo,)

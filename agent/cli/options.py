@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-FORMATS = ("table", "json", "md", "html")
+FORMATS = ("table", "json", "md", "html", "line")
 
 
 def _apply(options: list[Callable[[Any], Any]], func: Callable[..., Any]) -> Callable[..., Any]:
@@ -41,7 +41,8 @@ def report_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--format``, ``--output``, ``--exclude-file`` and ``--need`` (DESIGN §3)."""
     return _apply([
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
-                     help="table (terminal), json, md (tickets, wikis) or html (one file)."),
+                     help="table (terminal), json, md (tickets, wikis), html (one file) or "
+                          "line (READY, or NOT READY: and the problems, in one line)."),
         click.option("--output", type=click.Path(path_type=Path), default=None,
                      help="Write the report to FILE instead of stdout."),
         click.option("--exclude-file", type=click.Path(path_type=Path), default=None,

@@ -14,6 +14,15 @@ if TYPE_CHECKING:
     from ...reports.cluster import ClusterReport
 
 
+def is_terminal(output: Path | None) -> bool:
+    return output is None and sys.stdout.isatty()
+
+
+def terminal_width(output: Path | None, piped: int) -> int:
+    """The terminal's columns when writing to one, else ``piped``."""
+    return os.get_terminal_size().columns if is_terminal(output) else piped
+
+
 def write(text: str, output: Path | None, what: str = "--output") -> None:
     """``text`` to stdout, or to the file ``output``; a file that cannot be written is a
     usage error naming the flag."""
@@ -26,9 +35,10 @@ def write(text: str, output: Path | None, what: str = "--output") -> None:
         raise UsageError(f"{what} {output}: {exc.strerror or exc}") from None
 
 
-def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Path | None
-         ) -> ExitCode:
-    """Render, write, and return the exit code (0 ready, 1 not)."""
+def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Path | None,
+         title: str | None = None) -> ExitCode:
+    """Render, write, and return the exit code (0 ready, 1 not); ``title`` is a first
+    line for the terminal table."""
     import json
 
     from ...reports.cluster import fold
@@ -43,12 +53,16 @@ def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Pat
         from ...reports.render_html import render_html
 
         text = render_html(report)
+    elif fmt == "line":
+        from ...reports.line import cluster_line
+
+        text = cluster_line(report)
     else:
         from ...reports.render_terminal import render_terminal
 
-        tty = output is None and sys.stdout.isatty()
-        width = os.get_terminal_size().columns if tty else 160
-        text = render_terminal(report, colour=tty, width=max(80, width))
+        tty = is_terminal(output)
+        text = (title or "") + render_terminal(report, colour=tty,
+                                               width=max(80, terminal_width(output, 160)))
     write(text, output)
     if exclude_file is not None:
         bad = fold(report.bad_nodes)

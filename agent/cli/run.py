@@ -10,7 +10,7 @@ import click
 from .. import session
 from ..errors import ExitCode
 from .options import report_options, source_options
-from .output import emit, write
+from .output import emit, is_terminal, terminal_width, write
 
 
 @click.command("run")
@@ -18,6 +18,8 @@ from .output import emit, write
 @click.option("--checks", "patterns", default=None, help="Glob(s) of check ids, comma-separated.")
 @click.option("--budget", type=float, default=None, help="Seconds the whole run may take.")
 @report_options
+@click.option("--all", "all_findings", is_flag=True,
+              help="Table: list every finding (passes and skips too), not folded.")
 @click.option("--nodes", default=None, metavar="NODESET",
               help="Nodes to gather (gpu[001-128]), '-' for stdin, or a file of node sets; "
                    "inside an allocation, SLURM_JOB_NODELIST.")
@@ -27,12 +29,13 @@ from .output import emit, write
 def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         simulate: str | None, node: str | None, profile: str | None, level: str | None,
         patterns: str | None, budget: float | None, fmt: str, output: Path | None,
-        exclude_file: Path | None, need: int | None, nodes: str | None,
+        exclude_file: Path | None, need: int | None, all_findings: bool, nodes: str | None,
         via: str | None) -> None:
     """Check this node, or gather every node of --nodes, and print the report."""
     import json
 
     from ...checks.finding import Status
+    from ...reports.line import node_line
     from ...reports.table import render_table
     from ..cluster.judge import one_node_report, run_cluster
     from ..runner import run_node
@@ -51,8 +54,11 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         sys.exit(emit(one_node_report(config, report, need), fmt, output, exclude_file))
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=2) + "\n"
+    elif fmt == "line":
+        text = node_line(report)
     else:
-        text = render_table(report, colour=output is None and sys.stdout.isatty())
+        text = render_table(report, colour=is_terminal(output),
+                            width=max(60, terminal_width(output, 80)), all_findings=all_findings)
     write(text, output)
     failed = report.verdict in (Status.FAIL, Status.ERROR)
     sys.exit(ExitCode.FAIL if failed else ExitCode.READY)

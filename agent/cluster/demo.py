@@ -50,6 +50,18 @@ def with_racks(config: Config, racks: dict[str, str]) -> Config:
     return Config(data, config.path)
 
 
+def banner(spec_path: Path | None) -> str:
+    """The demo's first line: what follows is a simulation, not this machine or a real
+    cluster, and its problems were planted on purpose."""
+    from ..sim.spec import load_spec
+
+    spec = load_spec(str(spec_path or DEMO_SPEC))
+    faults = sum(len(node.faults) for node in spec.nodes.values())
+    planted = f"{faults} planted fault{'s' if faults != 1 else ''}" if faults else "no faults"
+    return (f"DEMO: a simulated cluster, {len(spec.nodes)} nodes, {planted} (no real "
+            "hardware read)\n")
+
+
 def run_demo(spec_path: Path | None, config_path: Path | None, need: int | None
              ) -> ClusterReport:
     """Start the spec's simulated agents, gather their reports over HTTP, judge them, and

@@ -25,7 +25,6 @@ PREFIX = "clusterdiag:"
 # Slurm 22.05 stored a 2,000-character reason in our test, but `sinfo -R` shows 20 by
 # default and slurmdbd keeps node events in a short text column: stay well inside.
 MAX_LENGTH = 128
-_MAX_OBSERVED = 40
 EPILOG = "epilog"  # the program whose reasons are marked: see the module docstring
 OWN_ERROR = "error"
 
@@ -57,15 +56,6 @@ def owned(reason: str | None) -> bool:
     return reason is None or not reason.strip() or reason.lstrip().startswith(PREFIX)
 
 
-def _detail(finding: Finding) -> str:
-    observed = finding.observed
-    if isinstance(observed, (str, int, float)) and not isinstance(observed, bool):
-        text = str(observed).strip()
-        if text and len(text) <= _MAX_OBSERVED and "\n" not in text:
-            return text
-    return finding.message
-
-
 def drain_reason(findings: Iterable[Finding], statuses: Iterable[Status] = (Status.FAIL,),
                  program: str | None = None) -> str | None:
     """The reason for the first finding of the given statuses (fails first), or None;
@@ -78,7 +68,7 @@ def drain_reason(findings: Iterable[Finding], statuses: Iterable[Status] = (Stat
     first = picked[0]
     where = "" if first.component in ("", "node") else f" {first.component}"
     origin = f" {EPILOG}" if program == EPILOG else ""
-    text = f"{PREFIX}{origin} {first.check}{where} {_detail(first)}"
+    text = f"{PREFIX}{origin} {first.check}{where} {first.brief()}"
     return clip(text, len(picked) - 1)
 
 
