@@ -3,12 +3,24 @@
 Precedence, lowest first: built-in check defaults < platform profile thresholds < config
 file < command-line flags. Every error names the file, the key and what was expected, so
 a bad config push fails loudly in one line instead of draining a cluster.
+
+The file is hostile until checked, and checking it must not cost more than it is worth:
+it is read only if it is a regular file (a FIFO would block, ``/dev/zero`` never end) of
+at most ``MAX_BYTES``; YAML aliases may make a small file a huge tree (an alias bomb), so
+the parsed tree is walked once, counting every value each time an alias repeats it, and
+refused past ``MAX_VALUES`` values or ``MAX_DEPTH`` levels before anything formats it;
+every number must be finite; error messages show a value only in a bounded form
+(``brief``). Counts have ranges (``retries`` 0-10, ``concurrency`` 1-4096...), and
+``agent_url`` must be a template whose only field is ``{node}``.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import math
+import reprlib
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +31,13 @@ import yaml
 from .errors import ConfigError
 
 DEFAULT_PATH = Path("/etc/clusterdiag/config.yaml")
+# A real config is a few kilobytes and a few hundred values.
+MAX_BYTES = 1 << 20
+MAX_VALUES = 10_000
+MAX_DEPTH = 32
 
-# Each leaf is (types, default). A nested dict is a section.
+# Each leaf is (types, default) or (types, default, (lowest, highest)). A nested dict is
+# a section.
 _NUM = (int, float)
 _OPT_STR = (str, type(None))
 SCHEMA: dict[str, Any] = {
@@ -82,19 +99,19 @@ SCHEMA: dict[str, Any] = {
     },
     # Gathering many nodes and judging them together (reports/gather.py, cluster_checks/).
     "cluster": {
-        "concurrency": ((int,), 256),
+        "concurrency": ((int,), 256, (1, 4096)),
         "connect_timeout_s": (_NUM, 3.0),
         "read_timeout_s": (_NUM, 15.0),
-        "retries": ((int,), 1),
+        "retries": ((int,), 1, (0, 10)),
         "token_file": (_OPT_STR, None),  # default: agent.token_file
         "agent_url": ((str,), "http://{node}:9464"),
         "remote_command": ((str,), "clusterdiag run --format json"),
         "ssh_worker": ((str,), "ssh"),  # a ClusterShell worker: ssh, exec, rsh
-        "expected_trays_per_rack": ((int,), 18),
+        "expected_trays_per_rack": ((int,), 18, (1, 1024)),
         "racks": ((dict,), {}),  # rack name -> node set of its trays
         "pinned": ((dict,), {}),  # driver, cuda, nccl, vbios, hca_firmware, kernel, clusterdiag
         "outlier_mad_k": (_NUM, 6.0),
-        "outlier_min_nodes": ((int,), 5),
+        "outlier_min_nodes": ((int,), 5, (2, 1_000_000)),
         "outlier_min_delta": ((dict,), {}),  # metric -> the smallest excess worth a warning
     },
 }
@@ -106,6 +123,56 @@ _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "tru
 def _describe(types: tuple[type, ...]) -> str:
     names = [_TYPE_NAMES.get(t, t.__name__) for t in types if not (t is int and float in types)]
     return " or ".join(names)
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 60
+
+
+def brief(value: Any) -> str:
+    """``repr(value)``, cut short: a message must not format a huge value."""
+    return _BRIEF.repr(value)
+
+
+def _walk_bounded(data: Any, where: str) -> None:
+    """Refuse a tree too big or deep to be a config (aliases counted each time they
+    repeat), or holding a number that is not finite, before anything else reads it."""
+    todo: list[tuple[Any, str, int]] = [(data, "", 0)]
+    seen = 0
+    while todo:
+        value, path, depth = todo.pop()
+        seen += 1
+        key = path.split("[", 1)[0] or "top level"
+        if seen > MAX_VALUES:
+            raise ConfigError(f"{where}: {key!r} makes more than {MAX_VALUES:,} values (YAML "
+                              "aliases count each time they repeat)")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{where}: {key!r} is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: key {path!r} must be a finite number, got {value!r}")
+        if isinstance(value, dict):
+            todo.extend((v, f"{path}.{k}" if path else str(k), depth + 1)
+                        for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+
+
+def _range_problem(value: Any, bounds: tuple[float, float]) -> str | None:
+    low, high = bounds
+    return None if low <= value <= high else f"must be from {low:g} to {high:g}"
+
+
+def _template_problem(template: str) -> str | None:
+    """Why ``agent_url`` is no template of ``{node}`` alone: ``str.format`` would raise
+    on a stray brace, index by position or reach into attributes."""
+    try:
+        fields = [f for _, f, spec, conv in string.Formatter().parse(template)
+                  if f is not None or spec or conv]
+    except ValueError as exc:
+        return f"is not a template ({exc})"
+    if fields != ["node"] * len(fields) or not fields:
+        return "must name {node} and no other field"
+    return None
 
 
 def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
@@ -137,7 +204,9 @@ def _validate_section(data: Any, schema: Mapping[str, Any], where: str, prefix: 
             _validate_section(value, spec, where, f"{name}.")
         elif not _type_ok(value, spec[0]):
             raise ConfigError(f"{where}: key {name!r} must be {_describe(spec[0])}, "
-                              f"got {type(value).__name__} {value!r}")
+                              f"got {type(value).__name__} {brief(value)}")
+        elif len(spec) > 2 and value is not None and (problem := _range_problem(value, spec[2])):
+            raise ConfigError(f"{where}: key {name!r} {problem}, got {brief(value)}")
 
 
 def _param_types(default: Any) -> tuple[type, ...]:
@@ -175,7 +244,20 @@ def validate_check_params(checks: Any, where: str, catalog: Mapping[str, Mapping
             types = _param_types(params[key])
             if not _type_ok(value, types):
                 raise ConfigError(f"{where}: key {name!r} must be {_describe(types)}, "
-                                  f"got {type(value).__name__} {value!r}")
+                                  f"got {type(value).__name__} {brief(value)}")
+            items = _item_types(params[key])
+            if items and isinstance(value, list) and not all(_type_ok(v, items) for v in value):
+                raise ConfigError(f"{where}: key {name!r} must be a list of "
+                                  f"{_describe(items)}, got {brief(value)}")
+
+
+def _item_types(default: Any) -> tuple[type, ...]:
+    """The type the items of a list parameter must have: its default items' (none when
+    the default list is empty or mixed)."""
+    if not isinstance(default, list) or not default:
+        return ()
+    kinds = {_param_types(item) for item in default}
+    return kinds.pop() if len(kinds) == 1 else ()
 
 
 @dataclass
@@ -201,6 +283,25 @@ class Config:
         return params
 
 
+def _read(path: Path, where: str) -> str:
+    """The file's text: a regular file of at most MAX_BYTES, opened without blocking."""
+    from .sysfs import open_regular
+
+    try:
+        with open_regular(path) as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{where}: larger than {MAX_BYTES >> 20} MiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc}") from None
+
+
 def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]]) -> Config:
     """Load ``path`` (or the default file when it exists); defaults when neither."""
     if path is None:
@@ -208,12 +309,7 @@ def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]
             return Config()
         path = DEFAULT_PATH
     where = f"config {path}"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where}: cannot read: {exc}") from None
+    text = _read(Path(path), where)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -221,9 +317,15 @@ def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "malformed YAML"
         raise ConfigError(f"{where}: malformed YAML{at}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: malformed YAML: nested too deeply") from None
     if data is None:
         data = {}
+    _walk_bounded(data, where)
     _validate_section(data, SCHEMA, where, "")
+    problem = _template_problem(data.get("cluster", {}).get("agent_url", "{node}"))
+    if problem:
+        raise ConfigError(f"{where}: key 'cluster.agent_url' {problem}")
     validate_check_params(data.get("checks", {}), where, catalog)
     merged = _defaults(SCHEMA)
     for key, value in data.items():

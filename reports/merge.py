@@ -4,14 +4,18 @@ A bad file never stops the merge: it becomes a reason that cluster.reachability 
 naming the file. A node given twice keeps its newest report (``started_at``), whatever
 the order of the arguments: a month-old pass must not hide today's fail; the older file
 is named in a cluster.reachability warn, so the operator knows it was left out.
+A file is read only if it is a regular file, opened without blocking (a FIFO would hang
+the merge, ``/dev/zero`` never end), and at most MAX_BYTES of it.
 Ten thousand reports are ~400 MB of JSON, so parsing them spreads over the CPUs (each
 worker returns only the folded summaries) and no report is kept whole.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -25,14 +29,18 @@ from .summary import BadReport, NodeSummary, summarize
 
 # Below this many files a worker pool costs more to start than it saves.
 PARALLEL_FROM = 200
+# A node report is ~80 KB (DGX H100); the largest node's is a few MB.
+MAX_BYTES = 64 << 20
 LEFT_OUT = "an older report of a node given twice was left out (the newest is used)"
 
 
 def read_report(path: str) -> NodeSummary | Unreachable:
     try:
-        raw = Path(path).read_bytes()
+        raw = _read_regular(path)
     except OSError as exc:
         return Unreachable(f"cannot read file ({exc.strerror or exc})", file=path)
+    if len(raw) > MAX_BYTES:
+        return Unreachable(f"file is larger than {MAX_BYTES >> 20} MiB", file=path)
     try:
         data = json.loads(raw)
     # JSONDecodeError and UnicodeDecodeError are ValueErrors; nesting deeper than the
@@ -44,6 +52,15 @@ def read_report(path: str) -> NodeSummary | Unreachable:
     except BadReport as exc:
         node = data.get("node") if isinstance(data, dict) else None
         return Unreachable(str(exc), node=node if is_node_name(node) else None, file=path)
+
+
+def _read_regular(path: str) -> bytes:
+    """Up to MAX_BYTES + 1 bytes of ``path``; OSError unless it is a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return handle.read(MAX_BYTES + 1)
 
 
 def _read_chunk(paths: Sequence[str]) -> list[tuple[str, NodeSummary | Unreachable]]:

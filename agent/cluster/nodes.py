@@ -13,15 +13,17 @@ from ..errors import UsageError
 def _read_nodes(text: str, where: str) -> list[str]:
     from ClusterShell.NodeSet import NodeSetParseError
 
-    from ..model.nodeset import expand
+    from ..model.nodeset import MAX_NODES, expand, short
 
-    names: list[str] = []
+    names: set[str] = set()
     for word in text.split() if where != "--nodes" else [text]:
         try:
-            names.extend(expand(word))
+            names.update(expand(word))
         except NodeSetParseError as exc:
-            raise UsageError(f"{where}: bad node set {word!r}: {exc}") from None
-    return sorted(set(names))
+            raise UsageError(f"{where}: bad node set {short(word)!r}: {exc}") from None
+        if len(names) > MAX_NODES:
+            raise UsageError(f"{where}: more than {MAX_NODES} nodes in all")
+    return sorted(names)
 
 
 def resolve_nodes(arg: str | None) -> list[str] | None:

@@ -2,10 +2,13 @@
 
 Anything the spec names that the node does not have — an unknown key or fault kind, a
 GPU, link or HCA out of range — is an error (exit 2, one line), never silently ignored.
+So is a number that is not finite (``.nan``, ``.inf``) anywhere in a node entry or a
+fault, and more than MAX_NODES nodes in all.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from ClusterShell.NodeSet import NodeSetParseError
 
 from ...checks.profile import UnknownProfileError, load_profile
 from ..errors import UsageError
-from ..model.nodeset import expand
+from ..model.nodeset import MAX_NODES, expand, short
 from .faults import FAULTS
 from .ib_faults import hca_problem
 from .layout import LAYOUTS
@@ -24,6 +27,8 @@ from .schedule import WINDOW_KEYS, window_problem
 
 _NODE_KEYS = {"names", "profile", "rack", "clique"}
 _FAULT_COMMON = {"node", "kind"}
+# Fault options that are times or counts: numbers from 0 up.
+_NUMERIC = ("code", "age_s", "at_s", "port", "gpu", "link")
 
 
 @dataclass
@@ -81,6 +86,7 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
         extra = set(entry) - _NODE_KEYS
         if extra:
             raise _bad(where, f"unknown node key {_first(extra)!r}")
+        _finite(entry, where, "node entry")
         if not isinstance(entry["profile"], str):
             raise _bad(where, f"profile {entry['profile']!r} is not a profile name")
         if entry.get("rack") is not None and not isinstance(entry["rack"], str):
@@ -96,6 +102,8 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
             raise _bad(where, f"profile {entry['profile']!r} cannot be simulated")
         for name in _names(entry["names"], where):
             nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"), clique)
+        if len(nodes) > MAX_NODES:
+            raise _bad(where, f"more than {MAX_NODES} nodes in all")
     if not nodes:
         raise _bad(where, "names no nodes")
     for fault in data.get("faults") or []:
@@ -116,6 +124,12 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
     missing = set(kind.keys) - set(fault)
     if missing:
         raise _bad(where, f"fault {kind.kind}: needs key {_first(missing)!r}")
+    _finite(fault, where, f"fault {kind.kind}")
+    for key in _NUMERIC:
+        if key in fault and (isinstance(fault[key], bool)
+                             or not isinstance(fault[key], (int, float)) or fault[key] < 0):
+            raise _bad(where, f"fault {kind.kind}: {key} must be a number from 0 up, not "
+                              f"{short(str(fault[key]))!r}")
     problem = window_problem(fault) or factor_problem(fault)
     if problem:
         raise _bad(where, f"fault {kind.kind}: {problem}")
@@ -141,11 +155,17 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
         node.faults.append(dict(fault))
 
 
+def _finite(entry: dict[Any, Any], where: str, what: str) -> None:
+    for key, value in entry.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _bad(where, f"{what}: {key} must be a finite number, not {value!r}")
+
+
 def _names(value: Any, where: str) -> list[str]:
     try:
         return expand(str(value))
     except NodeSetParseError as exc:
-        raise _bad(where, f"bad node set {value!r}: {exc}") from None
+        raise _bad(where, f"bad node set: {exc}") from None
 
 
 def _first(keys: set[Any]) -> Any:

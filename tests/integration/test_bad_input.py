@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 12 defect 7: bad input escapes as "
-                               "tracebacks or unbounded work")
-
 LIMIT_BYTES = 1 << 30
 LIMIT_S = 20.0
 
