@@ -8,7 +8,6 @@ collector or check knows which it got.
 from __future__ import annotations
 
 import contextlib
-import ctypes.util
 import json
 import os
 import signal
@@ -82,8 +81,36 @@ def run_command(argv: list[str], timeout_s: float,
     return CommandResult(argv, proc.returncode, out, err)
 
 
+# What a library lookup or a version probe found, with the identity of the file it
+# depended on (inode, size, mtime): valid until that file changes.
+FileKey = tuple[int, int, int]
+_LD_CACHE = "/etc/ld.so.cache"
+_libraries: dict[str, tuple[FileKey | None, str | None]] = {}
+_versions: dict[str, tuple[FileKey, int]] = {}
+
+
+def file_key(path: str) -> FileKey | None:
+    """The identity of ``path`` (through symlinks); None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def find_library(name: str) -> str | None:
-    return ctypes.util.find_library(name)
+    """``ctypes.util.find_library``, remembered until /etc/ld.so.cache changes: it runs
+    ``ldconfig -p`` (and gcc and ld where that has no answer) on every call, which the
+    agent would otherwise pay on every collection."""
+    key = file_key(_LD_CACHE)
+    hit = _libraries.get(name)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    import ctypes.util
+
+    found = ctypes.util.find_library(name)
+    _libraries[name] = (key, found)
+    return found
 
 
 # Loads each library in a child process: a library's static initialisers run on load and
@@ -108,7 +135,31 @@ NcclVersions = dict[str, tuple[int | None, str | None]]
 
 
 def nccl_versions(paths: list[str], timeout_s: float) -> NcclVersions:
-    """``ncclGetVersion`` of each library, as NCCL_VERSION_CODE ints, within ``timeout_s``."""
+    """``ncclGetVersion`` of each library, as NCCL_VERSION_CODE ints, within ``timeout_s``.
+
+    A version read is remembered until its library file changes (another inode, size or
+    mtime: an upgrade or a relinked ``libnccl.so.2``), so a fresh interpreter loads the
+    library once, not on every collection. Failures are not remembered: they are retried.
+    """
+    keys = {path: file_key(path) for path in paths}
+    answers: NcclVersions = {}
+    for path, key in keys.items():
+        hit = _versions.get(path)
+        if key is not None and hit is not None and hit[0] == key:
+            answers[path] = (hit[1], None)
+    missing = [path for path in paths if path not in answers]
+    if missing:
+        probed = _probe_versions(missing, timeout_s)
+        for path, (code, _) in probed.items():
+            key = keys[path]
+            if code is not None and key is not None:
+                _versions[path] = (key, code)
+        answers.update(probed)
+    return answers
+
+
+def _probe_versions(paths: list[str], timeout_s: float) -> NcclVersions:
+    """Load each library in one child process and ask it (see _NCCL_PROBE)."""
     try:
         proc = subprocess.run([sys.executable, "-I", "-c", _NCCL_PROBE, *paths],
                               capture_output=True, text=True, timeout=timeout_s,

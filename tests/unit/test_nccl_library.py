@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent import sources
 from clusterdiag.agent.collectors import nccl as collector
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.nccl import NcclInfo, NcclLibrary
@@ -159,3 +161,57 @@ def test_unloadable_library_warns_or_fails_when_required() -> None:
     info = NcclInfo(libraries=[NcclLibrary("/x/libnccl.so.2", "linker path", None, "bad ELF")])
     assert _judge(info)[0].status is Status.WARN
     assert _judge(info, require_host=True)[0].status is Status.FAIL
+
+
+def test_a_version_is_probed_once_until_the_library_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    library = tmp_path / "libnccl.so.2"
+    shutil.copy(_wheel_library(), library)
+    probes: list[list[str]] = []
+    real_probe = sources._probe_versions
+
+    def counting(paths: list[str], timeout_s: float) -> sources.NcclVersions:
+        probes.append(paths)
+        return real_probe(paths, timeout_s)
+
+    monkeypatch.setattr(sources, "_probe_versions", counting)
+    first = nccl_versions([str(library)], 30)
+    assert nccl_versions([str(library)], 30) == first
+    assert len(probes) == 1
+    assert first[str(library)][0] is not None
+    with library.open("ab") as handle:  # the file changed (an upgrade in place)
+        handle.write(b"\0")
+    nccl_versions([str(library)], 30)
+    assert len(probes) == 2
+
+
+def test_a_failed_probe_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bogus = tmp_path / "libnccl.so.2"
+    bogus.write_bytes(b"not an ELF file")
+    probes: list[list[str]] = []
+    real_probe = sources._probe_versions
+    monkeypatch.setattr(sources, "_probe_versions",
+                        lambda paths, t: probes.append(paths) or real_probe(paths, t))
+    for _ in range(2):
+        code, error = nccl_versions([str(bogus)], 30)[str(bogus)]
+        assert code is None
+        assert error
+    assert len(probes) == 2
+
+
+def test_find_library_runs_once_until_the_linker_cache_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes.util
+
+    cache = tmp_path / "ld.so.cache"
+    cache.write_bytes(b"cache v1")
+    calls: list[str] = []
+    monkeypatch.setattr(sources, "_LD_CACHE", str(cache))
+    monkeypatch.setattr(sources, "_libraries", {})
+    monkeypatch.setattr(ctypes.util, "find_library",
+                        lambda name: calls.append(name) or "libnccl.so.2")
+    assert sources.find_library("nccl") == sources.find_library("nccl") == "libnccl.so.2"
+    assert calls == ["nccl"]
+    cache.write_bytes(b"cache v2, rebuilt by ldconfig")
+    sources.find_library("nccl")
+    assert calls == ["nccl", "nccl"]
