@@ -1,5 +1,17 @@
-"""clusterdiag's node side: sources, collectors, the snapshot, the runner, the CLI."""
+"""clusterdiag's node side: sources, collectors, the snapshot, the runner, the CLI.
 
-from .model.version import VERSION as __version__
+Importing this package imports nothing else: the Slurm entry points start from here
+(agent/launch.py), and ``__version__`` would otherwise load the whole snapshot model.
+"""
+
+from __future__ import annotations
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":
+        from .model.version import VERSION
+
+        return VERSION
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from typing import NoReturn
 import click
 
 from ..errors import ClusterdiagError, ExitCode
+from ..slurm.trouble import spare_the_node
 from . import agent, checks, demo, profiles, qualify, report, run, slurm, snapshot, topo
 
 COMMAND_MODULES = (run, snapshot, agent, slurm, report, checks, profiles, topo, demo, qualify)
@@ -49,12 +50,6 @@ def _slurm_entry_point() -> str | None:
     return sys.argv[1] if slurm.ENTRY_POINTS & set(sys.argv[1:2]) else None
 
 
-def _spare_the_node(program: str, trouble: str) -> NoReturn:
-    trouble = " ".join(trouble.split())
-    _die(f"{program}: ERROR {trouble}; exiting 0 so Slurm does not drain the node for it "
-         "(fail_closed cannot be read here)", ExitCode.READY)
-
-
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
@@ -70,7 +65,7 @@ def main() -> None:
         _die("aborted", 130)
     except ClusterdiagError as exc:
         if program := _slurm_entry_point():
-            _spare_the_node(program, str(exc))
+            spare_the_node(program, str(exc))
         _die(str(exc), exc.exit_code)
     except BrokenPipeError:
         sys.exit(ExitCode.READY)
@@ -78,5 +73,5 @@ def main() -> None:
         _die("interrupted", 130)
     except Exception as exc:
         if program := _slurm_entry_point():
-            _spare_the_node(program, f"crashed: {type(exc).__name__}: {exc}")
+            spare_the_node(program, f"crashed: {type(exc).__name__}: {exc}")
         raise

@@ -1,0 +1,70 @@
+"""The ``clusterdiag`` console script: Slurm's entry points start before click is imported.
+
+``prolog``, ``epilog`` and ``healthcheck`` run on every node for every job, so their start
+is paid cluster-wide (DESIGN §3: the prolog runs inside Slurm's MessageTimeout). With only
+the source flags (DESIGN §3) on the command line they go straight to ``agent/slurm/``:
+no click, and none of the other commands' modules. Anything else (another command,
+``--help``, a flag or value this parser does not know) goes to the click CLI, which
+parses and answers exactly as before, usage errors included.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from .errors import ClusterdiagError
+from .slurm.trouble import spare_the_node
+
+SLURM_PROGRAMS = ("prolog", "epilog", "healthcheck")
+_PATH_FLAGS = {"--config": "config_path", "--root": "root", "--kernel-log": "kernel_log"}
+_TEXT_FLAGS = {"--simulate": "simulate", "--node": "node", "--profile": "profile",
+               "--level": "level"}
+_LEVELS = ("quick", "full")
+
+
+def slurm_flags(args: list[str]) -> dict[str, object] | None:
+    """The source flags as ``Inputs`` fields, or None when click should parse ``args``."""
+    values: dict[str, object] = {}
+    rest = list(args)
+    while rest:
+        flag, has_value, value = rest.pop(0).partition("=")
+        if not has_value:
+            if not rest:
+                return None
+            value = rest.pop(0)
+        if not value or (flag == "--level" and value not in _LEVELS):
+            return None
+        if flag in _PATH_FLAGS:
+            values[_PATH_FLAGS[flag]] = Path(value)
+        elif flag in _TEXT_FLAGS:
+            values[_TEXT_FLAGS[flag]] = value
+        else:
+            return None
+    return values
+
+
+def _run_slurm(program: str, flags: dict[str, object]) -> NoReturn:
+    try:
+        from .slurm.entry import Inputs
+
+        module = importlib.import_module(f".slurm.{program}", __package__)
+        code = module.main(Inputs(**flags))  # type: ignore[arg-type]
+    except ClusterdiagError as exc:
+        spare_the_node(program, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a crash here must not drain the node
+        spare_the_node(program, f"crashed: {type(exc).__name__}: {exc}")
+    sys.exit(code)
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args and args[0] in SLURM_PROGRAMS:
+        flags = slurm_flags(args[1:])
+        if flags is not None:
+            _run_slurm(args[0], flags)
+    from .cli import main as cli_main
+
+    cli_main()

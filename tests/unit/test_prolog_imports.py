@@ -1,0 +1,88 @@
+"""What the Slurm prolog imports, in a fresh interpreter: its start is paid on every node for
+every job, so the set may shrink but must not grow unnoticed (issue 15).
+
+The launcher (agent/launch.py) must reach the prolog without click or any other
+command's module; the prolog itself, run with no agent report on an empty tree (its
+widest path: every quick check), may import only the modules listed here. A change that
+needs another module on this path adds it below, on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+_PROLOG = """
+import json, sys
+sys.argv = ["clusterdiag", "prolog", "--root", sys.argv[1], "--config", sys.argv[2]]
+from clusterdiag.agent.launch import main
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+LAUNCHER = frozenset({
+    "clusterdiag", "clusterdiag.agent", "clusterdiag.agent.errors", "clusterdiag.agent.launch",
+    "clusterdiag.agent.slurm", "clusterdiag.agent.slurm.trouble",
+})
+
+PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
+    "agent.collect", "agent.collectors", "agent.collectors.allreduce", "agent.collectors.host",
+    "agent.collectors.ib", "agent.collectors.ib_port", "agent.collectors.ib_role",
+    "agent.collectors.kernel", "agent.collectors.nccl", "agent.collectors.nccl_host",
+    "agent.collectors.nvml", "agent.collectors.nvml_read", "agent.collectors.pci",
+    "agent.config", "agent.kernel_log", "agent.model", "agent.model.gpu", "agent.model.host",
+    "agent.model.ib", "agent.model.kernel", "agent.model.nccl", "agent.model.pci",
+    "agent.model.version", "agent.runner", "agent.serde", "agent.session",
+    "agent.slurm.agent_report", "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log",
+    "agent.slurm.prolog", "agent.slurm.reason", "agent.slurm.scontrol", "agent.sources",
+    "agent.sysfs", "agent.worker", "checks", "checks.detect", "checks.fabric",
+    "checks.finding", "checks.gpu", "checks.gpu_memory", "checks.host", "checks.ib",
+    "checks.ib_rates", "checks.nccl", "checks.nccl_env", "checks.nccl_host", "checks.nvlink",
+    "checks.profile", "checks.profiles", "checks.rates", "checks.registry", "checks.topology",
+    "checks.xid_catalog", "reports", "reports.facts", "reports.hostname", "reports.node")}
+# Third-party packages the prolog may load: NVML's bindings, and PyYAML for profiles
+# (its C loader is built with Cython, which registers cython_runtime).
+THIRD_PARTY = frozenset({"pynvml", "yaml", "cython_runtime"})
+
+
+def _modules(code: str, *args: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                          text=True, check=True, timeout=120)
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def test_the_launcher_imports_nothing_but_itself() -> None:
+    got = _modules("import json, sys; import clusterdiag.agent.launch; "
+                   "print(json.dumps(sorted(sys.modules)))")
+    ours = {m for m in got if m.startswith("clusterdiag")}
+    assert ours == LAUNCHER
+    assert "click" not in got
+
+
+def test_the_prolog_imports_only_the_allowed_modules(tmp_path: Path) -> None:
+    baseline = _modules("import json, sys; print(json.dumps(sorted(sys.modules)))")
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"agent": {"state_dir": str(tmp_path / "state")},
+                                  "prolog": {"drain": False}}))
+    got = _modules(_PROLOG, str(tmp_path), str(config)) - baseline
+    ours = {m for m in got if m.startswith("clusterdiag")}
+    assert ours - PROLOG == set(), "new modules on the prolog's path"
+    stdlib = set(sys.stdlib_module_names)
+    others = {m.split(".")[0] for m in got if not m.startswith("clusterdiag")}
+    assert {m for m in others if m not in stdlib and not m.startswith("_")} <= THIRD_PARTY
+    assert "click" not in got
+
+
+def test_the_launcher_parses_the_source_flags_and_leaves_the_rest_to_click() -> None:
+    from clusterdiag.agent.launch import slurm_flags
+
+    assert slurm_flags(["--root", "/r", "--level=full", "--node", "n1"]) == {
+        "root": Path("/r"), "level": "full", "node": "n1"}
+    assert slurm_flags([]) == {}
+    for args in (["--help"], ["--root"], ["--level", "slow"], ["--bogus", "x"], ["--root="]):
+        assert slurm_flags(args) is None, args
