@@ -10,7 +10,6 @@ parses and answers exactly as before, usage errors included.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -50,8 +49,14 @@ def _run_slurm(program: str, flags: dict[str, object]) -> NoReturn:
     try:
         from .slurm.entry import Inputs
 
-        module = importlib.import_module(f".slurm.{program}", __package__)
-        code = module.main(Inputs(**flags))  # type: ignore[arg-type]
+        inputs = Inputs(**flags)  # type: ignore[arg-type]
+        if program == "prolog":
+            from .slurm import prolog as chosen
+        elif program == "epilog":
+            from .slurm import epilog as chosen  # type: ignore[no-redef]
+        else:
+            from .slurm import healthcheck as chosen  # type: ignore[no-redef]
+        code = chosen.main(inputs)
     except ClusterdiagError as exc:
         spare_the_node(program, str(exc))
     except Exception as exc:  # noqa: BLE001 - a crash here must not drain the node

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,11 @@ class Agent:
         self._bound = ""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._collector = ThreadPoolExecutor(1, thread_name_prefix="collect")
+        # XID events from the listener not yet on disk, and whether a flush is running:
+        # events that arrive while one burst is written go out together in the next write.
+        self._pending_xids: list[dict[str, Any]] = []
+        self._flushing = False
+        self._basis: _Basis | None = None  # the last collection, for judging it again
         self.persist = Persister(state, self.view)
 
     # --- settings -------------------------------------------------------------------
@@ -246,8 +251,11 @@ class Agent:
             snap = await loop.run_in_executor(self._collector, cycle.collect, self.env,
                                               self.config, options)
             await self._resolve_events(snap)
+            basis = _Basis(snap, list(snap.nvml.events) if snap.nvml else [], self.previous,
+                           started)
             report = cycle.judge(snap, self.config, options, self.previous, self.events, started,
                                  self.ib_window)
+            basis.duration_s = report.duration_s
         except Exception as exc:  # a bad cycle is logged with its traceback; the agent goes on
             self.view.collection_errors += 1
             log.error("collection_failed", extra={"why": why, "error": one_line(exc)},
@@ -260,6 +268,7 @@ class Agent:
         await self._write(REPORT, report_body)
         first = self._report is None
         self.previous, self._report, self._snapshot = snap, report_body, snapshot_body
+        self._basis = basis
         if self.ib_window.add(snap):
             await self._write(IB_WINDOW, json.dumps(self.ib_window.to_dict()).encode())
         self._account(snap, report)
@@ -312,12 +321,15 @@ class Agent:
         for message in messages:
             kind = message.get("t")
             if kind == "xid":
-                self._spawn(self._record(message))
+                self._pending_xids.append(message)
             elif kind in ("unsupported", "error", "crash"):
                 log.warning(f"xid_listener_{kind}", extra={
                     k: v for k, v in message.items() if k != "t"})
             elif kind == "ready":
                 log.info("xid_listener_ready", extra={"gpus": len(message.get("gpus", []))})
+        if self._pending_xids and not self._flushing:
+            self._flushing = True
+            self._spawn(self._flush_xids())
 
     def _restart_listener(self) -> None:
         if self._stop.is_set():
@@ -326,20 +338,69 @@ class Agent:
         if self._listener is not None:
             asyncio.get_running_loop().add_reader(self._listener.fd, self._on_listener)
 
-    async def _record(self, message: dict[str, Any]) -> None:
+    async def _flush_xids(self) -> None:
+        """Record the listener's events a burst at a time: one durable write of the events
+        file covers every event that arrived while the last write was under way (so a
+        storm of 8/s is a few writes, not 8 with two fsyncs each), and each event is on disk
+        before it is logged as recorded. The report then follows by judging the last
+        collection again with the new events, not by collecting the node again."""
         try:
-            event = event_from(message)
+            while self._pending_xids:
+                batch, self._pending_xids = self._pending_xids, []
+                added = [event for event in map(self._event_from, batch)
+                         if event is not None and self.events.add(event)]
+                if not added:
+                    continue
+                saved = await self._write_events()
+                for event in added:
+                    self.view.xid_counts[_xid_key(event)] += 1
+                    log.warning("xid_recorded" if saved else "xid_recorded_in_memory", extra={
+                        "id": event["id"], "xid": event["xid"], "gpu": event["gpu_index"]})
+                await self._rejudge("xid")
+        finally:
+            self._flushing = False
+
+    @staticmethod
+    def _event_from(message: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return event_from(message)
         except (KeyError, TypeError, ValueError):
             log.warning("xid_event_malformed", extra={"message": str(message)[:200]})
+            return None
+
+    async def _rejudge(self, why: str) -> None:
+        """The last collection judged again with the events as they are now, written as
+        the report. Its times stay the collection's: the report is no fresher than the
+        data in it, so a prolog trusts it no longer than it would have. A collection
+        under way judges the new events itself; before the first one there is nothing
+        to judge again."""
+        basis = self._basis
+        if self._collecting is not None:
             return
-        if not self.events.add(event):
+        if basis is None:
+            self._start_collection(why)
             return
-        saved = await self._write_events()  # on disk before it is reported as recorded
-        self.view.xid_counts[_xid_key(event)] += 1
-        log.warning("xid_recorded" if saved else "xid_recorded_in_memory",
-                    extra={"id": event["id"], "xid": event["xid"], "gpu": event["gpu_index"]})
-        if self._collecting is None:
-            self._start_collection("xid")
+        snap = basis.snap
+        if snap.nvml is not None:  # without the events the last judging injected
+            snap = replace(snap, nvml=replace(snap.nvml, events=list(basis.nvml_events)))
+        options = self.options()
+        try:
+            report = await asyncio.get_running_loop().run_in_executor(
+                self._collector, cycle.judge, snap, self.config, options, basis.previous,
+                self.events, basis.started, self.ib_window)
+        except Exception as exc:  # a bad judging is logged; the next collection retries
+            self.view.collection_errors += 1
+            log.error("rejudge_failed", extra={"why": why, "error": one_line(exc)},
+                      exc_info=True)
+            return
+        report.duration_s = basis.duration_s
+        self.persist.annotate(report)
+        body = json.dumps(report.to_dict()).encode()
+        await self._write(REPORT, body)
+        self._report = body
+        self.view.report = report
+        log.info("rejudged", extra={"why": why, "verdict": report.verdict.value,
+                                    "fails": len(report.failures())})
 
     async def _write_events(self) -> bool:
         return await self._write(EVENTS, self.state.events_body(self.events))
@@ -402,6 +463,19 @@ def _bind_reason(exc: OSError) -> str:
     """The errno's words ("address already in use"), without asyncio's restatement of the
     address the caller already names."""
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+
+
+@dataclass
+class _Basis:
+    """A collection as it was before judging: enough to judge it again when an event
+    comes (the NVML events it held before the recorded ones were injected, the sample
+    before it for the rate checks, and when it started and how long it took)."""
+
+    snap: Snapshot
+    nvml_events: list[Any]
+    previous: Snapshot | None
+    started: float
+    duration_s: float = 0.0
 
 
 def _xid_key(event: dict[str, Any]) -> tuple[str, str]:
