@@ -17,7 +17,6 @@ every number must be finite; error messages show a value only in a bounded form
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 import reprlib
 import string
@@ -182,6 +181,8 @@ def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
 
 
 def _unknown(where: str, key: str, choices: list[str]) -> ConfigError:
+    import difflib  # only for a config error
+
     close = difflib.get_close_matches(key, choices, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return ConfigError(f"{where}: unknown key {key!r}{hint}")

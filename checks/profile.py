@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-PROFILE_PACKAGE = "clusterdiag.checks.profiles"
+# The profiles package's directory: importlib.resources would do the same for a plain install
+# and cost the prolog ~10 ms of imports (tempfile, zipfile, random) on every start.
+PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 
 
 class UnknownProfileError(LookupError):
@@ -71,15 +73,14 @@ _TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_nic_distance"}
 
 @cache
 def profile_names() -> tuple[str, ...]:
-    files = resources.files(PROFILE_PACKAGE).iterdir()
-    return tuple(sorted(f.name[:-5] for f in files if f.name.endswith(".yaml")))
+    return tuple(sorted(f.name[:-5] for f in PROFILE_DIR.iterdir() if f.name.endswith(".yaml")))
 
 
 @cache
 def load_profile(name: str) -> Profile:
     if name not in profile_names():
         raise UnknownProfileError(name)
-    text = resources.files(PROFILE_PACKAGE).joinpath(f"{name}.yaml").read_text()
+    text = (PROFILE_DIR / f"{name}.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text) or {}
     known = {f.name for f in fields(Profile)}
     unknown = set(data) - known

@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..model import SourceStats
@@ -179,6 +178,8 @@ def read_netdevs(env: SourceEnv, info: NcclInfo, counter: FileCounter) -> None:
 
 
 def read_topo_files(env: SourceEnv, info: NcclInfo, counter: FileCounter) -> None:
+    import xml.etree.ElementTree as ET  # only with NCCL_TOPO_FILE set: not on every start
+
     for value in sorted(_all_values(info, "NCCL_TOPO_FILE")):
         text, reason = read_text(under(env.root, value), counter, limit=_TOPO_LIMIT)
         if text is None:

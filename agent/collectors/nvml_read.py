@@ -19,7 +19,6 @@ import dataclasses
 import itertools
 import json
 import typing
-import uuid as uuidlib
 from typing import Any
 
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
@@ -184,7 +183,7 @@ class GpuReader:
         self.gpu.fabric = FabricInfo(
             state=int(info.state) & 0xFF,
             status=int(info.status),
-            cluster_uuid=str(uuidlib.UUID(bytes=raw_uuid)),
+            cluster_uuid=_uuid_text(raw_uuid),
             clique_id=int(info.cliqueId),
             health_mask=int(info.healthMask),
             health_summary=int(getattr(info, "healthSummary", 0)) or None,
@@ -389,3 +388,10 @@ def resolve_remotes(reader: GpuReader) -> None:
     for link in active:
         reader.remote(link)
 
+
+def _uuid_text(raw: bytes) -> str:
+    """The canonical 8-4-4-4-12 form; uuid is imported here, not on every start (it pulls
+    in platform, a cost the prolog pays on every node for a fabric-attached GPU only)."""
+    import uuid
+
+    return str(uuid.UUID(bytes=raw))
