@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,9 @@ def checks_explain(check_id: str) -> None:
         raise UsageError(f"unknown check {check_id!r}"
                          + (f" (did you mean {close[0]!r}?)" if close else ""))
     click.echo(f"{spec.id}: {spec.summary}")
-    doc = (spec.func.__doc__ or "").strip().splitlines()[1:]
-    if any(line.strip() for line in doc):
-        click.echo("\n".join(line.strip() for line in doc).strip())
+    doc = plain("\n".join((spec.func.__doc__ or "").strip().splitlines()[1:]))
+    if doc:
+        click.echo(doc)
     click.echo(f"needs:   {', '.join(spec.needs) or 'nothing'}")
     click.echo(f"levels:  {', '.join(spec.levels)}")
     if spec.skip_in:
@@ -62,6 +63,22 @@ def checks_explain(check_id: str) -> None:
         click.echo(f"actions: {', '.join(a.value for a in spec.actions)}")
     click.echo(f"remedy:  {spec.remedy}")
     click.echo(f"defined at: {defined_at(spec.func)}")
+
+
+# The docstrings cite the project's research notes (``hardware.md §1.13``), which are not
+# shipped: an operator reading ``explain`` gets the sentence without the citation.
+_CITED_ASIDE = re.compile(r"\s*\([^()]*\b[\w-]+\.md\b[^()]*\)")
+_CITATION = re.compile(r"(?:\b(?:per|see|in) )?\b[\w-]+\.md\b(?:\s*§[\w.]+(?:,?\s*(?:and\s*)?"
+                       r"§[\w.]+)*)?[,;]?\s*")
+
+
+def plain(doc: str) -> str:
+    """A docstring as ``explain`` prints it: plain text (no reST quotes), lines unindented,
+    citations of documents that are not shipped dropped."""
+    text = "\n".join(line.strip() for line in doc.splitlines()).strip().replace("``", "")
+    text = _CITED_ASIDE.sub("", text)
+    text = _CITATION.sub("", text)
+    return re.sub(r"[ \t]+([,.;])", r"\1", text)
 
 
 def defined_at(obj: Any) -> str:
@@ -85,7 +102,7 @@ def _explain_cluster_check(check_id: str, summary: str) -> None:
     module = importlib.import_module(f"...reports.cluster_checks.{check_id.split('.', 1)[1]}",
                                      __package__)
     click.echo(f"{check_id}: {summary}")
-    doc = (module.__doc__ or "").strip()
+    doc = plain(module.__doc__ or "")
     if doc:
         click.echo(doc)
     click.echo("runs in: cluster reports (run --nodes, report merge, demo), over node reports")
