@@ -102,6 +102,7 @@ SCHEMA: dict[str, Any] = {
         "connect_timeout_s": (_NUM, 3.0),
         "read_timeout_s": (_NUM, 15.0),
         "retries": ((int,), 1, (0, 10)),
+        "deadline_s": (_NUM, 120.0, (1, 86400)),  # the whole gather; a node: connect + read
         "token_file": (_OPT_STR, None),  # default: agent.token_file
         "agent_url": ((str,), "http://{node}:9464"),
         "remote_command": ((str,), "clusterdiag run --format json"),

@@ -13,10 +13,12 @@ import json
 import os
 import shutil
 import subprocess
+import zlib
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -30,6 +32,13 @@ Advance = Callable[[], None]
 Gathered = tuple[list[NodeSummary], list[Unreachable]]
 # HTTP answers worth one more try: the agent or a proxy in front of it is busy or restarting.
 TRANSIENT_HTTP = frozenset({502, 503, 504})
+# A dgx-h100 node report is ~0.2 MB and an NVL72 tray's about as much; 16 MiB is far past
+# any real one while 10,000 nodes of it still fit a gatherer's memory one wave at a time.
+MAX_REPORT_BYTES = 16 << 20
+# Name lookups run in threads (aiohttp's default resolver): enough for a wave of nodes
+# whose names all time out not to queue behind each other (asyncio's default is 6 here).
+RESOLVER_THREADS = 64
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,8 @@ class GatherSettings:
     agent_url: str = "http://{node}:9464"
     remote_command: str = "clusterdiag run --format json"
     ssh_worker: str = "ssh"
+    deadline_s: float = 120.0
+    max_report_bytes: int = MAX_REPORT_BYTES
 
 
 def settings_from(section: Mapping[str, Any], agent_token_file: str | None = None
@@ -62,7 +73,8 @@ def settings_from(section: Mapping[str, Any], agent_token_file: str | None = Non
         retries=max(0, int(section.get("retries", 1))), token=token,
         agent_url=str(section.get("agent_url", "http://{node}:9464")),
         remote_command=str(section.get("remote_command", "clusterdiag run --format json")),
-        ssh_worker=str(section.get("ssh_worker", "ssh")))
+        ssh_worker=str(section.get("ssh_worker", "ssh")),
+        deadline_s=float(section.get("deadline_s", 120.0)))
 
 
 def parse_answer(node: str, raw: bytes | str) -> NodeSummary | Unreachable:
@@ -93,15 +105,28 @@ def agent_urls(nodes: Sequence[str], template: str) -> dict[str, str]:
     return {node: template.format(node=node) for node in nodes}
 
 
+class Refused(Exception):
+    """An answer we stop reading: too large, in an encoding we did not ask for, a bomb."""
+
+
+def attempt_s(settings: GatherSettings) -> float:
+    """One request's whole time: name resolution, connect, the answer to its last byte."""
+    return settings.connect_timeout_s + settings.read_timeout_s
+
+
 def _error_reason(exc: BaseException, settings: GatherSettings) -> str:
+    if isinstance(exc, Refused):
+        return str(exc)
     if isinstance(exc, aiohttp.ClientConnectorError):
         # strerror here carries the address; the errno text groups across nodes.
         code = exc.os_error.errno if exc.os_error is not None else None
         return f"no answer (connect: {os.strerror(code).lower() if code else 'failed'})"
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return f"no answer within {settings.connect_timeout_s:g} s (connect)"
-    if isinstance(exc, (asyncio.TimeoutError, aiohttp.SocketTimeoutError)):
+    if isinstance(exc, aiohttp.SocketTimeoutError):
         return f"no complete answer within {settings.read_timeout_s:g} s"
+    if isinstance(exc, asyncio.TimeoutError):  # the whole request, resolution included
+        return f"no complete answer within {attempt_s(settings):g} s"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "agent closed the connection"
     if isinstance(exc, aiohttp.InvalidURL):
@@ -109,16 +134,51 @@ def _error_reason(exc: BaseException, settings: GatherSettings) -> str:
     return f"no answer ({type(exc).__name__})"
 
 
+async def read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, at most ``limit`` bytes on the wire and ``limit`` once decompressed: the
+    session does not decompress (a 1 MiB gzip bomb is 1 GiB inflated), this does, in
+    pieces it can stop after."""
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+        raise Refused("agent answered in an encoding we did not ask for")
+    if resp.content_length is not None and resp.content_length > limit:
+        raise Refused(f"report larger than {limit} bytes")
+    unpack = None if encoding in ("", "identity") else zlib.decompressobj(wbits=47)
+    parts: list[bytes] = []
+    wire = size = 0
+    try:
+        async for chunk in resp.content.iter_chunked(1 << 16):
+            wire += len(chunk)
+            if wire > limit:
+                raise Refused(f"report larger than {limit} bytes")
+            data = chunk if unpack is None else unpack.decompress(chunk, limit + 1 - size)
+            size += len(data)
+            if size > limit:
+                raise Refused(f"report larger than {limit} bytes decompressed")
+            parts.append(data)
+        if unpack is not None:
+            parts.append(unpack.flush())
+    except zlib.error:
+        raise Refused(f"answer is not valid {encoding}") from None
+    return b"".join(parts)
+
+
 async def _fetch(session: aiohttp.ClientSession, node: str, url: str,
                  settings: GatherSettings) -> NodeSummary | Unreachable:
     headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
+    headers["Accept-Encoding"] = "gzip, deflate"
     result: NodeSummary | Unreachable = Unreachable("no answer", node=node)
     for attempt in range(settings.retries + 1):
         if attempt:
             await asyncio.sleep(0.2 * attempt)
         try:
-            async with session.get(f"{url.rstrip('/')}/v1/report", headers=headers) as resp:
-                body = await resp.read()
+            # Redirects are not followed: the token would go wherever an agent points.
+            async with session.get(f"{url.rstrip('/')}/v1/report", headers=headers,
+                                   allow_redirects=False) as resp:
+                if 300 <= resp.status < 400:
+                    return Unreachable(f"agent answered with a redirect (HTTP {resp.status}), "
+                                       "not followed", node=node)
+                body = await read_capped(resp, settings.max_report_bytes)
                 if resp.status == 200:
                     return parse_answer(node, body)
                 reason = ("agent refused our token" if resp.status in (401, 403)
@@ -126,6 +186,8 @@ async def _fetch(session: aiohttp.ClientSession, node: str, url: str,
                 result = Unreachable(f"{reason} (HTTP {resp.status})", node=node)
                 if resp.status not in TRANSIENT_HTTP:
                     return result
+        except Refused as exc:
+            return Unreachable(str(exc), node=node)
         except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as exc:
             result = Unreachable(_error_reason(exc, settings), node=node)
             if isinstance(exc, aiohttp.InvalidURL):
@@ -135,7 +197,8 @@ async def _fetch(session: aiohttp.ClientSession, node: str, url: str,
 
 async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
                          advance: Advance | None) -> list[NodeSummary | Unreachable]:
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s,
+    timeout = aiohttp.ClientTimeout(total=attempt_s(settings),
+                                    sock_connect=settings.connect_timeout_s,
                                     sock_read=settings.read_timeout_s)
     # Concurrency is bounded by a FIFO semaphore, not by the connector's limit: aiohttp
     # wakes connector waiters by scanning every waiting host, and with one host per node
@@ -144,7 +207,8 @@ async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
     connector = aiohttp.TCPConnector(limit=settings.concurrency, limit_per_host=0,
                                      force_close=True, ttl_dns_cache=300)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector,
-                                     raise_for_status=False) as session:
+                                     raise_for_status=False, auto_decompress=False,
+                                     trust_env=False) as session:
         async def one(node: str, url: str) -> NodeSummary | Unreachable:
             async with slots:
                 result = await _fetch(session, node, url, settings)
@@ -152,13 +216,36 @@ async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
                 advance()
             return result
 
-        return list(await asyncio.gather(*(one(n, u) for n, u in urls.items())))
+        tasks = [asyncio.ensure_future(one(n, u)) for n, u in urls.items()]
+        _, late = await asyncio.wait(tasks, timeout=settings.deadline_s) if tasks else (
+            set(), set())
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        missed = f"no answer within the gather's deadline ({settings.deadline_s:g} s)"
+        return [Unreachable(missed, node=node) if task in late else task.result()
+                for node, task in zip(urls, tasks, strict=True)]
+
+
+def _run_bounded(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` without its wait for the resolver threads: a getaddrinfo that hangs
+    (a DNS server that does not answer) is given up at the request's deadline, and the
+    run must not then wait for it anyway on the way out."""
+    loop = asyncio.new_event_loop()
+    resolver = ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="resolve")
+    loop.set_default_executor(resolver)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        resolver.shutdown(wait=False, cancel_futures=True)
+        loop.close()
 
 
 def gather_agent(urls: Mapping[str, str], settings: GatherSettings,
                  advance: Advance | None = None) -> Gathered:
-    """Every node's latest report from its agent (node -> base URL)."""
-    return _finish(asyncio.run(_gather_agents(urls, settings, advance)))
+    """Every node's latest report from its agent (node -> base URL), within the gather's
+    deadline, each answer within its own time and size."""
+    return _finish(_run_bounded(_gather_agents(urls, settings, advance)))
 
 
 # -- ssh: ClusterShell runs the command on every node ----------------------------------------

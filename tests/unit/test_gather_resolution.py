@@ -16,7 +16,6 @@ from clusterdiag.reports.gather import GatherSettings, gather_agent
 NODES = 200
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (4): name resolution is not bounded")
 def test_unresolvable_names_end_within_each_nodes_time(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
     released = threading.Event()
