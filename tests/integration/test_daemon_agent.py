@@ -128,15 +128,22 @@ def test_sighup_reload_applies_good_config_and_refuses_bad(tmp_path: Path) -> No
     config_path = write_yaml(tmp_path / "config.yaml", {"agent": {"interval_s": 5}})
     agent = AgentProc(tmp_path, "--config", str(config_path))
     try:
-        agent.wait_ready()
+        url = agent.wait_ready()
+        assert 'Hostname="renamed-host"' not in get(f"{url}/metrics")[1].decode()
         write_yaml(config_path, {"agent": {"interval_s": 7}, "bogus": 1})
         agent.signal(signal.SIGHUP)
         log = agent.wait_log("event=config_reload_refused")
         assert "unknown key 'bogus'" in log
         assert agent.proc.poll() is None
-        write_yaml(config_path, {"agent": {"interval_s": 7}})
+        write_yaml(config_path, {"agent": {"interval_s": 7},
+                                 "metrics": {"hostname": "renamed-host"}})
         agent.signal(signal.SIGHUP)
         agent.wait_log("event=config_reloaded")
+        metrics = get(f"{url}/metrics")[1].decode()  # the next scrape, no collection needed
+        temps = [line for line in metrics.splitlines()
+                 if line.startswith("clusterdiag_gpu_temperature_celsius{")]
+        assert temps
+        assert all('Hostname="renamed-host"' in line for line in temps), temps[:2]
     finally:
         assert agent.stop() == 0
 
