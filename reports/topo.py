@@ -89,26 +89,53 @@ def render_text(matrix: TopoMatrix) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_rich(matrix: TopoMatrix) -> Any:
-    """The same matrix as a rich table for a terminal, nearest classes highlighted."""
-    from rich.table import Table
+_STYLES = {"X": "2", "PIX": "32", "PXB": "32", "PHB": "33", "NODE": "33", "SYS": "31"}
+SHORT_LEGEND = ("X self, NV# bonded NVLinks, PIX at most one PCIe bridge, PXB several PCIe "
+                "bridges, PHB through a PCIe host bridge, NODE between host bridges in one "
+                "NUMA node, SYS across NUMA nodes")
 
-    styles = {"X": "dim", "PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow",
-              "SYS": "red"}
-    table = Table(box=None, header_style="bold")
-    table.add_column("")
-    for label in [*matrix.labels, "CPU Affinity", "NUMA Affinity"]:
-        table.add_column(label, justify="center" if label != "CPU Affinity" else "left")
-    for row in [*matrix.gpus, *matrix.nics]:
-        cells = []
-        for col in matrix.labels:
-            value = matrix.cells[row.label][col]
-            style = "cyan" if value.startswith("NV") else styles.get(value, "")
-            cells.append(f"[{style}]{value}[/{style}]" if style else value)
-        extra = ([matrix.cpu_affinity[row.label], matrix.numa_affinity[row.label]]
-                 if row.role == "gpu" else ["", ""])
-        table.add_row(row.label, *cells, *extra)
-    return table
+
+def _painted(value: str, cell: int, colour: bool) -> str:
+    text = value.center(cell)
+    style = "36" if value.startswith("NV") else _STYLES.get(value)
+    return f"\x1b[{style}m{text}\x1b[0m" if colour and style else text
+
+
+def render_wrapped(matrix: TopoMatrix, width: int, colour: bool = False) -> str:
+    """For a terminal of ``width`` columns: the matrix in blocks of whole columns, each
+    block with the row labels again, so no label or class is ever cut; then the NIC
+    legend and a one-line legend of the classes."""
+    import textwrap
+
+    rows = [*matrix.gpus, *matrix.nics]
+    columns: list[tuple[str, list[str]]] = [
+        (col, [matrix.cells[row.label][col] for row in rows]) for col in matrix.labels]
+    columns += [(name, [values.get(row.label, "") for row in rows]) for name, values in
+                (("CPU Affinity", matrix.cpu_affinity), ("NUMA Affinity", matrix.numa_affinity))]
+    side = max(len(row.label) for row in rows) + 2
+    blocks: list[list[tuple[str, list[str]]]] = [[]]
+    used = side
+    for column in columns:
+        cell = max(len(column[0]), *(len(v) for v in column[1])) + 2
+        if blocks[-1] and used + cell > width:
+            blocks.append([])
+            used = side
+        blocks[-1].append(column)
+        used += cell
+    lines: list[str] = []
+    for block in blocks:
+        sized = [(name, values, max(len(name), *(len(v) for v in values)) + 2)
+                 for name, values in block]
+        if lines:
+            lines.append("")
+        lines.append((" " * side + "".join(name.center(c) for name, _, c in sized)).rstrip())
+        for i, row in enumerate(rows):
+            lines.append((row.label.ljust(side) + "".join(
+                _painted(values[i], c, colour) for _, values, c in sized)).rstrip())
+    if matrix.nics:
+        lines += ["", "NIC Legend:", *nic_legend(matrix).splitlines()]
+    lines += ["", *textwrap.wrap("Legend: " + SHORT_LEGEND, width)]
+    return "\n".join(lines) + "\n"
 
 
 def nic_legend(matrix: TopoMatrix) -> str:

@@ -28,7 +28,7 @@ def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     import json
     import time
 
-    from ...reports.topo import build, nic_legend, render_rich, render_text
+    from ...reports.topo import build, render_text, render_wrapped
     from ..collect import SOURCES, collect_snapshot
     from ..errors import CollectError
 
@@ -43,13 +43,13 @@ def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     if fmt == "json":
         data = {"node": snap.node, "simulated": snap.simulated, **matrix.to_dict()}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif not matrix.labels:
+        sys.stdout.write(f"{snap.node}: no NVIDIA GPU and no RDMA NIC found on the PCI bus "
+                         f"({len(snap.pci)} devices read): no topology to show\n")
     elif sys.stdout.isatty():
-        from rich.console import Console
+        import os
 
-        console = Console()
-        console.print(render_rich(matrix))
-        if matrix.nics:
-            console.print("\nNIC Legend:\n\n" + nic_legend(matrix))
+        sys.stdout.write(render_wrapped(matrix, os.get_terminal_size().columns, colour=True))
     else:
         sys.stdout.write(render_text(matrix))
 

@@ -147,3 +147,23 @@ def test_demo_says_first_that_it_is_a_simulation() -> None:
     assert screen[0].startswith("DEMO: a simulated cluster"), screen[:2]
     assert "planted fault" in screen[0]
     assert len(screen[0]) <= 80
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [80, 200])
+def test_topo_in_a_real_terminal_keeps_every_label_and_class_whole(width: int) -> None:
+    command = shlex.join([sys.executable, "-m", "clusterdiag.agent", "topo", "--simulate",
+                          "dgx-h100"])
+    screen = _tmux_screen(command, width)
+    lines = screen.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "…" not in screen
+    headers = [line.split() for line in lines if (line.startswith(" ") and "GPU" in line)
+               or (line.startswith(" ") and "NIC" in line)]
+    shown_labels = {word for header in headers for word in header}
+    for label in [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(12)]:
+        assert label in shown_labels, label
+    gpu0 = [line.split() for line in lines if line.startswith("GPU0 ")]
+    assert gpu0[0][1:3] == ["X", "NV18"]
+    assert "NIC Legend:" in screen
+    assert "NIC0: mlx5_0" in screen

@@ -31,11 +31,14 @@ def test_json_format() -> None:
     assert data["matrix"]["GPU0"]["NIC0"] == "SYS"
 
 
-def test_captured_root_without_gpus_gives_an_empty_matrix(tmp_path: Path) -> None:
+def test_a_node_without_gpus_or_nics_says_so(tmp_path: Path) -> None:
     (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
     proc = run_cli("topo", "--root", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n")
+    assert proc.stdout.count("\n") == 1
+    assert "no NVIDIA GPU and no RDMA NIC found on the PCI bus" in proc.stdout
+    as_json = run_cli("topo", "--root", str(tmp_path), "--format", "json")
+    assert '"gpus": []' in as_json.stdout  # scripts still get the (empty) matrix
 
 
 def test_bad_input_is_one_line_exit_2() -> None:

@@ -211,16 +211,38 @@ def test_empty_snapshot_gives_an_empty_matrix() -> None:
 
 
 def test_terminal_table_shows_the_same_classes() -> None:
-    from rich.console import Console
-
-    from clusterdiag.reports.topo import nic_legend, render_rich
+    from clusterdiag.reports.topo import nic_legend, render_wrapped
 
     matrix = _sim("dgx-h100")
-    console = Console(record=True, width=300, color_system=None)
-    console.print(render_rich(matrix))
-    text = console.export_text()
+    text = render_wrapped(matrix, 300)
     rows = [line.split() for line in text.splitlines()]
     gpu0 = next(row for row in rows if row[:1] == ["GPU0"] and "X" in row)
     assert gpu0[1:4] == ["X", "NV18", "NV18"]
     assert "PIX" in gpu0
     assert nic_legend(matrix).splitlines()[0] == "  NIC0: mlx5_0 (compute)"
+
+
+@pytest.mark.parametrize("profile", ["dgx-h100", "gb200-nvl72", "hgx-h100-pcie"])
+def test_terminal_table_wraps_whole_columns_at_80(profile: str) -> None:
+    """Every cell of the matrix appears whole, in blocks that fit 80 columns."""
+    from clusterdiag.reports.topo import render_wrapped
+
+    matrix = _sim(profile)
+    text = render_wrapped(matrix, 80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in text
+    blocks = text.split("\nNIC Legend:")[0].split("\n\n")
+    assert len(blocks) > 1  # 20 columns do not fit in 80
+    seen: dict[tuple[str, str], str] = {}
+    for block in blocks:
+        header, *rows = block.splitlines()
+        names = header.split()
+        names = [n for n in names if n not in ("CPU", "Affinity", "NUMA")]
+        for row in rows:
+            label, *values = row.split()
+            for name, value in zip(names, values, strict=False):  # affinity columns follow
+                seen[(label, name)] = value
+    for row, cols in matrix.cells.items():
+        for col, value in cols.items():
+            assert seen[(row, col)] == value, (row, col)
