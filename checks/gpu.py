@@ -781,6 +781,80 @@ def clock_events(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(comp, "no hardware or thermal slowdown", observed)
 
 
+APPLICATION_CLOCKS = 0x2  # nvmlClocksEventReasonApplicationsClocksSetting (UserDefinedClocks)
+
+
+@check("gpu.clocks", needs=("nvml",),
+       params={
+           # An SM clock this far under the maximum, with the application/locked-clock
+           # reason active, is a clock someone capped (nvidia-smi -lgc/-ac); the margin
+           # leaves room for boost steps (15 MHz bins) near the top.
+           "below_max_pct": 5,
+           # Share of the time between two samples the GPU spent in thermal or power-brake
+           # slowdown (fields 269-271). No peer publishes a time-share limit; for scale,
+           # gpud's hw-slowdown component calls a GPU unhealthy at 0.6 slowdown events a
+           # minute over 10 minutes (peers.md §2.1).
+           "max_slowdown_share": 0.05,
+       },
+       remedy="A GPU slower than its peers holds back every collective of the job. Locked "
+              "or application clocks: reset them (`nvidia-smi -rgc`, `nvidia-smi -rac`) or "
+              "find the script or policy that sets them. Time spent in thermal slowdown "
+              "or power braking: check cooling, the PSUs and the BMC's power policy, as for "
+              "gpu.clock_events.",
+       actions=(Action.FIX_CONFIG, Action.INVESTIGATE))
+def clocks(ctx: CheckContext) -> Iterator[Finding]:
+    """Stragglers: an SM clock held below its maximum by an application or locked-clock
+    setting, and slowdown time that grows between samples.
+
+    The first needs one sample: the ApplicationsClocksSetting reason (0x2) active with the
+    SM clock more than ``below_max_pct`` under the maximum (an idle GPU drops its clock
+    with the reason clear, and is not judged). The second needs an earlier sample: the
+    thermal and power-brake slowdown time (ns) grown by more than ``max_slowdown_share``
+    of the interval, however briefly each episode lasted. Both warn: the GPU works, slowly.
+    """
+    gpus, skips = answering_gpus(ctx)
+    yield from skips
+    dt = sample_interval(ctx.previous, ctx.snapshot)
+    for gpu in gpus:
+        comp = component(gpu)
+        found = list(_held_clock(gpu, float(ctx.params["below_max_pct"])))
+        prev = previous_gpu(ctx, gpu)
+        if dt is not None and prev is not None:
+            found += _slowdown_time(gpu, prev, dt, float(ctx.params["max_slowdown_share"]))
+        if any(f.status is not Status.PASS for f in found):
+            yield from (f for f in found if f.status is not Status.PASS)
+        elif gpu.sm_clock_mhz is None or gpu.sm_clock_max_mhz is None:
+            yield missing(gpu, "SM clock", "sm_clock", "sm_clock_max")
+        else:
+            yield Finding.passed(comp, "SM clock not held below its maximum",
+                                 {"sm_clock_mhz": gpu.sm_clock_mhz,
+                                  "max_mhz": gpu.sm_clock_max_mhz})
+
+
+def _held_clock(gpu: Gpu, below_max_pct: float) -> Iterator[Finding]:
+    mask, cur, top = gpu.clock_event_reasons, gpu.sm_clock_mhz, gpu.sm_clock_max_mhz
+    if mask is None or cur is None or not top or not mask & APPLICATION_CLOCKS:
+        return
+    if cur < top * (1 - below_max_pct / 100):
+        yield Finding.warn(component(gpu), "SM clock held below its maximum by an "
+                           "application or locked-clock setting",
+                           {"sm_clock_mhz": cur, "max_mhz": top,
+                            "reasons": clock_reason_names(mask)},
+                           f">= {top * (1 - below_max_pct / 100):.0f} MHz", Action.FIX_CONFIG)
+
+
+def _slowdown_time(gpu: Gpu, prev: Gpu, dt: float, max_share: float) -> Iterator[Finding]:
+    grown = {name: now - before for name, now in gpu.clock_event_time_ns.items()
+             if (before := prev.clock_event_time_ns.get(name)) is not None and now >= before}
+    share = sum(grown.values()) / (dt * 1e9)
+    if grown and share > max_share:
+        yield Finding.warn(component(gpu), "GPU spent time in thermal or power-brake "
+                           "slowdown between samples",
+                           {"slowdown_ns": {k: v for k, v in grown.items() if v},
+                            "seconds": round(dt, 3), "share": round(share, 3)},
+                           f"<= {max_share:g} of the time", Action.INVESTIGATE)
+
+
 @check("gpu.power_limit", needs=("nvml",),
        params={
            # Site's intended limit in W; default: the profile's gpu_power_limit_w, else the

@@ -49,6 +49,11 @@ LINK_ERRORS_LEGACY = {"replay": 161, "recovery": 162, "crc": 163}
 LINK_ERRORS_NVLINK5 = {"recovery_failed": 214, "recovery": 215, "rcv_errors": 208,
                        "local_link_integrity": 211, "symbol_errors": 221}
 REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch", 255: "unknown"}
+NVML_CLOCK_SM = 1
+# Accumulated slowdown time per reason (NVML_FI_DEV_CLOCKS_EVENT_REASON_*; hardware.md §1.7),
+# read in their own batch: drivers older than the fields answer InvalidArgument for them,
+# which here means "not on this driver", not a broken GPU.
+CLOCK_EVENT_TIME_FIELDS = {"sw_thermal": 269, "hw_thermal": 270, "hw_power_brake": 271}
 
 # nvmlValueType_t -> union member
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
@@ -126,6 +131,9 @@ class GpuReader:
             "slowdown_temperature", "nvmlDeviceGetTemperatureThreshold", h, 1)
         g.clock_event_reasons = self.call(
             "clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h)
+        g.sm_clock_mhz = self.call("sm_clock", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM)
+        g.sm_clock_max_mhz = self.call("sm_clock_max", "nvmlDeviceGetMaxClockInfo", h,
+                                       NVML_CLOCK_SM)
         g.performance_state = self.call("performance_state", "nvmlDeviceGetPerformanceState", h)
         g.pcie_gen_current = self.call("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h)
         g.pcie_width_current = self.call("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", h)
@@ -144,8 +152,23 @@ class GpuReader:
         if g.architecture is not None and g.architecture >= ARCH_BLACKWELL:
             self._platform()
         self._fields()
+        self._clock_event_time()
         g.responsive = g.lost is None
         return g
+
+    def _clock_event_time(self) -> None:
+        values = self.call("clock_event_time", "nvmlDeviceGetFieldValues", self.handle,
+                           list(CLOCK_EVENT_TIME_FIELDS.values()))
+        if values is None:
+            return
+        for i, name in enumerate(CLOCK_EVENT_TIME_FIELDS):
+            value, err = _field_value(values[i])
+            if err is None:
+                self.gpu.clock_event_time_ns[name] = int(value)
+            elif err in UNSUPPORTED or err == "InvalidArgument":
+                self.gpu.unsupported[f"clock_event_time.{name}"] = err
+            else:
+                self.gpu.errors[f"clock_event_time.{name}"] = err
 
     def _inforom_validity(self) -> None:
         try:

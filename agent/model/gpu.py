@@ -75,6 +75,11 @@ class Gpu:
     memory_temperature_c: int | None = None
     slowdown_temperature_c: int | None = None
     clock_event_reasons: int | None = None
+    sm_clock_mhz: int | None = None  # current SM clock (nvmlDeviceGetClockInfo, NVML_CLOCK_SM)
+    sm_clock_max_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)
+    # Time spent in each slowdown since the driver loaded, ns (fields 269-271:
+    # sw_thermal, hw_thermal, hw_power_brake); only the names the driver answered.
+    clock_event_time_ns: dict[str, int] = field(default_factory=dict)
     power_draw_w: float | None = None
     power_limit_w: float | None = None
     power_default_limit_w: float | None = None

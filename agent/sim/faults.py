@@ -95,6 +95,12 @@ def _counter(fid: int, rate: float) -> Apply:
     return apply
 
 
+def _locked_clocks(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """`nvidia-smi -lgc 1410`: the clock held there busy or idle, the setting reason on."""
+    gpu = _gpu(node, fault)
+    gpu.clock_reasons, gpu.sm_clock = 0x2, 1410
+
+
 def _driver_not_loaded(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.driver_error = 9  # NVML_ERROR_DRIVER_NOT_LOADED
 
@@ -290,6 +296,10 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("gpu",), _set("clock_reasons", 0x40)),
     FaultKind("power_brake", "gpu.clock_events", "fail", "investigate", "gpu{gpu}", ("gpu",),
               _set("clock_reasons", 0x80)),
+    FaultKind("clocks_locked", "gpu.clocks", "warn", "fix_config", "gpu{gpu}", ("gpu",),
+              _locked_clocks),
+    FaultKind("slowdown_time", "gpu.clocks", "warn", "investigate", "gpu{gpu}", ("gpu",),
+              _counter(270, 0.5e9), level="full"),  # half of each second in HW thermal
     FaultKind("power_capped", "gpu.power_limit", "warn", "fix_config", "gpu{gpu}", ("gpu",),
               _field(190, 400_000)),
     FaultKind("pcie_width_degraded", "gpu.pcie_link", "fail", "investigate", "gpu{gpu}",

@@ -64,6 +64,10 @@ class SimGpu:
     slowdown_temp: int = 87
     shutdown_temp: int = 92
     clock_reasons: int = 0x1  # GpuIdle
+    # SM clocks in MHz: idle, well below the maximum (the real H100 SXM capture,
+    # nvidia-smi -q at idle: 345 MHz; "Max Clocks" SM: 1980 MHz).
+    sm_clock: int = 345
+    sm_clock_max: int = 1980
     pstate: int = 0
     pcie_gen: int = 5
     pcie_width: int = 16
@@ -140,6 +144,7 @@ def _device_fields(profile: Profile, arch: int) -> dict[int, float | int | None]
         142: 0, 143: 0, 144: 0, 145: 0,
         82: 48 if arch >= 8 else None,
         230: 0, 94: 0,
+        269: 0, 270: 0, 271: 0,  # ns spent in thermal / power-brake slowdown
         91: profile.nvlinks_per_gpu if profile.nvlinks_per_gpu else None,
         147: nvswitch_links if profile.nvlinks_per_gpu else None,
         185: 72_000, 190: (profile.gpu_power_limit_w or 350) * 1000,

@@ -218,6 +218,14 @@ def build_module(node: SimNode) -> types.ModuleType:
         return gpu.clock_reasons
 
     @device
+    def nvmlDeviceGetClockInfo(gpu: SimGpu, clock: int) -> int:
+        return gpu.sm_clock
+
+    @device
+    def nvmlDeviceGetMaxClockInfo(gpu: SimGpu, clock: int) -> int:
+        return gpu.sm_clock_max
+
+    @device
     def nvmlDeviceGetPerformanceState(gpu: SimGpu) -> int:
         return gpu.pstate
 

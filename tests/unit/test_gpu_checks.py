@@ -48,7 +48,9 @@ def make_gpu(index: int = 0, **changes: Any) -> Gpu:
         remap_histogram={"max": 2560, "high": 0, "partial": 0, "low": 0, "none": 0},
         sram_threshold_exceeded=False, unrepairable_memory=False, recovery_action=0,
         temperature_c=41, memory_temperature_c=48, slowdown_temperature_c=89,
-        clock_event_reasons=0x1, power_draw_w=70.0, power_limit_w=700.0,
+        clock_event_reasons=0x1, sm_clock_mhz=345, sm_clock_max_mhz=1980,
+        clock_event_time_ns={"sw_thermal": 0, "hw_thermal": 0, "hw_power_brake": 0},
+        power_draw_w=70.0, power_limit_w=700.0,
         power_default_limit_w=700.0, performance_state=0, pcie_gen_current=5,
         pcie_width_current=16, pcie_replay_count=9, persistence_mode=True, mig_enabled=False,
         mig_pending=False, processes=[],
@@ -131,7 +133,7 @@ def klog(*xids: XidEvent, events: list[KernelEvent] | None = None,
 
 def test_family_registers_every_catalog_id() -> None:
     assert sorted([
-        "gpu.clock_events", "gpu.count", "gpu.ecc_corrected_rate", "gpu.ecc_mode",
+        "gpu.clock_events", "gpu.clocks", "gpu.count", "gpu.ecc_corrected_rate", "gpu.ecc_mode",
         "gpu.ecc_uncorrected", "gpu.inforom", "gpu.memory_size", "gpu.mig_mode", "gpu.model",
         "gpu.pcie_link", "gpu.pcie_replay_rate", "gpu.persistence_mode", "gpu.power_limit",
         "gpu.processes", "gpu.recovery_action", "gpu.responsive", "gpu.retired_pages",
@@ -710,6 +712,42 @@ def test_clock_events_sustained_hw_slowdown_fails() -> None:
                    previous=prev)
     assert [f.status for f in findings] == [Status.FAIL]
     assert findings[0].observed["reasons"] == ["hw_slowdown"]
+
+
+@pytest.mark.parametrize(("changes", "status"), [
+    ({}, Status.PASS),  # idle at 345 MHz with no clock setting: not judged
+    ({"clock_event_reasons": 0x0, "sm_clock_mhz": 1980}, Status.PASS),  # busy at its max
+    ({"clock_event_reasons": 0x2, "sm_clock_mhz": 1980}, Status.PASS),  # app clocks at max
+    ({"clock_event_reasons": 0x2, "sm_clock_mhz": 1900}, Status.PASS),  # within 5 %
+    ({"clock_event_reasons": 0x2, "sm_clock_mhz": 1410}, Status.WARN),  # locked low
+    ({"clock_event_reasons": 0x3, "sm_clock_mhz": 1200}, Status.WARN),  # locked, idle too
+    ({"sm_clock_mhz": None, "unsupported": {"sm_clock": "NotSupported"}}, Status.SKIP),
+])
+def test_clocks_held_below_max(changes: dict[str, Any], status: Status) -> None:
+    findings = run("gpu.clocks", make_snap([make_gpu(0, **changes)]))
+    assert [f.status for f in findings] == [status]
+    if status is Status.WARN:
+        assert findings[0].action is Action.FIX_CONFIG
+        assert findings[0].observed["max_mhz"] == 1980
+
+
+def _slowdown(ns: int, taken_at: float) -> Snapshot:
+    times = {"sw_thermal": 0, "hw_thermal": ns, "hw_power_brake": 0}
+    return make_snap([make_gpu(0, clock_event_time_ns=times)], taken_at=taken_at)
+
+
+def test_clocks_slowdown_time_growing_across_samples_warns() -> None:
+    # 6 s of HW thermal slowdown in a minute (10 %), though no sample caught it active.
+    grown = run("gpu.clocks", _slowdown(6_000_000_000, NOW), previous=_slowdown(0, NOW - 60))
+    assert [(f.status, f.action) for f in grown] == [(Status.WARN, Action.INVESTIGATE)]
+    assert grown[0].observed["slowdown_ns"] == {"hw_thermal": 6_000_000_000}
+    little = run("gpu.clocks", _slowdown(1_000_000_000, NOW), previous=_slowdown(0, NOW - 60))
+    assert [f.status for f in little] == [Status.PASS]  # 1.7 %
+    # A counter that went backwards (driver reload) proves nothing; one sample proves nothing.
+    back = run("gpu.clocks", _slowdown(0, NOW), previous=_slowdown(9_000_000_000, NOW - 60))
+    assert [f.status for f in back] == [Status.PASS]
+    assert [f.status for f in run("gpu.clocks", _slowdown(6_000_000_000, NOW))] == [
+        Status.PASS]
 
 
 def test_power_limit() -> None:
