@@ -1,9 +1,10 @@
 """InfiniBand error and congestion counters judged as rates between two samples.
 
 Rules (issue 4, from public practice): one ``link_downed`` on an ACTIVE port warns, two
-within an hour (or one on a port that is no longer ACTIVE) fail (the agent counts
-``link_downed`` over its last hour, not just the last interval); a growing
-``link_error_recovery`` warns; the physical-error counters have per-minute warn/fail
+within an hour (or one on a port that is no longer ACTIVE) fail; a growing
+``link_error_recovery`` warns, five within an hour fail (the agent counts both over its
+last hour, checks/window.py, not just the last interval); the physical-error counters
+have per-minute warn/fail
 thresholds. A per-minute threshold needs a minute of history to be judged as a rate
 (the daemon provides it); over a shorter one-shot window only a count that alone reaches
 the threshold is judged, since those events all fell within one minute. Fewer than
@@ -24,14 +25,12 @@ from .finding import Action, Finding, Status
 from .ib import NODE, no_compute, port_component
 from .rates import DEFAULT_MIN_EVENTS, Rate, counter_rate, sample_interval
 from .registry import CheckContext, check
+from .window import IB_WINDOW_COUNTERS, window_base
 
 _PER_MIN = ("symbol_error", "port_rcv_errors", "port_rcv_remote_physical_errors",
             "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 _ERROR_COUNTERS = ("link_downed", "link_error_recovery", *_PER_MIN)
 _CONGESTION = ("port_xmit_wait", "port_xmit_discards")
-# The agent's older link_downed sample in ctx.history (see _link_downed_windows).
-LINK_DOWNED_HISTORY = "ib_link_downed"
-LINK_DOWNED_WINDOW_S = 3600.0
 
 
 def _previous_port(previous: Snapshot, dev: IbDevice, port: IbPort) -> IbPort | None:
@@ -73,6 +72,11 @@ def _judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
             return Status.WARN, "link went down and recovered", "0"
         return None
     if name == "link_error_recovery":
+        hours = max(rate.seconds / 3600.0, 1.0)
+        fail_events = int(params["link_error_recovery_fail_per_hour"]) * hours
+        if rate.events >= fail_events:
+            return Status.FAIL, "link keeps recovering from errors (flapping)", \
+                f"< {fail_events:g} per hour"
         return (Status.WARN, "link error recovery increasing", "0") if rate.events else None
     limits = params.get(f"{name}_per_min")
     if not limits:
@@ -92,32 +96,20 @@ def _judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
 ROUTINE_SATURATION = frozenset({"port_xmit_wait"})
 
 
-def _link_downed_windows(ctx: CheckContext) -> dict[str, Rate]:
-    """Per port component, ``link_downed`` growth over the agent's last hour.
-
-    Samples ~30 s apart cannot see "two link downs within an hour": a port flapping every
-    few minutes would only ever warn. The agent keeps an older sample of the counter
-    (``ctx.history[LINK_DOWNED_HISTORY]``: ``taken_at`` and ``counters`` by component);
-    it is used when it spans at most an hour and at least the previous interval."""
-    base = ctx.history.get(LINK_DOWNED_HISTORY)
-    if not isinstance(base, Mapping):
-        return {}
-    taken_at, counters = base.get("taken_at"), base.get("counters")
-    if not isinstance(taken_at, (int, float)) or not isinstance(counters, Mapping):
-        return {}
-    seconds = ctx.snapshot.taken_at - float(taken_at)
-    shortest = sample_interval(ctx.previous, ctx.snapshot) or 0.0
-    if seconds <= 0 or not shortest <= seconds <= LINK_DOWNED_WINDOW_S:
+def _windows(ctx: CheckContext) -> dict[tuple[str, str], Rate]:
+    """(port component, counter) -> growth over the agent's long window (checks/window.py)
+    for the link-flap counters; empty without a usable window (one-shot runs)."""
+    base = window_base(ctx)
+    if base is None:
         return {}
     windows = {}
     for dev in ctx.snapshot.infiniband or []:
         for port in dev.ports:
             comp = port_component(dev, port)
-            old = counters.get(comp)
-            rate = counter_rate(old, port.counters.get("link_downed"), seconds) if isinstance(
-                old, int) and not isinstance(old, bool) else None
-            if rate is not None:
-                windows[comp] = rate
+            for name in IB_WINDOW_COUNTERS:
+                rate = base.rate(comp, name, port.counters.get(name))
+                if rate is not None:
+                    windows[(comp, name)] = rate
     return windows
 
 
@@ -190,6 +182,11 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
        params={
            "min_events": DEFAULT_MIN_EVENTS,
            "link_downed_fail_per_hour": 2,
+           # Link error recoveries (the link retrained without going down) that fail in
+           # an hour: AzNHC's check_ib_link_flapping fails at 5 flaps (peers.md §2.4; it
+           # counts over 24 h, the agent over its last hour, one-shot runs over their
+           # interval). Fewer warn.
+           "link_error_recovery_fail_per_hour": 5,
            # [warn, fail] per minute; null disables one side.
            "symbol_error_per_min": [10, 100],
            "port_rcv_errors_per_min": [10, 100],
@@ -203,22 +200,26 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
               "(perfquery -x -R) and check again.",
        actions=(Action.RESEAT_CABLE, Action.INVESTIGATE))
 def error_rate(ctx: CheckContext) -> Iterator[Finding]:
-    """Compute ports' error counters grow slower than their limits (see module doc)."""
-    windows = _link_downed_windows(ctx)
-    by_port = {id(port): windows[port_component(dev, port)]
-               for dev in ctx.snapshot.infiniband or [] for port in dev.ports
-               if port_component(dev, port) in windows}
+    """Compute ports' error counters grow slower than their limits (see module doc).
+
+    In the agent, ``link_downed`` and ``link_error_recovery`` are judged over its last
+    hour (checks/window.py), so flaps minutes apart add up."""
+    windows = _windows(ctx)
+    names = {id(port): port_component(dev, port)
+             for dev in ctx.snapshot.infiniband or [] for port in dev.ports}
 
     def judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
               ) -> tuple[Status, str, Any] | None:
-        window = by_port.get(id(port)) if name == "link_downed" else None
+        window = windows.get((names.get(id(port), ""), name))
         return _judge(name, window if window is not None else rate, port, params)
 
     for finding in _rates(ctx, _ERROR_COUNTERS, Action.RESEAT_CABLE, judge):
-        window = windows.get(finding.component)
-        if window is not None and isinstance(finding.observed, dict) and \
-                finding.observed.get("counter") == "link_downed":
-            finding = replace(finding, observed={"counter": "link_downed", **window.to_dict()})
+        counter = finding.observed.get("counter") if isinstance(finding.observed, dict) \
+            else None
+        window = windows.get((finding.component, str(counter)))
+        if window is not None and not finding.observed.get("lower_bound"):
+            finding = replace(finding, observed={"counter": counter, **window.to_dict(),
+                                                 "window": "agent"})
         yield finding
 
 

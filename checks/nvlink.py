@@ -21,6 +21,7 @@ from .finding import Action, Finding, Status
 from .profile import Profile
 from .rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from .registry import CheckContext, check
+from .window import NVLINK_WINDOW_COUNTERS, window_base
 from .xid_catalog import sxid_info
 
 NODE = "node"
@@ -427,7 +428,9 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
     follow the CRC rule, local-integrity errors warn, symbol errors (pre-FEC, normal on
     PAM4 links) are judged only with a configured rate. Apart from failed recoveries, an
     increase below ``min_events`` is not a verdict. A counter that went down was reset
-    (GPU reset, driver reload): what it counted since is a lower bound (rates.py).
+    (GPU reset, driver reload): what it counted since is a lower bound (rates.py). In the
+    agent, replays, recoveries and failed recoveries are judged over its last hour
+    (checks/window.py), so a trickle of one every few minutes adds up to a verdict.
     """
     findings, judged = _nvlink_gpus(ctx)
     yield from findings
@@ -443,6 +446,7 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
                             {"previous": previous.taken_at, "current": ctx.snapshot.taken_at})
         return
     params = ctx.params
+    base = window_base(ctx)
     for gpu in judged:
         component = gpu_component(gpu)
         old = _previous_gpu(previous, gpu)
@@ -456,12 +460,17 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
             before = old_links.get(link.link)
             if before is None:
                 continue
+            where = f"{component}.link{link.link}"
             for name, value in sorted(link.errors.items()):
                 rule = _COUNTER_RULES.get(name)
-                prev_value = before.errors.get(name)
+                prev_value, seconds = before.errors.get(name), dt
                 if rule is None or prev_value is None:
                     continue
-                verdict = _judge_counter(name, rule, prev_value, value, dt, params)
+                start = base.counters.get(where, {}).get(name) if base is not None and \
+                    name in NVLINK_WINDOW_COUNTERS else None
+                if start is not None and base is not None:  # the agent's last hour
+                    prev_value, seconds = start, base.seconds
+                verdict = _judge_counter(name, rule, prev_value, value, seconds, params)
                 if verdict is None:
                     continue
                 judged_counters += 1
@@ -469,7 +478,6 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
                 if status is Status.PASS:
                     continue
                 bad = True
-                where = f"{component}.link{link.link}"
                 text = f"{_COUNTER_TEXT[name]} increasing"
                 if status is Status.FAIL:
                     yield Finding.fail(where, text, observed, expected, Action.RESET_GPU)

@@ -14,8 +14,12 @@ is a contract other parts read without talking to the daemon:
 - ``events.json``: every NVML XID event the agent recorded, with whether and why it was
   cleared. An event is written here before it is logged as recorded, so ``kill -9`` at any
   moment loses none.
-- ``ib_window.json``: InfiniBand ``link_downed`` checkpoints of the last hour (one every
-  5 min), so ``ib.error_rate`` judges "two link downs within an hour" across restarts.
+- ``counter_window.json``: checkpoints of the last hour (one every 5 min) of the event
+  counters that trickle — InfiniBand ``link_downed``/``link_error_recovery``, NVLink
+  replays and recoveries (counterwindow.py, checks/window.py) — so ``ib.error_rate`` and
+  ``nvlink.error_rate`` judge an hour of them across restarts. (Before issue 14 this was
+  ``ib_window.json`` with ``link_downed`` only; an old file is ignored, not migrated: the
+  window refills within the hour.)
 - ``clear/<id>``: a request to clear a sticky finding, left by ``clusterdiag agent --clear``
   for the running agent (or applied at its next start).
 

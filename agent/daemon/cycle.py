@@ -13,7 +13,7 @@ from ..config import Config
 from ..model import Snapshot
 from ..runner import RunOptions, evaluate, plan, sources_for
 from ..sources import SourceEnv
-from .ibwindow import IbWindow
+from .counterwindow import CounterWindow
 from .state import Events
 from .sticky import add_sticky, inject
 
@@ -28,10 +28,10 @@ def collect(env: SourceEnv, config: Config, options: RunOptions) -> Snapshot:
 
 
 def judge(snap: Snapshot, config: Config, options: RunOptions, previous: Snapshot | None,
-          events: Events, started: float, ib_window: IbWindow | None = None) -> NodeReport:
+          events: Events, started: float, window: CounterWindow | None = None) -> NodeReport:
     """Evaluate with the previous sample (rate checks report the window they judged:
-    the time between the two samples), the active events and the hour of InfiniBand
-    link downs; then add sticky findings."""
+    the time between the two samples), the active events and the hour of event counters
+    (checks/window.py); then add sticky findings."""
     if previous is not None and previous.node != snap.node:
         previous = None
     inject(snap, events)
@@ -39,7 +39,7 @@ def judge(snap: Snapshot, config: Config, options: RunOptions, previous: Snapsho
         "previous_taken_at": previous.taken_at if previous is not None else None,
         "window_s": round(snap.taken_at - previous.taken_at, 3) if previous is not None else None,
         "events": [dict(e) for e in events.active()],
-        **(ib_window.history(snap.taken_at) if ib_window is not None else {}),
+        **(window.history(snap.taken_at) if window is not None else {}),
     }
     report = evaluate(snap, config, options, previous=previous, started=started, history=history)
     add_sticky(report, events)

@@ -36,7 +36,7 @@ from ..runner import RunOptions
 from ..serde import SerdeError
 from ..sources import SourceEnv
 from . import cycle, xid
-from .ibwindow import IB_WINDOW, IbWindow
+from .counterwindow import COUNTER_WINDOW_FILE, CounterWindow
 from .metric_labels import MetricSettings, settings_from
 from .metrics import AgentView, registry_for
 from .notify import Notifier
@@ -74,7 +74,8 @@ class Agent:
         self.events = state.load_events()
         self.view.xid_counts = Counter(_xid_key(e) for e in self.events.items)
         self.previous = self._load_previous()
-        self.ib_window = IbWindow.from_dict(state.read(IB_WINDOW), env.node)
+        self.counter_window = CounterWindow.from_dict(state.read(COUNTER_WINDOW_FILE),
+                                                    env.node)
         self._report: bytes | None = None
         self._snapshot: bytes | None = None
         self._metrics: tuple[tuple[Any, ...], bytes] | None = None
@@ -254,7 +255,7 @@ class Agent:
             basis = _Basis(snap, list(snap.nvml.events) if snap.nvml else [], self.previous,
                            started)
             report = cycle.judge(snap, self.config, options, self.previous, self.events, started,
-                                 self.ib_window)
+                                 self.counter_window)
             basis.duration_s = report.duration_s
         except Exception as exc:  # a bad cycle is logged with its traceback; the agent goes on
             self.view.collection_errors += 1
@@ -269,8 +270,9 @@ class Agent:
         first = self._report is None
         self.previous, self._report, self._snapshot = snap, report_body, snapshot_body
         self._basis = basis
-        if self.ib_window.add(snap):
-            await self._write(IB_WINDOW, json.dumps(self.ib_window.to_dict()).encode())
+        if self.counter_window.add(snap):
+            await self._write(COUNTER_WINDOW_FILE,
+                              json.dumps(self.counter_window.to_dict()).encode())
         self._account(snap, report)
         fails = [f"{f.check}:{f.component}" for f in report.failures()]
         log.info("collected", extra={"why": why, "verdict": report.verdict.value,
@@ -387,7 +389,7 @@ class Agent:
         try:
             report = await asyncio.get_running_loop().run_in_executor(
                 self._collector, cycle.judge, snap, self.config, options, basis.previous,
-                self.events, basis.started, self.ib_window)
+                self.events, basis.started, self.counter_window)
         except Exception as exc:  # a bad judging is logged; the next collection retries
             self.view.collection_errors += 1
             log.error("rejudge_failed", extra={"why": why, "error": one_line(exc)},

@@ -18,6 +18,7 @@ from .ib_faults import (
     firmware_mixed,
     hca_missing,
     link_downed,
+    link_flapping,
     link_layer_ethernet,
     mlx5_health,
     netdev_down,
@@ -71,6 +72,9 @@ class FaultKind:
     # both not ACTIVE and without a LID). Nothing outside check + also may trip.
     also: tuple[str, ...] = ()
     active: bool = False  # only traffic shows it: caught by clusterdiag qualify, not run
+    # A trickle only the agent's long window sees (checks/window.py): one event every few
+    # minutes, never enough in one interval. Tests drive agent cycles over simulated time.
+    trend: bool = False
 
 
 def _gpu(node: SimNode, fault: Mapping[str, Any]) -> SimGpu:
@@ -147,6 +151,13 @@ def _nvlink_crc(node: SimNode, fault: Mapping[str, Any]) -> None:
     link = _gpu(node, fault).links[int(fault["link"])]
     fid = 163 if 163 in link.errors else 208
     link.errors[fid] = Counter(0, 500.0)
+
+
+def _nvlink_trickle(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """A link that recovers once every two minutes (legacy field 162, NVLink5 215)."""
+    link = _gpu(node, fault).links[int(fault["link"])]
+    fid = 162 if 162 in link.errors else 215
+    link.errors[fid] = Counter(0, 1 / 120)
 
 
 def _nvlink_remote(node: SimNode, fault: Mapping[str, Any]) -> None:
@@ -320,6 +331,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("gpu", "link"), _nvlink_down, profiles=_NVLINK),
     FaultKind("nvlink_crc_storm", "nvlink.error_rate", "fail", "reset_gpu", "gpu{gpu}.link{link}",
               ("gpu", "link"), _nvlink_crc, level="full", profiles=_NVLINK),
+    FaultKind("nvlink_recovery_trickle", "nvlink.error_rate", "fail", "reset_gpu",
+              "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_trickle, level="full",
+              profiles=_NVLINK, trend=True),
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_remote, profiles=_HGX),
     FaultKind("nvswitch_missing", "nvswitch.count", "fail", "reboot", "node", (),
@@ -381,6 +395,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("hca",), symbol_errors, level="full", options=("port",), profiles=_IB),
     FaultKind("ib_link_downed", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
               ("hca",), link_downed, level="full", options=("port",), profiles=_IB),
+    FaultKind("ib_link_flapping", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
+              ("hca",), link_flapping, level="full", options=("port",), profiles=_IB,
+              trend=True),
     FaultKind("ib_rcv_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
               ("hca",), rcv_errors, level="full", options=("port",), profiles=_IB),
     FaultKind("ib_counter_saturated", "ib.error_rate", "warn", "investigate", "{hca}/{port}",

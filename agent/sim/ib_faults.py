@@ -122,6 +122,8 @@ rnr_retry_exceeded = _hw_counter("rnr_nak_retry_err", 50.0)
 netdev_down = _port_set(state="DOWN", phys_state="Disabled", netdev_operstate="down")
 symbol_errors = _counter("symbol_error", 500.0)
 link_downed = _counter("link_downed", 2.0)
+# A link that retrains once every two minutes: one recovery per agent interval at most.
+link_flapping = _counter("link_error_recovery", 1 / 120)
 rcv_errors = _counter("port_rcv_errors", 200.0)
 xmit_wait = _counter("port_xmit_wait", 5.0e6)
 counter_saturated = _counter("symbol_error", 0.0, COUNTER_MAX["symbol_error"])

@@ -3,11 +3,18 @@ other check; every healthy profile is all pass; the fault table and the catalog 
 
 from __future__ import annotations
 
+import time
+import types
+
 import pytest
 
 from clusterdiag import checks
 from clusterdiag.agent.config import Config
+from clusterdiag.agent.daemon import cycle
+from clusterdiag.agent.daemon.counterwindow import CounterWindow
+from clusterdiag.agent.daemon.state import Events
 from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.sim import counter as sim_counter
 from clusterdiag.agent.sim.faults import FAULTS, FaultKind
 from clusterdiag.agent.sim.ib_faults import example_hca
 from clusterdiag.agent.sim.layout import LAYOUTS
@@ -30,6 +37,29 @@ def _run(profile: str, faults: list[dict[str, object]], level: str,
                            faults=faults))
     options = RunOptions(level=level, profile=profile, budget_s=20, full_interval_s=1.2)
     return run_node(env, config or Config(), options)
+
+
+def _agent_run(profile: str, faults: list[dict[str, object]], config: Config,
+               monkeypatch: pytest.MonkeyPatch, cycles: int = 13, step_s: float = 60.0
+               ) -> NodeReport:
+    """The agent's collect-and-judge cycles with its counter window, ``step_s`` apart on
+    the simulator's clock (only the simulated hardware's counters see it; every
+    collection is otherwise real), the last cycle's report."""
+    spec = NodeSpec("n1", profile, rack="rack1" if "nvl72" in profile else None, faults=faults)
+    clock = [time.time()]
+    monkeypatch.setattr(sim_counter, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    env = env_for(spec)
+    options = RunOptions(level="full", profile=profile, budget_s=20, mode="agent")
+    window, previous, report = CounterWindow("n1"), None, None
+    for _ in range(cycles):
+        snap = cycle.collect(env, config, options)
+        snap.taken_at = clock[0]
+        report = cycle.judge(snap, config, options, previous, Events([]), time.time(), window)
+        window.add(snap)
+        previous = snap
+        clock[0] += step_s
+    assert report is not None
+    return report
 
 
 def _config_for(kind: FaultKind) -> Config:
@@ -79,10 +109,14 @@ def test_cluster_fault_leaves_the_node_alone_passing(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items()
                                          if not f.cluster and not f.active), ids=str)
-def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
+def test_fault_trips_its_check_and_nothing_else(kind: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     spec = FAULTS[kind]
     fault = _fault(spec)
-    report = _run(_profile_for(spec), [fault], spec.level, _config_for(spec))
+    if spec.trend:  # a trickle: only the agent's hour of counters sees it
+        report = _agent_run(_profile_for(spec), [fault], _config_for(spec), monkeypatch)
+    else:
+        report = _run(_profile_for(spec), [fault], spec.level, _config_for(spec))
     component = spec.component.format(**fault)
     bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
     hits = [f for f in bad if f.check == spec.check]
@@ -96,6 +130,14 @@ def test_fault_trips_its_check_and_nothing_else(kind: str) -> None:
             (spec.status, component, spec.action)}, (kind, also, also_hits)
     others = [f for f in bad if f.check not in (spec.check, *spec.also)]
     assert not others, f"{kind} also tripped: {others}"
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items() if f.trend), ids=str)
+def test_a_trickle_is_invisible_to_one_interval(kind: str) -> None:
+    """What makes a trend kind one: a one-shot run, two samples apart, does not fail it."""
+    spec = FAULTS[kind]
+    report = _run(_profile_for(spec), [_fault(spec)], "full", _config_for(spec))
+    assert not [f for f in report.findings if f.status is Status.FAIL], report.findings
 
 
 def test_every_fault_kind_names_a_registered_check() -> None:
