@@ -44,8 +44,8 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "checks.finding", "checks.gpu", "checks.gpu_memory", "checks.host", "checks.ib",
     "checks.ib_rates", "checks.nccl", "checks.nccl_env", "checks.nccl_host", "checks.nvlink",
     "checks.profile", "checks.profiles", "checks.rates", "checks.registry", "checks.topology",
-    "checks.xid_catalog", "reports", "reports.facts", "reports.hostname", "reports.node",
-    "reports.safefile")}
+    "checks.window", "checks.xid_catalog", "reports", "reports.facts", "reports.hostname",
+    "reports.node", "reports.safefile")}
 # Third-party packages the prolog may load: NVML's bindings, and PyYAML for profiles
 # (its C loader is built with Cython, which registers cython_runtime).
 THIRD_PARTY = frozenset({"pynvml", "yaml", "cython_runtime"})
