@@ -94,6 +94,13 @@ def test_dashboard_queries_read_what_the_agent_serves(scrapes: Any) -> None:
     expo = _exposition(scrapes)
     dash = json.loads(DASHBOARD.read_text())
     panels = _panels(dash["panels"])
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    # every query goes to the data source the importer picks, none to a hard-wired one
+    assert {v["name"] for v in dash["templating"]["list"]} >= {"datasource", "job"}
+    for panel in panels:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel
+        assert all(t["datasource"] == panel["datasource"] for t in panel.get("targets", []))
     titles = {p["title"] for p in panels}
     assert {"Cluster readiness", "Failing checks by node", "Stragglers",
             "XID events by GPU"} <= titles
