@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import Figure, emit, python_start_s
+from common import Figure, emit, fail, module_note, python_start_s
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the load driver in tests/
 from tests.integration.http_load import hammer, rss_kib
@@ -37,12 +37,13 @@ def _start(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     while not (state / "report.json").exists():
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
-            raise SystemExit("agent did not start")
+            fail("agent did not start")
         time.sleep(0.05)
     return proc, f"http://{json.loads((state / 'agent.json').read_text())['listen']}"
 
 
 def main() -> None:
+    print(module_note(), file=sys.stderr)
     quick = "--quick" in sys.argv[1:]
     seconds, settle_s = (3.0, 5.0) if quick else (10.0, 15.0)
     start_s = python_start_s()
@@ -66,6 +67,8 @@ def main() -> None:
             sampler.join()
             time.sleep(settle_s)
             after = rss_kib(proc.pid)
+            if proc.poll() is not None or not result.requests:
+                fail(f"the agent served {result.requests} requests (exit {proc.poll()})")
         finally:
             proc.terminate()
             proc.wait(30)

@@ -116,13 +116,21 @@ def module_note() -> str:
     return f"measured: clusterdiag imported from {where} ({kind})"
 
 
-def median_wall(argv: list[str], runs: int = 5, env: dict[str, str] | None = None) -> float:
-    """Median wall seconds of a whole command, the way an operator would time it."""
+def median_wall(argv: list[str], runs: int = 5, env: dict[str, str] | None = None,
+                ok: Callable[[subprocess.CompletedProcess[str]], str | None] | None = None
+                ) -> float:
+    """Median wall seconds of a whole command, the way an operator would time it. Every
+    run must pass ``ok`` (None: what it printed is right; else why not), by default exit
+    status 0, or the benchmark fails: a figure of a command that failed is not one."""
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(argv, capture_output=True, check=False, env=env)
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
         times.append(time.perf_counter() - started)
+        why = ok(proc) if ok is not None else (
+            None if proc.returncode == 0 else f"exit status {proc.returncode}")
+        if why is not None:
+            fail(f"{' '.join(argv[:4])}...: {why}: {proc.stderr.strip()[-300:]}")
     return statistics.median(times)
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from common import Figure, emit, growth
+from common import Figure, emit, fail, growth, module_note
 
 from clusterdiag.reports.cluster_checks import ClusterSettings, judge
 from clusterdiag.reports.gather import GatherSettings, gather_agent
@@ -46,6 +46,8 @@ def gather(count: int) -> tuple[float, float, int]:
         gathered = time.perf_counter() - started
         judge(summaries, failures, ClusterSettings(), via="agent")
         judged = time.perf_counter() - started
+        if failures or len(summaries) != count:
+            fail(f"gathered {len(summaries)} of {count} reports, {len(failures)} failures")
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -54,6 +56,7 @@ def gather(count: int) -> tuple[float, float, int]:
 
 
 def main() -> None:
+    print(module_note(), file=sys.stderr)
     sizes = [100, 1000] if "--quick" in sys.argv else [100, 1000, 10_000]
     figures: list[Figure] = []
     times: dict[int, float] = {}

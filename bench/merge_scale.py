@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import Figure, emit, growth
+from common import Figure, emit, fail, growth, module_note
 
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.runner import RunOptions, run_node
@@ -62,6 +62,7 @@ def write_reports(directory: Path, count: int, kinds: list[str]) -> int:
 
 
 def main() -> None:
+    print(module_note(), file=sys.stderr)
     sizes = [100, 1000] if "--quick" in sys.argv else [100, 1000, 10_000]
     kinds = _kinds()
     figures: list[Figure] = []
@@ -72,7 +73,8 @@ def main() -> None:
             proc = subprocess.run([sys.executable, "-c", CHILD, tmp], capture_output=True,
                                   text=True, check=True)
         seconds, own_kib, workers_kib, nodes, _ = proc.stdout.split()
-        assert int(nodes) == count
+        if int(nodes) != count:
+            fail(f"merged {nodes} of {count} node reports")
         times[count] = float(seconds)
         goal = count == 10_000
         figures += [

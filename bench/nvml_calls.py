@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 
-from common import Figure, emit, median_wall, python_start_s
+from common import Figure, emit, fail, median_wall, module_note, python_start_s
 
 from clusterdiag.agent.collect import collect_snapshot
 from clusterdiag.agent.sim.layout import LAYOUTS
@@ -17,20 +19,32 @@ from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 
 
+def _judged(proc: subprocess.CompletedProcess[str]) -> str | None:
+    """A run that judged the node: exit 0 or 1 with a report of its eight GPUs."""
+    try:
+        gpus = len(json.loads(proc.stdout)["inventory"]["gpus"])
+    except (ValueError, KeyError, TypeError):
+        return f"no report (exit status {proc.returncode})"
+    return None if proc.returncode in (0, 1) and gpus == 8 else f"{gpus} GPUs in the report"
+
+
 def main() -> None:
+    print(module_note(), file=sys.stderr)
     figures = []
     for profile in sorted(LAYOUTS):
         env = env_for(NodeSpec(f"{profile}-bench", profile))
         snap = collect_snapshot(env, ["nvml"], time.monotonic() + 30)
         stats = snap.sources["nvml"]
         gpus = len(snap.nvml.gpus) if snap.nvml else 0
+        if stats.status != "ok" or not gpus:
+            fail(f"nvml collect on simulated {profile}: {stats}, {gpus} GPUs")
         figures.append(Figure(f"nvml calls per GPU, {profile}", stats.calls / max(gpus, 1),
                               "calls"))
         figures.append(Figure(f"nvml collect, {profile} ({gpus} GPUs)",
                               round(stats.seconds * 1000, 1), "ms"))
     baseline = python_start_s()
     quick = median_wall([sys.executable, "-m", "clusterdiag.agent", "run", "--simulate",
-                         "dgx-h100"])
+                         "dgx-h100", "--format", "json"], ok=_judged)
     figures.append(Figure("python3 -c pass", round(baseline * 1000, 1), "ms"))
     figures.append(Figure("clusterdiag run --simulate dgx-h100 (quick)", round(quick * 1000, 1),
                           "ms", goal="", baseline="python3 -c pass",

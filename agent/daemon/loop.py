@@ -49,6 +49,9 @@ from .sticky import event_from, resolved
 log = logging.getLogger("clusterdiag.agent")
 
 LISTENER_RESTART_S = 30.0
+# During an XID storm the report is judged again at most this often: each judging is the
+# whole catalog, and a new event still reaches report.json within ~1 s plus one judging.
+REJUDGE_MIN_S = 1.0
 PREVIOUS_MAX_AGE_INTERVALS = 4  # an older saved sample would average a rate over too long
 
 
@@ -95,6 +98,8 @@ class Agent:
         self._pending_xids: list[dict[str, Any]] = []
         self._flushing = False
         self._basis: _Basis | None = None  # the last collection, for judging it again
+        self._rejudge_due: asyncio.TimerHandle | None = None
+        self._last_rejudge = 0.0
         self.persist = Persister(state, self.view)
 
     # --- settings -------------------------------------------------------------------
@@ -358,7 +363,7 @@ class Agent:
                     self.view.xid_counts[_xid_key(event)] += 1
                     log.warning("xid_recorded" if saved else "xid_recorded_in_memory", extra={
                         "id": event["id"], "xid": event["xid"], "gpu": event["gpu_index"]})
-                await self._rejudge("xid")
+                self._schedule_rejudge()
         finally:
             self._flushing = False
 
@@ -369,6 +374,20 @@ class Agent:
         except (KeyError, TypeError, ValueError):
             log.warning("xid_event_malformed", extra={"message": str(message)[:200]})
             return None
+
+    def _schedule_rejudge(self) -> None:
+        """Judge again now, or ``REJUDGE_MIN_S`` after the last time; one pending judging
+        covers every event recorded before it runs."""
+        if self._rejudge_due is not None:
+            return
+        wait = max(0.0, self._last_rejudge + REJUDGE_MIN_S - time.monotonic())
+        self._rejudge_due = asyncio.get_running_loop().call_later(
+            wait, lambda: self._spawn(self._scheduled_rejudge()))
+
+    async def _scheduled_rejudge(self) -> None:
+        self._rejudge_due = None
+        self._last_rejudge = time.monotonic()
+        await self._rejudge("xid")
 
     async def _rejudge(self, why: str) -> None:
         """The last collection judged again with the events as they are now, written as
