@@ -5,7 +5,11 @@ machine's own baseline measured in the same run.
 
 Each script in BENCHES runs in its own process with ``--json`` (see bench/common.py) so
 one benchmark's memory or threads never colour the next one's figures. ``--quick`` passes
-``--quick`` on to the scripts that accept it (smaller sizes, for a smoke run).
+``--quick`` on to the scripts that accept it (smaller sizes, for a smoke run). One plain
+(non-editable) install of this checkout is made first and handed to the scripts that time
+the installed commands (``$CLUSTERDIAG_BENCH_INSTALL``); each script prints which code it
+measured, and run_all prints those lines. A script that exits non-zero (it checks that
+what it timed succeeded) is listed and makes run_all exit 1.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from common import Figure, python_start_s, table
+from common import INSTALL_ENV, Figure, make_install, python_start_s, table
 
 HERE = Path(__file__).resolve().parent
 # name -> accepts --quick
@@ -27,17 +33,22 @@ BENCHES: dict[str, bool] = {
     "merge_scale.py": True,
     "gather_scale.py": True,
     "ib_collect.py": False,
+    "kernel_log_parse.py": False,
     "prolog_time.py": False,
     "agent_load.py": True,
     "agent_http_load.py": True,
 }
 
 
-def run_one(script: str, quick: bool) -> tuple[list[Figure], str | None]:
+def run_one(script: str, quick: bool, env: dict[str, str]) -> tuple[list[Figure], str | None]:
     argv = [sys.executable, str(HERE / script), "--json"]
     if quick and BENCHES[script]:
         argv.append("--quick")
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=HERE)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=HERE,
+                          env=env)
+    for line in proc.stderr.splitlines():
+        if line.startswith(("measured:", "NHC not on PATH")):
+            print(f"# {script}: {line}")
     figures = []
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -57,8 +68,14 @@ def main() -> None:
     baseline = python_start_s()
     figures = [Figure("python3 -c pass (baseline)", round(baseline * 1000, 1), "ms")]
     problems = []
-    for script in BENCHES:
-        got, problem = run_one(script, quick)
+    work = Path(tempfile.mkdtemp(prefix="clusterdiag-bench-install-"))
+    try:
+        install = make_install(work / "venv")
+        env = {**os.environ, INSTALL_ENV: str(install.prefix)}
+        results = [run_one(script, quick, env) for script in BENCHES]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for got, problem in results:
         figures.extend(f for f in got if not f.name.startswith("python3 -c pass"))
         if problem:
             problems.append(problem)
