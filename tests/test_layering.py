@@ -86,7 +86,10 @@ def test_the_simulator_never_imports_reports() -> None:
 
 def test_nothing_outside_the_cli_imports_it() -> None:
     """The daemon, the Slurm entry points and the cluster runs share agent/session.py;
-    the CLI sits on top and only its own modules (and ``python -m``'s entry) import it."""
-    cli = ("clusterdiag.agent.cli", "clusterdiag.agent.__main__")
+    the CLI sits on top and only its own modules and the entries that start it import it:
+    the console script (agent/launch.py, which runs the Slurm entry points before click)
+    and ``python -m``'s ``__main__``."""
+    cli = "clusterdiag.agent.cli"
+    entries = (cli, "clusterdiag.agent.launch", "clusterdiag.agent.__main__")
     assert sorted(f"{GRAPH.where(i.source, i.target)}: {i.source}" for i in GRAPH.imports
-                  if _under(i.target, cli[0]) and not _under(i.source, *cli)) == []
+                  if _under(i.target, cli) and not _under(i.source, *entries)) == []

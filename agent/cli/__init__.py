@@ -8,8 +8,9 @@ Adding a command: write ``agent/cli/<name>.py`` holding a ``click.command`` (or 
 shared flags from ``options.py`` (``source_options``, ``report_options``), turn flags and
 config into what a run needs with ``agent.session``, write reports with ``output.py``, and
 keep the module's top-level imports to click and this package: every command's module is
-imported on every start, the prolog's included. Put the work itself outside the CLI (the
-daemon, ``agent/slurm/``, ``agent/cluster/``), so that nothing imports the CLI.
+imported whenever click parses a command line (the Slurm entry points skip it when they
+can, agent/launch.py). Put the work itself outside the CLI (the daemon, ``agent/slurm/``,
+``agent/cluster/``): only the entries that start it import the CLI (tests/test_layering.py).
 """
 
 from __future__ import annotations
