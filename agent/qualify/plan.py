@@ -8,7 +8,8 @@ through the node's own NICs (AzNHC's ``ib_loopback``; ``NCCL_DEBUG=INFO`` shows 
 network NCCL chose); nvbandwidth's CE copies host↔device, device↔device and
 ``device_local_copy``; ``ib_write_bw --use_cuda`` same-host loopback per compute rail, 8 MiB
 messages, ``--report_gbits`` (AzNHC's GDR check); ``gpu_burn`` with doubles and tensor
-cores; ``dcgmi diag -r 2|3 -j`` where DCGM is installed.
+cores (or, without gpu_burn, DCGM's FP64 ``diagnostic`` test); ``dcgmi diag -r 2|3 -j``
+where DCGM is installed.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Step:
     deadline_s: float = 300.0
     server_argv: tuple[str, ...] | None = None  # loopback: the server half, same node
     component: str = "node"
+    fallback: Step | None = None  # run instead when this one's tool is not installed
 
 
 def _program(name: str, tools: Mapping[str, Any]) -> str:
@@ -90,9 +92,13 @@ def node_steps(inventory: Inventory, level: str, settings: Mapping[str, Any],
                           deadline_s=float(deadlines["nvbandwidth"])))
     if "gpu_compute" in tests and gpus:
         burn = str(int(float(settings.get("burn_s", 30.0)) * (4 if level == "full" else 1)))
+        dcgm = Step("gpu_compute", "dcgmi", (_program("dcgmi", tools), "diag", "-r",
+                                             "diagnostic", "-j"),
+                    deadline_s=float(deadlines["dcgm"]))
         steps.append(Step("gpu_compute", "gpu_burn",
                           (_program("gpu_burn", tools), "-d", "-tc", burn),
-                          deadline_s=float(deadlines["gpu_compute"]) + float(burn)))
+                          deadline_s=float(deadlines["gpu_compute"]) + float(burn),
+                          fallback=dcgm))
     if "nic" in tests:
         for i, rail in enumerate(inventory.rails):
             common = (_program("ib_write_bw", tools), "-d", rail.hca, "-i", str(rail.port),

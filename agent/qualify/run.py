@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...checks.finding import Status
 from ...checks.profile import Profile
 from ...checks.qualify import (
     Judgement,
@@ -119,7 +118,15 @@ def run_step(step: Step, node: str, runner: ToolRunner, deadline: float) -> Tool
         thread.join(left + 15)
         if server and missing(server[0]):
             result = server[0]
-    return _result_run(step, node, result, time.monotonic() - started)
+    run = _result_run(step, node, result, time.monotonic() - started)
+    if run.skipped is not None and step.fallback is not None:
+        other = run_step(step.fallback, node, runner, deadline)
+        if other.skipped is None:
+            other.notes.append(run.skipped)
+            return other
+        other.skipped = f"{run.skipped}; {other.skipped}"
+        return other
+    return run
 
 
 def _merge_repeat(first: ToolRun, again: ToolRun) -> ToolRun:
@@ -167,8 +174,8 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
         def again(items: list[tuple[int, ToolRun]]) -> list[tuple[int, ToolRun]]:
             out = []
             for index, run in items:  # one test at a time on a node
-                step = next(s for s in plans[run.node] if s.test == run.test
-                            and " ".join(s.argv) == run.source)
+                step = next(s for s in _with_fallbacks(plans[run.node])
+                            if s.test == run.test and " ".join(s.argv) == run.source)
                 out.append((index, _merge_repeat(run, run_step(step, run.node, runner,
                                                                deadline))))
             return out
@@ -183,8 +190,5 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
     return Outcome(runs, judgement, inventories, time.monotonic() - started, repeated)
 
 
-def node_verdicts(outcome: Outcome) -> dict[str, Status]:
-    from ...checks.finding import worst
-
-    return {node: worst(f.status for f in findings)
-            for node, findings in outcome.judgement.findings.items()}
+def _with_fallbacks(steps: list[Step]) -> list[Step]:
+    return [*steps, *(s.fallback for s in steps if s.fallback is not None)]

@@ -1,12 +1,14 @@
 """Stand-ins for the active-test tools on simulated nodes: each prints exactly what the real
 tool prints (nccl-tests v2.19 table, perftest's banner and result block, nvbandwidth's
-matrices, gpu-burn's progress and verdict, ``ibstat``, ``nvidia-smi --query-gpu``), with
+matrices, gpu-burn's progress and verdict, ``dcgmi diag -j`` of DCGM 4, ``ibstat``,
+``nvidia-smi --query-gpu``), with
 figures from ``sim/bandwidth.py``. A node with ``tools_hang`` runs a real process tree that
 never answers, so the caller's deadline and session kill are exercised for real.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from collections import Counter
@@ -54,7 +56,7 @@ class SimTools:
         self._tools: dict[str, Callable[[SimNode, list[str], Mapping[str, str], int], str]] = {
             "all_reduce_perf": self._all_reduce, "nvbandwidth": self._nvbandwidth,
             "ib_write_bw": self._ib_write_bw, "gpu_burn": self._gpu_burn,
-            "nvidia-smi": self._nvidia_smi, "ibstat": self._ibstat}
+            "nvidia-smi": self._nvidia_smi, "ibstat": self._ibstat, "dcgmi": self._dcgmi}
 
     def __call__(self, node: str, argv: list[str], env: Mapping[str, str],
                  timeout_s: float) -> CommandResult:
@@ -236,6 +238,40 @@ class SimTools:
                   f" {size:<7}    {iters:<10}       {value * 1.001:<7.2f}            "
                   f"{value:<7.2f}\t\t     {gbps * 1e9 / 8 / size / 1e6:<7.6f}", _RULE, ""]
         return "\n".join(lines)
+
+    def _dcgmi(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+               attempt: int) -> str:
+        """``dcgmi diag -r <level|names> -j`` as DCGM 4 prints it: software, pcie (with its
+        bandwidth info lines) and, at level 3+ or ``-r diagnostic``, the FP64 GEMM test
+        with the Gflop/s it reached."""
+        level = _opt(argv, "-r", "1")
+        tests: list[dict[str, object]] = [{"name": "software", "results": [
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"}],
+            "test_summary": {"status": "Pass"}}]
+
+        def per_gpu(name: str, info: Callable[[int], list[str]]) -> dict[str, object]:
+            return {"name": name, "results": [
+                {"entity_group": "GPU", "entity_group_id": 1, "entity_id": g.index,
+                 "info": info(g.index), "status": "Pass"} for g in node.gpus],
+                "test_summary": {"status": "Pass"}}
+
+        if level not in ("1", "diagnostic"):
+            tests.append(per_gpu("pcie", lambda i: [
+                f"GPU {i} GPU to Host bandwidth:\t\t{bw.host_link(node, i) * 0.9:.2f} GB/s",
+                f"GPU {i} Host to GPU bandwidth:\t\t{bw.host_link(node, i) * 0.9:.2f} GB/s"]))
+        if level in ("3", "4", "diagnostic"):
+            tests.append(per_gpu("diagnostic", lambda i: [
+                "Running with precisions: FP64 1, FP32 1, FP16 1",
+                f"GPU {i} calculated at approximately "
+                f"{bw.gpu_gflops(node, i) * self._noise(node, attempt, 'dcgm', i):.2f} "
+                "gigaflops during this test"]))
+        document = {"DCGM Diagnostic": {"test_categories": [
+            {"category": "Hardware", "tests": tests}]},
+            "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1, "entities": [
+                {"entity_id": g.index, "serial_num": g.serial, "device_id": "2330"}
+                for g in node.gpus]}],
+            "metadata": {"version": "4.2.3", "Driver Version Detected": node.driver_version}}
+        return json.dumps(document, indent=8) + "\n"
 
     def _gpu_burn(self, node: SimNode, argv: list[str], env: Mapping[str, str],
                   attempt: int) -> str:

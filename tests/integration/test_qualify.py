@@ -123,11 +123,39 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
+TOOLS = frozenset({"nvidia-smi", "ibstat", "all_reduce_perf", "nvbandwidth", "ib_write_bw",
+                   "gpu_burn", "dcgmi"})
+
+
+def _with_tools(tmp_path: Path, installed: frozenset[str],
+                faults: list[dict[str, object]]) -> dict[str, list[object]]:
+    nodes, _ = simulated_cluster(_spec(tmp_path, "dgx-h100", faults))
+    tools = SimTools(nodes, installed=installed)
+    outcome = qualify(sorted(nodes), tools, {n: s.profile for n, s in nodes.items()},
+                      QualifyOptions(frozenset(NODE_TESTS)))
+    return dict(outcome.judgement.findings)
+
+
 def test_missing_tool_skips_with_the_install_hint(tmp_path: Path) -> None:
-    findings, _ = _qualify(_spec(tmp_path, "dgx-h100", []))
+    findings = _with_tools(tmp_path, TOOLS - {"dcgmi", "gpu_burn"}, [])
+    skipped = {f.check: str(f.observed) for f in findings["q1"]  # type: ignore[attr-defined]
+               if f.status is Status.SKIP}  # type: ignore[attr-defined]
+    assert set(skipped) == {"qualify.dcgm", "qualify.gpu_compute"}
+    assert "install DCGM" in skipped["qualify.dcgm"]
+    assert "gpu-burn" in skipped["qualify.gpu_compute"]
+    assert not _bad(findings)
+
+
+def test_compute_falls_back_to_dcgm_diagnostic(tmp_path: Path) -> None:
+    """Without gpu_burn, DCGM's FP64 diagnostic gives the per-GPU compute figures, and the
+    DCGM run itself (dcgmi diag -r 2 -j) passes on a node whose parts are all healthy."""
+    fault = {"node": "q4", "kind": "gpu_slow", "gpu": 2}
+    findings = _with_tools(tmp_path, TOOLS - {"gpu_burn"}, [fault])
+    bad = _bad(findings)
+    assert [(n, f.check, f.component) for n, f in bad] == [  # type: ignore[attr-defined]
+        ("q4", "qualify.gpu_compute", "gpu2")]
     dcgm = [f for f in findings["q1"] if f.check == "qualify.dcgm"]  # type: ignore[attr-defined]
-    assert [f.status for f in dcgm] == [Status.SKIP]  # type: ignore[attr-defined]
-    assert "install DCGM" in str(dcgm[0].observed)  # type: ignore[attr-defined]
+    assert [f.status for f in dcgm] == [Status.PASS]  # type: ignore[attr-defined]
 
 
 def test_nothing_runnable_is_exit_3(tmp_path: Path) -> None:
