@@ -9,6 +9,7 @@ shown escaped (``inert.shown``)."""
 from __future__ import annotations
 
 import io
+import textwrap
 
 from rich.console import Console
 from rich.table import Table
@@ -22,6 +23,9 @@ STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "bo
          Status.PASS: "green", Status.SKIP: "dim"}
 # A group names at most this many components; the rest are counted.
 MAX_COMPONENTS = 4
+# Below this many columns the problems are blocks of lines, not a table: a table's cells
+# would wrap inside check ids and node names.
+TABLE_MIN_WIDTH = 120
 
 
 def verdict_line(report: ClusterReport) -> str:
@@ -44,6 +48,25 @@ def passes_line(report: ClusterReport) -> str:
             f"{len(report.nodes):,} nodes (counted per node, not listed)")
 
 
+def _wrapped(text: str, width: int, indent: str) -> list[str]:
+    """Lines of at most ``width`` broken at spaces only: a node set or id longer than a
+    line stays whole on its own line rather than being cut."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+def _print_block(console: Console, g: ProblemGroup, width: int) -> None:
+    """One problem group for a narrow terminal: status, check and action on the first
+    line, then the problem, the nodes and where, each wrapped between words."""
+    nodes = fold(g.nodes) or "-"
+    console.print(Text(f"{g.status.value.upper():5} ", style=STYLE[g.status]),
+                  Text(f"{shown(g.check)}  ({g.action.value})"), sep="")
+    for line in [*_wrapped(shown(g.message), width, "      "),
+                 *_wrapped(f"nodes ({len(set(g.nodes))}): {nodes}", width, "      "),
+                 *_wrapped(f"where: {components(g)}", width, "      ")]:
+        console.print(Text(line))
+
+
 def render_terminal(report: ClusterReport, colour: bool = False, width: int = 120) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=colour, no_color=not colour, width=width,
@@ -60,11 +83,16 @@ def render_terminal(report: ClusterReport, colour: bool = False, width: int = 12
         console.print(Text(shown(f"cluster: {blocker.finding.component}: "
                                  f"{blocker.finding.message}"), style="bold red"))
     groups = report.groups()
-    if groups:
+    if groups and width < TABLE_MIN_WIDTH:
+        console.print()
+        console.print("problems, most severe first")
+        for g in groups:
+            _print_block(console, g, width)
+    elif groups:
         table = Table(title="problems, most severe first", title_justify="left",
                       show_edge=False, box=None, pad_edge=False, expand=False)
         for name in ("status", "check", "problem", "nodes", "n", "action", "where"):
-            table.add_column(name, overflow="fold", no_wrap=name in ("status", "n"))
+            table.add_column(name, overflow="fold", no_wrap=name in ("status", "check", "n"))
         for g in groups:
             table.add_row(Text(g.status.value.upper(), style=STYLE[g.status]),
                           Text(shown(g.check)), Text(shown(g.message)),

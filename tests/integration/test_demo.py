@@ -27,7 +27,8 @@ def test_demo_reports_the_planted_faults_and_exits_1(tmp_path: Path) -> None:
     elapsed = time.monotonic() - started
     assert proc.returncode == 1, proc.stderr
     assert elapsed < 30
-    lines = proc.stdout.splitlines()
+    banner, *lines = proc.stdout.splitlines()
+    assert banner == "DEMO: a simulated cluster, 34 nodes, 5 planted faults (no real hardware read)"
     assert lines[0].startswith("NOT READY: ")
     assert "of 34 nodes ready" in lines[0]
     bad = exclude.read_text().strip()
@@ -66,7 +67,8 @@ def test_demo_with_another_spec_and_a_bad_one(tmp_path: Path) -> None:
     spec.write_text("nodes:\n  - names: h[1-3]\n    profile: dgx-h100\n")
     proc = run_cli("demo", "--spec", str(spec), timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("READY: 3 of 3 nodes ready, 24 of 24 GPUs")
+    assert proc.stdout.startswith("DEMO: a simulated cluster, 3 nodes, no faults (no real "
+                                  "hardware read)\nREADY: 3 of 3 nodes ready, 24 of 24 GPUs")
     spec.write_text("nodes:\n  - names: h[1-3]\n    profile: dgx-h100\nfaults:\n"
                     "  - {node: h9, kind: node_unreachable}\n")
     proc = run_cli("demo", "--spec", str(spec), timeout=60)

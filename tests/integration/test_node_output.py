@@ -141,12 +141,18 @@ def test_in_a_real_terminal_the_verdict_leads_and_nothing_overflows(width: int) 
 
 
 @pytest.mark.slow
-def test_demo_says_first_that_it_is_a_simulation() -> None:
+@pytest.mark.parametrize("width", [80, 200])
+def test_demo_says_first_that_it_is_a_simulation_and_cuts_no_id(width: int) -> None:
     command = shlex.join([sys.executable, "-m", "clusterdiag.agent", "demo"])
-    screen = [line for line in _tmux_screen(command, 80).splitlines() if line.strip()]
+    screen = [line for line in _tmux_screen(command, width).splitlines() if line.strip()]
     assert screen[0].startswith("DEMO: a simulated cluster"), screen[:2]
     assert "planted fault" in screen[0]
-    assert len(screen[0]) <= 80
+    assert max(len(line) for line in screen) <= width
+    words = {word.strip("(),:") for line in screen for word in line.split()}
+    # the demo's planted problems: each check id and each node set whole on one line
+    for whole in ("cluster.nvl_domain", "cluster.reachability", "cluster.versions",
+                  "nvlink.links_up", "ib.rate", "gpu003", "gpu007", "gpu016", "nvl1-tray05"):
+        assert whole in words, (whole, screen)
 
 
 @pytest.mark.slow
