@@ -44,13 +44,26 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def boot_id() -> str | None:
+    """Which boot of this machine its boot clock counts from; None where unreadable.
+
+    The clock that times the samples is this machine's, whatever source the node is read
+    from (a captured tree, the simulator), so this is always the live machine's."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read(64).strip() or None
+    except (OSError, ValueError):
+        return None
+
+
 def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
                      level: str = "quick") -> Snapshot:
     """Collect ``names`` into a Snapshot; never waits past ``deadline`` (monotonic)."""
     wanted = [n for n in SOURCES if n in set(names)]
     for hook in env.before_sample:
         hook()
-    snap = Snapshot(node=env.node, taken_at=time.time(), simulated=env.simulated, level=level)
+    snap = Snapshot(node=env.node, taken_at=time.time(), simulated=env.simulated, level=level,
+                    boot_id=boot_id(), boot_clock_s=time.clock_gettime(time.CLOCK_BOOTTIME))
     results: dict[str, Any] = {}
     stats = {name: SourceStats() for name in wanted}
     nvml_deadline = min(deadline, time.monotonic() + SOURCES["nvml"].deadline_s)

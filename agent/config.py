@@ -12,6 +12,23 @@ refused past ``MAX_VALUES`` values or ``MAX_DEPTH`` levels before anything forma
 every number must be finite; error messages show a value only in a bounded form
 (``brief``). Counts have ranges (``retries`` 0-10, ``concurrency`` 1-4096...), and
 ``agent_url`` must be a template whose only field is ``{node}``.
+
+Budgets and intervals are finite and at least a fixed floor, so that our own settings
+never look like broken hardware (a budget of 0.5 s made every GPU a ``gpu.responsive``
+timeout with action reboot, and the prolog drained the node):
+
+- ``MIN_BUDGET_S`` (2 s): the least a collection is given. It is what the default prolog
+  leaves for collecting (8 s less two scontrol calls of 3 s); a healthy node collects in
+  well under it (README: 0.2-0.3 s), NVML's own source deadline is 6 s.
+- ``SLURM_MIN_BUDGET_S`` (8 s) for ``prolog``/``epilog``/``healthcheck``: MIN_BUDGET_S
+  plus the two scontrol calls kept in reserve for a drain (slurm/entry.py).
+- ``MIN_FULL_INTERVAL_S`` (1 s) between the two samples of ``--level full``: over less,
+  a handful of events reads as a storm.
+- ``MIN_INTERVAL_S`` (0.1 s) for the agent: collections never overlap, so a short
+  interval only means back to back; the floor keeps the loop from spinning. An interval
+  shorter than the budget is valid.
+- Every time is at most ``MAX_SECONDS`` (a day); ``refresh_min_interval_s`` and
+  ``epilog.grace_s`` may be 0.
 """
 
 from __future__ import annotations
@@ -34,6 +51,14 @@ DEFAULT_PATH = Path("/etc/clusterdiag/config.yaml")
 MAX_BYTES = 1 << 20
 MAX_VALUES = 10_000
 MAX_DEPTH = 32
+MIN_BUDGET_S = 2.0
+SLURM_MIN_BUDGET_S = 8.0
+MIN_FULL_INTERVAL_S = 1.0
+MIN_INTERVAL_S = 0.1
+MAX_SECONDS = 86_400.0
+_BUDGET = (MIN_BUDGET_S, MAX_SECONDS)
+_SLURM_BUDGET = (SLURM_MIN_BUDGET_S, MAX_SECONDS)
+_TIMEOUT = (0.1, 3_600.0)
 
 # Each leaf is (types, default) or (types, default, (lowest, highest)). A nested dict is
 # a section.
@@ -42,38 +67,38 @@ _OPT_STR = (str, type(None))
 SCHEMA: dict[str, Any] = {
     "profile": ((str,), "auto"),
     "level": ((str,), "quick"),
-    "budget_s": (_NUM, 10.0),
-    "full_interval_s": (_NUM, 3.0),
+    "budget_s": (_NUM, 10.0, _BUDGET),
+    "full_interval_s": (_NUM, 3.0, (MIN_FULL_INTERVAL_S, 3_600.0)),
     "node_name": (_OPT_STR, None),
     "checks": ((dict,), {}),
     "prolog": {
         "drain": ((bool,), True),
-        "budget_s": (_NUM, 8.0),
+        "budget_s": (_NUM, 8.0, _SLURM_BUDGET),
         "fail_closed": ((bool,), False),
-        "max_report_age_s": ((int, float, type(None)), None),
+        "max_report_age_s": ((int, float, type(None)), None, (1.0, MAX_SECONDS)),
         "scontrol": (_OPT_STR, None),
     },
     "epilog": {
-        "grace_s": (_NUM, 15.0),
+        "grace_s": (_NUM, 15.0, (0.0, 3_600.0)),
         "drain": ((bool,), True),
-        "budget_s": (_NUM, 30.0),
+        "budget_s": (_NUM, 30.0, _SLURM_BUDGET),
         "fail_closed": ((bool,), False),
     },
     "healthcheck": {
         "drain": ((bool,), True),
         "resume": ((bool,), True),
-        "budget_s": (_NUM, 40.0),
+        "budget_s": (_NUM, 40.0, _SLURM_BUDGET),
         "fail_closed": ((bool,), False),
     },
     "agent": {
         "listen": ((str,), "127.0.0.1:9464"),
-        "interval_s": (_NUM, 30.0),
+        "interval_s": (_NUM, 30.0, (MIN_INTERVAL_S, MAX_SECONDS)),
         "state_dir": ((str,), "/var/lib/clusterdiag"),
         "token_file": (_OPT_STR, None),
         "allow_unauthenticated": ((bool,), False),
         "tls_cert": (_OPT_STR, None),
         "tls_key": (_OPT_STR, None),
-        "refresh_min_interval_s": (_NUM, 10.0),
+        "refresh_min_interval_s": (_NUM, 10.0, (0.0, MAX_SECONDS)),
     },
     # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
     "metrics": {
@@ -99,8 +124,8 @@ SCHEMA: dict[str, Any] = {
     # Gathering many nodes and judging them together (reports/gather.py, cluster_checks/).
     "cluster": {
         "concurrency": ((int,), 256, (1, 4096)),
-        "connect_timeout_s": (_NUM, 3.0),
-        "read_timeout_s": (_NUM, 15.0),
+        "connect_timeout_s": (_NUM, 3.0, _TIMEOUT),
+        "read_timeout_s": (_NUM, 15.0, _TIMEOUT),
         "retries": ((int,), 1, (0, 10)),
         "deadline_s": (_NUM, 120.0, (1, 86400)),  # the whole gather; a node: connect + read
         "token_file": (_OPT_STR, None),  # default: agent.token_file
@@ -110,7 +135,7 @@ SCHEMA: dict[str, Any] = {
         "expected_trays_per_rack": ((int,), 18, (1, 1024)),
         "racks": ((dict,), {}),  # rack name -> node set of its trays
         "pinned": ((dict,), {}),  # driver, cuda, nccl, vbios, hca_firmware, kernel, clusterdiag
-        "outlier_mad_k": (_NUM, 6.0),
+        "outlier_mad_k": (_NUM, 6.0, (0.01, 1_000.0)),
         "outlier_min_nodes": ((int,), 5, (2, 1_000_000)),
         "outlier_min_delta": ((dict,), {}),  # metric -> the smallest excess worth a warning
     },
@@ -160,6 +185,12 @@ def _walk_bounded(data: Any, where: str) -> None:
 def _range_problem(value: Any, bounds: tuple[float, float]) -> str | None:
     low, high = bounds
     return None if low <= value <= high else f"must be from {low:g} to {high:g}"
+
+
+def seconds_problem(value: float, low: float, high: float = MAX_SECONDS) -> str | None:
+    """Why a time from a flag is unusable (NaN fails every comparison), or None."""
+    problem = _range_problem(value, (low, high))
+    return None if problem is None else f"{problem} seconds"
 
 
 def _template_problem(template: str) -> str | None:

@@ -63,9 +63,33 @@ def setup(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     return config, env
 
 
+def check_patterns(patterns: str | None) -> tuple[str, ...]:
+    """``--checks``: comma-separated globs, each of which must select a check (a typo
+    such as ``nvlnk.*`` would otherwise run nothing and print READY)."""
+    from .. import checks
+
+    globs = tuple(p.strip() for p in (patterns or "").split(",") if p.strip())
+    for glob in globs:
+        if not checks.select([glob]):
+            raise UsageError(f"--checks {glob!r}: selects no check (see clusterdiag checks "
+                             "list)")
+    return globs
+
+
+def budget_flag(budget: float | None) -> float | None:
+    """``--budget`` of ``run`` and ``snapshot``: at least config.MIN_BUDGET_S, finite.
+    (The Slurm entry points pass what is left of their own budget, which is theirs.)"""
+    from .config import MIN_BUDGET_S, seconds_problem
+
+    if budget is not None and (problem := seconds_problem(budget, MIN_BUDGET_S)):
+        raise UsageError(f"--budget {budget:g}: {problem}")
+    return budget
+
+
 def run_options(config: Config, level: str | None, profile: str | None,
                 budget: float | None, patterns: str | None, mode: str = "run") -> RunOptions:
-    """The flags over the config's defaults; an unknown profile name is a usage error."""
+    """The flags over the config's defaults; an unknown profile name or a glob that
+    selects nothing is a usage error."""
     from ..checks.profile import UnknownProfileError, load_profile
     from .runner import RunOptions
 
@@ -77,7 +101,7 @@ def run_options(config: Config, level: str | None, profile: str | None,
             raise UsageError(str(exc)) from None
     return RunOptions(
         level=level or config.data["level"], mode=mode,
-        patterns=tuple(p for p in (patterns or "").split(",") if p),
+        patterns=check_patterns(patterns),
         budget_s=float(budget if budget is not None else config.data["budget_s"]),
         profile=name, full_interval_s=float(config.data["full_interval_s"]),
     )

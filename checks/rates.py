@@ -13,6 +13,14 @@ Two rules keep a short sample honest:
 - **min_events.** Over a few seconds one or two events make an absurd rate (one event
   in 3 s is 20 a minute). A rate is only judged when at least ``min_events`` events were
   counted; below that the sample is too small to tell, whatever the rate says.
+
+The interval is measured on the boot clock (``Snapshot.boot_clock_s``) when both samples
+come from the same boot, so a wall-clock step between them (NTP) neither makes the
+interval negative nor shrinks it into a false storm. A snapshot saved without the boot
+clock, or one from an earlier boot, falls back to ``taken_at``, and only when that
+interval is plausible:
+from MIN_FALLBACK_S (the floor between two samples of ``--level full``) to MAX_FALLBACK_S.
+Anything else gives no interval, never a division by a non-positive one.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from dataclasses import dataclass
 from ..agent.model import Snapshot
 
 DEFAULT_MIN_EVENTS = 3
+MIN_FALLBACK_S = 1.0
+MAX_FALLBACK_S = 30 * 86_400.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ def counter_growth(prev: int | None, cur: int | None) -> tuple[int, bool] | None
 def counter_rate(prev: int | None, cur: int | None, dt: float | None) -> Rate | None:
     """The :class:`Rate` of a counter read ``dt`` seconds apart; None when not computable."""
     growth = counter_growth(prev, cur)
-    if growth is None or dt is None or dt <= 0:
+    if growth is None or dt is None or not dt > 0:  # not dt > 0: NaN too
         return None
     events, reset = growth
     return Rate(events=events, seconds=float(dt), reset=reset)
@@ -94,8 +104,14 @@ def sample_interval(previous: Snapshot | None, current: Snapshot) -> float | Non
     """Seconds between two snapshots of the same node; None without a usable earlier one."""
     if previous is None:
         return None
+    same_boot = previous.boot_id is not None and previous.boot_id == current.boot_id
+    if same_boot and previous.boot_clock_s is not None and current.boot_clock_s is not None:
+        dt = current.boot_clock_s - previous.boot_clock_s
+        return dt if dt > 0 else None
+    # Saved without the boot clock, or a reboot between (the counters' reset rule
+    # covers that): wall-clock time, if it is plausible.
     dt = current.taken_at - previous.taken_at
-    return dt if dt > 0 else None
+    return dt if MIN_FALLBACK_S <= dt <= MAX_FALLBACK_S else None
 
 
 __all__ = ["DEFAULT_MIN_EVENTS", "Rate", "counter_growth", "counter_rate", "rate_per_s",

@@ -40,6 +40,8 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     from ..cluster.judge import one_node_report, run_cluster
     from ..runner import run_node
 
+    session.budget_flag(budget)
+    session.check_patterns(patterns)
     if via not in (None, "local") or nodes:
         forward = {"--level": level, "--checks": patterns, "--profile": profile,
                    "--budget": budget}

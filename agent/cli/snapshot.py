@@ -25,7 +25,7 @@ def snapshot(config_path: Path | None, root: Path | None, kernel_log: Path | Non
 
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     env.kernel_log_every_line = True  # DESIGN §8: a file's every matching line, no window
-    options = session.run_options(config, level, profile, budget, None)
+    options = session.run_options(config, level, profile, session.budget_flag(budget), None)
     snap = collect_snapshot(env, SOURCES, time.monotonic() + options.budget_s, options.level)
     sys.stdout.write(json.dumps(snap.to_dict(), indent=2) + "\n")
 

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, UsageError
+from ..errors import UsageError
 from . import logfmt
 from .loop import Agent, Overrides, state_dir
 from .notify import Notifier
@@ -28,12 +28,12 @@ def start(config_path: Path | None, root: Path | None, kernel_log: Path | None,
 
     logfmt.setup()
     notifier = Notifier()  # first: no child may inherit NOTIFY_SOCKET
-    if interval is not None and interval <= 0:
-        raise UsageError(f"--interval {interval:g}: must be more than 0 seconds")
+    from ..config import MIN_INTERVAL_S, seconds_problem
+
+    if interval is not None and (problem := seconds_problem(interval, MIN_INTERVAL_S)):
+        raise UsageError(f"--interval {interval:g}: {problem}")
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     session.run_options(config, level, profile, None, None)  # checks the profile name
-    if float(config.section("agent")["interval_s"]) <= 0:
-        raise ConfigError("agent.interval_s: must be more than 0 seconds")
     security = security_from(config.section("agent"), listen)
     state = state_dir(config, state_path)
     overrides = Overrides(listen=listen, interval_s=interval, level=level, profile=profile)

@@ -37,6 +37,12 @@ class SourceStats:
 
 @dataclass
 class Snapshot:
+    """``taken_at`` is wall-clock time, for people and for matching log lines; the
+    interval between two samples is measured on ``boot_clock_s`` (CLOCK_BOOTTIME: seconds
+    since boot, suspend included, never stepped by NTP) when both carry the same
+    ``boot_id`` (the kernel's /proc/sys/kernel/random/boot_id of the machine that took
+    them). A snapshot saved before these fields existed has them as None."""
+
     node: str
     taken_at: float
     simulated: bool = False
@@ -49,6 +55,8 @@ class Snapshot:
     infiniband: list[IbDevice] | None = None
     nccl: NcclInfo | None = None
     allreduce: AllreduceRun | None = None  # nccl-tests run, only when nccl.allreduce runs
+    boot_id: str | None = None
+    boot_clock_s: float | None = None
     schema: str = SNAPSHOT_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

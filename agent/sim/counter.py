@@ -1,11 +1,19 @@
 """A simulated counter: a (base, rate per second) pair read against the node's epoch, so two
 samples a few seconds apart see it grow, whichever process reads it. NVML's error counters
-and the IB port counters of the simulator are both made of these."""
+and the IB port counters of the simulator are both made of these.
+
+Hardware counts events, not wall-clock seconds: the time since the epoch is measured on
+the monotonic clock (the epoch, a wall-clock time, is converted with the offset between
+the two clocks taken at import, which forked readers share), so an NTP step moves no
+simulated counter, as it moves no real one.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
+_WALL_MINUS_MONOTONIC = time.time() - time.monotonic()
 
 
 @dataclass
@@ -14,4 +22,5 @@ class Counter:
     rate_per_s: float = 0.0
 
     def value(self, epoch: float) -> int:
-        return self.base + int(self.rate_per_s * max(0.0, time.time() - epoch))
+        elapsed = time.monotonic() + _WALL_MINUS_MONOTONIC - epoch
+        return self.base + int(self.rate_per_s * max(0.0, elapsed))
