@@ -110,13 +110,18 @@ def sources_for(specs: Iterable[CheckSpec], profile: str) -> set[str]:
     return names & set(SOURCES)
 
 
+def collector_params(config: Config, specs: Iterable[CheckSpec]) -> dict[str, Any]:
+    """What the collectors read to know what to look at (paths, units): the same
+    parameters the checks get, by check id."""
+    return {spec.id: config.check_params(spec.id, spec.params) for spec in specs}
+
+
 def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
     """Collect what the selected checks need (twice for rates at full), then judge."""
     started = time.time()
     deadline = time.monotonic() + options.budget_s
     specs, _ = plan(config, options)
-    # Collectors learn what to look at (paths, units) from the same parameters checks get.
-    env.params = {spec.id: config.check_params(spec.id, spec.params) for spec in specs}
+    env.params = collector_params(config, specs)
     names = sources_for(specs, options.profile)
     previous: Snapshot | None = None
     if options.level == "full" and any(s.rate for s in specs):
@@ -129,18 +134,21 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
 
 def evaluate(snap: Snapshot, config: Config, options: RunOptions,
              previous: Snapshot | None = None, started: float | None = None,
-             history: Mapping[str, Any] | None = None) -> NodeReport:
+             history: Mapping[str, Any] | None = None, now: float | None = None) -> NodeReport:
     """Judge a snapshot: the same path for a live run and a saved snapshot re-read offline.
 
     ``history`` is the daemon's persisted state (events seen, sample times) for checks
-    that read ``ctx.history``; a one-shot run has none."""
+    that read ``ctx.history``; a one-shot run has none. ``now`` is the time the checks
+    judge windows from (the kernel log's last hour): a saved snapshot is judged as of
+    when it was taken, not as of today."""
     started = time.time() if started is None else started
     specs, findings = plan(config, options)
     profile, source, reason = resolve_profile(options.profile, snap)
     for spec in specs:
         ctx = CheckContext(
             snapshot=snap, profile=profile, level=options.level, mode=options.mode,
-            now=time.time(), previous=previous, profile_source=source, profile_reason=reason,
+            now=time.time() if now is None else now, previous=previous,
+            profile_source=source, profile_reason=reason,
             history=history or {},
             params=config.check_params(spec.id, spec.params, profile.thresholds.get(spec.id)),
         )

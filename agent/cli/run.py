@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from .. import session
-from ..errors import ExitCode
+from ..errors import ExitCode, UsageError
 from .options import report_options, source_options
 from .output import emit, is_terminal, terminal_width, write
+
+if TYPE_CHECKING:
+    from ...reports.node import NodeReport
+    from ..config import Config
 
 
 @click.command("run")
@@ -26,22 +32,28 @@ from .output import emit, is_terminal, terminal_width, write
 @click.option("--via", type=click.Choice(["local", "agent", "ssh", "srun"]), default=None,
               help="local (this node; the default without --nodes), agent (default with "
                    "--nodes), ssh (ClusterShell) or srun.")
+@click.option("--from-snapshot", "from_snapshot", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="Judge a saved `clusterdiag snapshot` instead of a node.")
+@click.option("--previous", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="With --from-snapshot: an earlier snapshot of the same node, for the rate "
+                   "checks (implies --level full).")
 def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         simulate: str | None, node: str | None, profile: str | None, level: str | None,
         patterns: str | None, budget: float | None, fmt: str, output: Path | None,
         exclude_file: Path | None, need: int | None, all_findings: bool, nodes: str | None,
-        via: str | None) -> None:
+        via: str | None, from_snapshot: Path | None, previous: Path | None) -> None:
     """Check this node, or gather every node of --nodes, and print the report."""
-    import json
-
-    from ...checks.finding import Status
-    from ...reports.line import node_line
-    from ...reports.table import render_table
-    from ..cluster.judge import one_node_report, run_cluster
+    from ..cluster.judge import run_cluster
     from ..runner import run_node
 
     session.budget_flag(budget)
     session.check_patterns(patterns)
+    if from_snapshot is not None or previous is not None:
+        given = {"--root": root, "--kernel-log": kernel_log, "--simulate": simulate,
+                 "--node": node, "--nodes": nodes, "--via": via}
+        config, report = _rejudge(from_snapshot, previous, given, config_path, profile, level,
+                                  budget, patterns)
+        _emit_node(config, report, fmt, output, exclude_file, need, all_findings)
     if via not in (None, "local") or nodes:
         forward = {"--level": level, "--checks": patterns, "--profile": profile,
                    "--budget": budget}
@@ -52,6 +64,39 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     report = run_node(env, config, session.run_options(config, level, profile, budget,
                                                        patterns))
+    _emit_node(config, report, fmt, output, exclude_file, need, all_findings)
+
+
+def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[str, object],
+             config_path: Path | None, profile: str | None, level: str | None,
+             budget: float | None, patterns: str | None) -> tuple[Config, NodeReport]:
+    """A saved snapshot judged again, as of when it was taken (DESIGN §3 --from-snapshot):
+    the source flags say where a node is read from, so none of them applies."""
+    from ..runner import evaluate
+    from ..snapshot_file import load_pair
+
+    if from_snapshot is None:
+        raise UsageError("--previous needs --from-snapshot")
+    if clash := [flag for flag, value in given.items() if value is not None]:
+        raise UsageError(f"--from-snapshot judges a saved snapshot: {', '.join(clash)} "
+                         "cannot be used with it")
+    config = session.load(config_path)
+    snap, before = load_pair(from_snapshot, previous)
+    options = session.run_options(config, level or ("full" if before else None), profile,
+                                  budget, patterns)
+    return config, evaluate(snap, config, options, previous=before, now=snap.taken_at)
+
+
+def _emit_node(config: Config, report: NodeReport, fmt: str, output: Path | None,
+               exclude_file: Path | None, need: int | None, all_findings: bool) -> NoReturn:
+    """Write one node's report as the report options say, and exit with its verdict."""
+    import json
+
+    from ...checks.finding import Status
+    from ...reports.line import node_line
+    from ...reports.table import render_table
+    from ..cluster.judge import one_node_report
+
     if fmt in ("md", "html") or exclude_file is not None or need is not None:
         sys.exit(emit(one_node_report(config, report, need), fmt, output, exclude_file))
     if fmt == "json":

@@ -22,10 +22,14 @@ def snapshot(config_path: Path | None, root: Path | None, kernel_log: Path | Non
     import time
 
     from ..collect import SOURCES, collect_snapshot
+    from ..runner import collector_params, plan
 
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     env.kernel_log_every_line = True  # DESIGN §8: a file's every matching line, no window
     options = session.run_options(config, level, profile, session.budget_flag(budget), None)
+    # What every check of the level would ask for (the units systemctl is asked about...),
+    # so that `run --from-snapshot` judges the saved snapshot as `run` judges the node.
+    env.params = collector_params(config, plan(config, options)[0])
     snap = collect_snapshot(env, SOURCES, time.monotonic() + options.budget_s, options.level)
     sys.stdout.write(json.dumps(snap.to_dict(), indent=2) + "\n")
 
