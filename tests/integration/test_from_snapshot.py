@@ -253,3 +253,18 @@ def test_the_command_does_not_hang_on_a_fifo_given_as_previous(tmp_path: Path) -
         pytest.fail("blocked on the FIFO")
     assert proc.returncode == 2
     assert "FIFO" in proc.stderr
+
+
+def test_a_snapshot_of_a_real_h100_ib_tree_judges_as_the_live_run(tmp_path: Path) -> None:
+    """The gpud H100 sysfs tree (8 ConnectX-7 NDR ports, a BlueField-3 bond), read with
+    --root: saved and judged again, it gives what reading the tree gave."""
+    tree = str(REPO / "tests/fixtures/ib/gpud-h100")
+    proc = run_cli("snapshot", "--root", tree)
+    assert proc.returncode == 0, proc.stderr
+    saved = tmp_path / "h100.json"
+    saved.write_text(proc.stdout)
+    live_rc, live = _judged("--root", tree, "--checks", "ib.*")
+    again_rc, again = _judged("--from-snapshot", str(saved), "--checks", "ib.*")
+    assert again_rc == live_rc
+    assert _verdicts(again) == _verdicts(live)
+    assert any(f["component"].startswith("mlx5_") for f in again["findings"])
