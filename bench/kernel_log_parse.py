@@ -39,6 +39,9 @@ NOISE = (
 XID = ("NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of "
        "waiting for RPC response from GPU4 GSP! Expected function 103 (GSP_RM_ALLOC).")
 SXID = "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up"
+# The kernel source's deadline (3 s) less the margin it keeps to hand back what it read
+# (agent/collectors/kernel.py): past it, the rest of the file is not read (and said so).
+USABLE_S = 2.7
 AER = "pcieport 0000:00:01.0: AER: Corrected error received: 0000:01:00.0"
 
 
@@ -177,6 +180,8 @@ def main() -> None:
                    "s", baseline="minimal parser", ratio=every / anchor_s),
             Figure(f"{label}: peak RSS keeping every matching line",
                    round(everything["rss_kb"] / 1024, 1), "MiB"),
+            Figure(f"{label}: whole log parsed inside the kernel source's deadline "
+                   f"({USABLE_S:g} s usable)", round(wall, 2), "s", goal=f"<= {USABLE_S:g} s"),
             Figure(f"{label}: `clusterdiag run` kernel source, status ok",
                    round(float(stats.get("seconds", 0.0)), 2), "s",
                    goal="< 3 s deadline, never error"),
