@@ -65,7 +65,8 @@ _TIMEOUT = (0.1, 3_600.0)
 _NUM = (int, float)
 _OPT_STR = (str, type(None))
 SCHEMA: dict[str, Any] = {
-    "profile": ((str,), "auto"),
+    "profile": ((str,), "auto"),  # a profile name, auto, or a site profile file (.yaml)
+    "profile_dir": ((str,), "/etc/clusterdiag/profiles"),  # site profiles: every *.yaml
     "level": ((str,), "quick"),
     "budget_s": (_NUM, 10.0, _BUDGET),
     "full_interval_s": (_NUM, 3.0, (MIN_FULL_INTERVAL_S, 3_600.0)),
@@ -335,14 +336,10 @@ def _read(path: Path, where: str) -> str:
         raise ConfigError(f"{where}: cannot read: {exc}") from None
 
 
-def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]]) -> Config:
-    """Load ``path`` (or the default file when it exists); defaults when neither."""
-    if path is None:
-        if not DEFAULT_PATH.is_file():
-            return Config()
-        path = DEFAULT_PATH
-    where = f"config {path}"
-    text = _read(Path(path), where)
+def read_yaml(path: Path, where: str) -> Any:
+    """The YAML document in ``path``, read bounded and refused when malformed, too big or
+    too deep (``where`` starts each message); an empty file is an empty mapping."""
+    text = _read(path, where)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -355,6 +352,17 @@ def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]
     if data is None:
         data = {}
     _walk_bounded(data, where)
+    return data
+
+
+def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]]) -> Config:
+    """Load ``path`` (or the default file when it exists); defaults when neither."""
+    if path is None:
+        if not DEFAULT_PATH.is_file():
+            return Config()
+        path = DEFAULT_PATH
+    where = f"config {path}"
+    data = read_yaml(Path(path), where)
     _validate_section(data, SCHEMA, where, "")
     problem = _template_problem(data.get("cluster", {}).get("agent_url", "{node}"))
     if problem:

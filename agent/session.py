@@ -29,10 +29,34 @@ def check_defaults() -> dict[str, Mapping[str, Any]]:
 
 
 def load(config_path: str | Path | None) -> Config:
-    """The config file (or the defaults), validated against the check catalog."""
+    """The config file (or the defaults), validated against the check catalog, and the
+    site profiles it points at registered; a ``profile:`` file becomes its name."""
     from .config import load_config
 
-    return load_config(config_path, check_defaults())
+    config = load_config(config_path, check_defaults())
+    config.data["profile"] = site_profile(config, config.data["profile"])
+    return config
+
+
+def is_profile_file(value: str) -> bool:
+    """Whether a ``--profile``/``profile:`` value names a file rather than a profile."""
+    return value.endswith((".yaml", ".yml")) or "/" in value
+
+
+def site_profile(config: Config, name: str) -> str:
+    """Register the site profiles (``profile_dir``, and ``name`` when it is a file) and
+    return the name to run with. Nothing is imported when there is none: the prolog's
+    start time counts."""
+    directory = Path(config.data["profile_dir"])
+    extra = Path(name) if is_profile_file(name) else None
+    if extra is None and not directory.is_dir():
+        return name
+    from ..checks.profile import add_site_profiles
+    from .site_profiles import load_site_profiles
+
+    loaded = load_site_profiles(directory, extra)
+    add_site_profiles({n: site.profile for n, site in loaded.items()})
+    return extra.name.rsplit(".", 1)[0] if extra is not None else name
 
 
 def setup(config_path: Path | None, root: Path | None, kernel_log: Path | None,
@@ -93,7 +117,7 @@ def run_options(config: Config, level: str | None, profile: str | None,
     from ..checks.profile import UnknownProfileError, load_profile
     from .runner import RunOptions
 
-    name = profile or config.data["profile"]
+    name = site_profile(config, profile) if profile else config.data["profile"]
     if name != "auto":
         try:
             load_profile(name)

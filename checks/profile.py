@@ -71,14 +71,38 @@ def _plain(value: Any) -> Any:
 _TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_nic_distance"}
 
 
-@cache
-def profile_names() -> tuple[str, ...]:
+# Site profiles (agent/site_profiles.py: YAML files that extend these), by name. A run
+# names its profile by a string that travels through the run options, the daemon and the
+# Slurm entry points, so the site's are registered once per process, beside the built-ins,
+# where every one of them resolves names.
+_SITE: dict[str, Profile] = {}
+
+
+def add_site_profiles(profiles: dict[str, Profile]) -> None:
+    """Make ``profiles`` resolvable by name, beside the built-in ones."""
+    _SITE.update(profiles)
+    profile_names.cache_clear()
+
+
+def builtin_names() -> tuple[str, ...]:
     return tuple(sorted(f.name[:-5] for f in PROFILE_DIR.iterdir() if f.name.endswith(".yaml")))
 
 
 @cache
+def profile_names() -> tuple[str, ...]:
+    """The built-in profiles' names and the site's registered ones."""
+    return tuple(sorted({*builtin_names(), *_SITE}))
+
+
 def load_profile(name: str) -> Profile:
-    if name not in profile_names():
+    """A site profile registered under ``name``, else the built-in one."""
+    site = _SITE.get(name)
+    return site if site is not None else load_builtin(name)
+
+
+@cache
+def load_builtin(name: str) -> Profile:
+    if name not in builtin_names():
         raise UnknownProfileError(name)
     text = (PROFILE_DIR / f"{name}.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text) or {}

@@ -1,10 +1,17 @@
-"""``clusterdiag profiles list|show NAME``: the platform profiles."""
+"""``clusterdiag profiles list|show NAME|FILE``: the platform profiles, built-in and the
+site's (agent/site_profiles.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from .. import session
 from ..errors import UsageError
+
+_CONFIG = click.option("--config", "config_path", type=click.Path(path_type=Path),
+                       default=None, help="Config file (its profile_dir holds site profiles).")
 
 
 @click.group("profiles")
@@ -13,27 +20,49 @@ def profiles_group() -> None:
 
 
 @profiles_group.command("list")
-def profiles_list() -> None:
-    from ...checks.profile import load_profile, profile_names
+@_CONFIG
+def profiles_list(config_path: Path | None) -> None:
+    """Every profile: the built-in ones and the site's."""
+    from ...checks.profile import builtin_names, load_profile, profile_names
 
+    session.load(config_path)
+    builtin = set(builtin_names())
     for name in profile_names():
         prof = load_profile(name)
         flag = " (provisional)" if prof.provisional else ""
-        click.echo(f"{name:16} {prof.description}{flag}")
+        site = "" if name in builtin else " (site)"
+        click.echo(f"{name:16} {prof.description}{flag}{site}")
 
 
 @profiles_group.command("show")
+@_CONFIG
 @click.argument("name")
-def profiles_show(name: str) -> None:
+def profiles_show(config_path: Path | None, name: str) -> None:
+    """The merged profile, each value with where it came from."""
     import yaml
 
-    from ...checks.profile import UnknownProfileError, load_profile
+    from ...checks.profile import UnknownProfileError, load_builtin
+    from ..site_profiles import load_site_profiles
 
-    try:
-        prof = load_profile(name)
-    except UnknownProfileError as exc:
-        raise UsageError(str(exc)) from None
-    click.echo(yaml.safe_dump(prof.to_dict(), sort_keys=False).rstrip())
+    config = session.load(config_path)
+    resolved = session.site_profile(config, name)
+    sites = load_site_profiles(Path(config.data["profile_dir"]),
+                               Path(name) if session.is_profile_file(name) else None)
+    if resolved in sites:
+        site = sites[resolved]
+        data, origins = site.profile.to_dict(), site.origins
+        click.echo(f"# site profile {site.path}" +
+                   (f", extends {site.extends}" if site.extends else ""))
+    else:
+        try:
+            data = load_builtin(resolved).to_dict()
+        except UnknownProfileError as exc:
+            raise UsageError(str(exc)) from None
+        origins = {key: f"built-in {resolved}" for key in data}
+    for key, value in data.items():
+        lines = yaml.safe_dump({key: value}, sort_keys=False).rstrip().splitlines()
+        lines[0] += f"   # {origins[key]}"
+        click.echo("\n".join(lines))
 
 
 COMMANDS = (profiles_group,)

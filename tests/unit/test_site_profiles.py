@@ -1,0 +1,91 @@
+"""Site profiles (agent/site_profiles.py): extends and overrides merged with where each
+value came from, and every malformed file refused in one line naming the file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterdiag.agent.errors import ConfigError
+from clusterdiag.agent.site_profiles import load_site_profiles
+from clusterdiag.checks.profile import load_builtin
+
+
+def _write(directory: Path, name: str, text: str) -> Path:
+    path = directory / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_chain_of_extends_merges_overrides_and_says_where_each_came_from(
+        tmp_path: Path) -> None:
+    base = _write(tmp_path, "oem-h100", "extends: dgx-h100\ncompute_hcas: 8\n"
+                  "hca_link_layer: Ethernet\nhca_rate_gbps: 200\n"
+                  "thresholds: {gpu.temperature: {warn_c: 80}}\n")
+    top = _write(tmp_path, "rack7", "extends: oem-h100\ngpu_count: 7\n"
+                 "gpu_models: ['NVIDIA H100 80GB HBM3', 'NVIDIA H100']\n"
+                 "thresholds: {ib.rate: {tolerance: 1}}\n")
+    sites = load_site_profiles(tmp_path)
+    rack7 = sites["rack7"].profile
+    builtin = load_builtin("dgx-h100")
+    assert rack7.name == "rack7"
+    assert rack7.gpu_count == 7
+    assert rack7.gpu_models == ("NVIDIA H100 80GB HBM3", "NVIDIA H100")
+    assert rack7.hca_link_layer == "Ethernet"
+    assert rack7.hca_rate_gbps == 200
+    assert rack7.nvlinks_per_gpu == builtin.nvlinks_per_gpu == 18
+    assert rack7.thresholds == {**builtin.thresholds, "gpu.temperature": {"warn_c": 80},
+                                "ib.rate": {"tolerance": 1}}
+    origins = sites["rack7"].origins
+    assert origins["gpu_count"] == str(top)
+    assert origins["hca_link_layer"] == str(base)
+    assert origins["nvlinks_per_gpu"] == "built-in dgx-h100"
+    assert sites["rack7"].extends == "oem-h100"
+
+
+def test_without_extends_a_profile_starts_empty(tmp_path: Path) -> None:
+    _write(tmp_path, "pcie-box", "gpu_count: 2\n")
+    site = load_site_profiles(tmp_path)["pcie-box"]
+    assert site.profile.gpu_count == 2
+    assert site.profile.nvlinks_per_gpu == 0
+    assert site.origins["nvlinks_per_gpu"] == "default"
+
+
+def test_an_extra_file_is_loaded_beside_the_directory(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    _write(tmp_path / "dir", "common", "extends: dgx-h100\nhca_rate_gbps: 200\n")
+    extra = _write(tmp_path, "mine", "extends: common\ngpu_count: 4\n")
+    sites = load_site_profiles(tmp_path / "dir", extra)
+    assert sites["mine"].profile.hca_rate_gbps == 200
+    assert sites["mine"].profile.gpu_count == 4
+
+
+@pytest.mark.parametrize(("files", "needle"), [
+    ({"a": "extends: dgx-h100\ngpu_cont: 8\n"},
+     "unknown key 'gpu_cont' (did you mean 'gpu_count'?)"),
+    ({"a": "gpu_count: eight\n"}, "key 'gpu_count' must be an integer or null, got str 'eight'"),
+    ({"a": "gpu_count: true\n"}, "key 'gpu_count' must be an integer"),
+    ({"a": "hca_rate_gbps: -200\n"}, "key 'hca_rate_gbps' must not be negative"),
+    ({"a": "hca_link_layer: RoCE\n"}, "key 'hca_link_layer' must be InfiniBand or Ethernet"),
+    ({"a": "gpu_models: H100\n"}, "key 'gpu_models' must be a list"),
+    ({"a": "gpu_models: [1, 2]\n"}, "key 'gpu_models' must be a list of strings"),
+    ({"a": "extends: [dgx-h100]\n"}, "key 'extends' must be a profile name"),
+    ({"a": "extends: dgx-h10\n"},
+     "key 'extends': unknown profile 'dgx-h10' (did you mean 'dgx-h100'?)"),
+    ({"a": "extends: b\n", "b": "extends: a\n"}, "key 'extends': a cycle (a -> b -> a)"),
+    ({"a": "extends: a\n"}, "key 'extends': a cycle (a -> a)"),
+    ({"a": "- 1\n"}, "top level must be a mapping"),
+    ({"a": "key: [unclosed\n"}, "malformed YAML"),
+    ({"dgx-h100": "gpu_count: 7\n"}, "'dgx-h100' is a built-in profile"),
+])
+def test_malformed_profiles_are_one_line_naming_file_and_key(
+        tmp_path: Path, files: dict[str, str], needle: str) -> None:
+    for name, text in files.items():
+        _write(tmp_path, name, text)
+    with pytest.raises(ConfigError) as caught:
+        load_site_profiles(tmp_path)
+    message = str(caught.value)
+    assert needle in message
+    assert message.startswith(f"profile {tmp_path}/")
+    assert "\n" not in message
