@@ -1,0 +1,98 @@
+"""An OS error while reading the hardware is clusterdiag's trouble, never a missing part
+(issue 12, 1). A run of a healthy simulated dgx-h100 in a child process whose descriptors
+are used up (EMFILE, as an agent flooded with connections had) must report the counting
+checks as ``error`` naming the cause, and fail nothing; the same for a sysfs directory it
+may not list (EACCES, as a non-root user: root would read it anyway)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+COUNTING = ("gpu.count", "ib.hca_count", "nvswitch.count")
+
+# Builds the simulated node, runs once (imports, caches), then opens /dev/null until the
+# process is out of descriptors, runs again and prints the findings once it has closed
+# them again.
+EXHAUST = """
+import json, os, resource, sys
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.sim.node import simulated_env
+env = simulated_env("dgx-h100", None, Config())
+options = RunOptions(budget_s=20.0, profile="dgx-h100")
+run_node(env, Config(), options)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+report = run_node(env, Config(), options)
+for fd in held:
+    os.close(fd)
+print(json.dumps(report.to_dict()))
+"""
+
+
+def _findings(report: dict[str, object]) -> dict[str, list[dict[str, object]]]:
+    found: dict[str, list[dict[str, object]]] = {}
+    for f in report["findings"]:  # type: ignore[attr-defined]
+        found.setdefault(f["check"], []).append(f)
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 (1): EMFILE reads as missing hardware")
+def test_out_of_descriptors_is_an_error_naming_it_never_missing_hardware() -> None:
+    proc = subprocess.run([sys.executable, "-c", EXHAUST], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    by_check = _findings(report)
+    fails = [f"{f['check']} {f['component']}: {f['message']}"
+             for f in report["findings"] if f["status"] == "fail"]
+    assert not fails, fails
+    for check in COUNTING:
+        statuses = {f["status"] for f in by_check[check]}
+        assert statuses == {"error"}, (check, by_check[check])
+        text = json.dumps(by_check[check])
+        assert "Too many open files" in text, (check, text)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 (1): EACCES reads as missing hardware")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_a_pci_directory_that_cannot_be_listed_is_an_error_not_missing_gpus(
+        tmp_path: Path) -> None:
+    script = """
+import json, os, sys
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.sim.node import simulated_env
+env = simulated_env("dgx-h100", None, Config())
+devices = env.root / "sys/bus/pci/devices"
+for path in (env.root, *devices.parents):
+    if str(path).startswith(str(env.root)):
+        os.chmod(path, 0o755)
+os.chmod(devices, 0o000)
+os.setgid(65534)
+os.setuid(65534)
+report = run_node(env, Config(), RunOptions(budget_s=20.0, profile="dgx-h100"))
+print(json.dumps(report.to_dict()))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    by_check = _findings(report)
+    for check in ("gpu.count", "nvswitch.count"):
+        assert {f["status"] for f in by_check[check]} == {"error"}, by_check[check]
+        assert "Permission denied" in json.dumps(by_check[check])
+    fails = [f"{f['check']} {f['component']}" for f in report["findings"]
+             if f["status"] == "fail"]
+    assert not [f for f in fails if f.split()[0] in COUNTING], fails
