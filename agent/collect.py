@@ -67,7 +67,12 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
     results: dict[str, Any] = {}
     stats = {name: SourceStats() for name in wanted}
     nvml_deadline = min(deadline, time.monotonic() + SOURCES["nvml"].deadline_s)
-    pending = nvml.start(env, nvml_deadline) if "nvml" in wanted else None
+    pending = None
+    if "nvml" in wanted:
+        try:
+            pending = nvml.start(env, nvml_deadline)
+        except OSError as exc:  # no pipe or no fork (out of descriptors, of processes)
+            stats["nvml"].status, stats["nvml"].error = "error", one_line(exc)
 
     def run(spec: SourceSpec) -> None:
         started = time.monotonic()
@@ -96,7 +101,7 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
             stats[name].error = f"no answer within {SOURCES[name].deadline_s:g} s"
             stats[name].seconds = round(time.monotonic() - starts[name], 4)
     for name in wanted:
-        if stats[name].status == "ok" or name == "nvml":
+        if stats[name].status == "ok" or (name == "nvml" and pending is not None):
             setattr(snap, name, results.get(name))
     snap.sources = stats
     return snap

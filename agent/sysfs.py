@@ -81,21 +81,44 @@ def _read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
         os.close(fd)
 
 
+class ReadFailed(OSError):
+    """Reading failed for a reason that says nothing about the hardware (our descriptors or
+    memory ran out; a directory we may not list): the source is in error, naming it, so no
+    check takes what could not be read for what is not there."""
+
+
+# Errors of the process, not of the file: every other read would fail the same way.
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def _read_failed(exc: OSError, path: str | os.PathLike[str]) -> ReadFailed:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    return ReadFailed(exc.errno, f"{exc.strerror or exc} ({name}) reading {path}")
+
+
 def read_text(path: str | os.PathLike[str], counter: FileCounter | None = None,
               limit: int = 1 << 20) -> Read:
+    """The file's text, or None and why; ReadFailed when the process itself is out of
+    descriptors or memory."""
     try:
         data = _read_regular(path, limit)
-    except FileNotFoundError:
-        return None, "missing"
-    except PermissionError:
-        return None, "permission denied"
-    except IsADirectoryError:
-        return None, "is a directory"
     except OSError as exc:
-        return None, exc.strerror or type(exc).__name__
+        if exc.errno in _EXHAUSTED:
+            raise _read_failed(exc, path) from None
+        return None, _reason(exc)
     if counter is not None:
         counter.count += 1
     return data.decode("utf-8", errors="replace").strip(), None
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "missing"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory"
+    return exc.strerror or type(exc).__name__
 
 
 def parse_int(text: str | None, base: int = 0) -> tuple[int | None, str | None]:
@@ -124,11 +147,26 @@ def read_int(path: str | os.PathLike[str], counter: FileCounter | None = None, b
 
 
 def list_dir(path: str | os.PathLike[str]) -> list[str]:
-    """Entries of a directory, sorted; empty when it is missing or unreadable."""
+    """Entries of a directory, sorted; empty when it is missing or unreadable (a detail
+    the collector can do without); ReadFailed when the process is out of descriptors."""
     try:
         return sorted(os.listdir(path))
-    except OSError:
+    except OSError as exc:
+        if exc.errno in _EXHAUSTED:
+            raise _read_failed(exc, path) from None
         return []
+
+
+def list_present(path: str | os.PathLike[str]) -> list[str]:
+    """Entries of a directory whose entries are counted (PCI devices, RDMA devices, ports):
+    empty only when it does not exist; any other error is ReadFailed, because an empty
+    list here would read as hardware that is missing."""
+    try:
+        return sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise _read_failed(exc, path) from None
 
 
 def under(root: Path, absolute: str) -> Path:

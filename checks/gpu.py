@@ -20,7 +20,7 @@ from typing import Any
 from ..agent.model import Snapshot
 from ..agent.model.gpu import Gpu, NvmlInfo
 from ..agent.model.kernel import KernelLog
-from ..agent.model.pci import PciDevice
+from ..agent.model.pci import PciDevice, unidentified
 from .finding import Action, Finding, Status
 from .rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from .registry import CheckContext, check
@@ -295,8 +295,13 @@ def count(ctx: CheckContext) -> Iterator[Finding]:
     if pci is not None and nvml_count is not None and nvml is not None:
         problems += yield from _missing_from_nvml(pci, nvml, nvml_count)
     seen = len(pci) if pci is not None else nvml_count
+    unread = unidentified(snap.pci)
     if expected is not None and seen is not None:
-        if seen < expected:
+        if seen < expected and unread:
+            problems += 1
+            yield error_finding(NODE, "fewer GPUs than expected, but PCI devices could not be "
+                                "identified", {**observed, "unidentified": unread})
+        elif seen < expected:
             problems += 1
             yield Finding.fail(NODE, "fewer GPUs than the profile expects", observed, expected,
                                Action.REBOOT)

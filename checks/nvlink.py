@@ -17,6 +17,7 @@ from typing import Any
 from ..agent.model import Snapshot
 from ..agent.model.gpu import Gpu, NvLink, NvmlInfo
 from ..agent.model.kernel import SxidEvent
+from ..agent.model.pci import unidentified
 from .finding import Action, Finding, Status
 from .profile import Profile
 from .rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
@@ -597,7 +598,11 @@ def nvswitch_count(ctx: CheckContext) -> Iterator[Finding]:
         return
     found = sorted(d.bdf for d in pci if d.is_nvswitch)
     want = profile.nvswitch_count
-    if len(found) < want:
+    unread = unidentified(pci)
+    if len(found) < want and unread:
+        yield error_finding(NODE, "fewer NVSwitches than expected, but PCI devices could not "
+                            "be identified", {"found": len(found), "unidentified": unread})
+    elif len(found) < want:
         yield Finding.fail(NODE, "NVSwitches missing from PCI", len(found), want,
                            Action.REBOOT)
     elif len(found) > want:

@@ -26,7 +26,7 @@ from ..model import SourceStats
 from ..model.ib import IbDevice
 from ..model.pci import NVIDIA_VENDOR
 from ..sources import SourceEnv
-from ..sysfs import FileCounter, list_dir, parse_int, read_int, read_text, under
+from ..sysfs import FileCounter, list_present, parse_int, read_int, read_text, under
 from .ib_port import read_port
 from .ib_role import Candidate, decide
 
@@ -50,7 +50,7 @@ def gpu_paths(root: Path, counter: FileCounter) -> list[tuple[str, ...]]:
     """PCI paths of the NVIDIA GPUs (class 0x0300/0x0302) under ``root``."""
     devices = under(root, "/sys/bus/pci/devices")
     paths = []
-    for bdf in list_dir(devices):
+    for bdf in list_present(devices):
         vendor, _ = read_int(f"{devices}/{bdf}/vendor", counter, 16)
         if vendor != NVIDIA_VENDOR:
             continue
@@ -103,7 +103,7 @@ def read_device(base: Path, counter: FileCounter) -> tuple[IbDevice, tuple[str, 
 
 def _port_numbers(base: Path, dev: IbDevice) -> list[int]:
     numbers = []
-    for name in list_dir(base / "ports"):
+    for name in list_present(base / "ports"):
         value, _ = parse_int(name, 10)
         if value is None:
             dev.unknown[f"ports/{name}"] = "not a port number"
@@ -121,7 +121,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
     counter = FileCounter()
     class_dir = under(env.root, "/sys/class/infiniband")
     found: list[tuple[IbDevice, Path, tuple[str, ...]]] = []
-    for name in list_dir(class_dir):
+    for name in list_present(class_dir):
         dev, path = read_device(class_dir / name, counter)
         found.append((dev, class_dir / name, path))
     if not found:

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..model import SourceStats
 from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice
 from ..sources import SourceEnv
-from ..sysfs import FileCounter, list_dir, open_regular, parse_int, read_int, read_text, under
+from ..sysfs import FileCounter, list_present, open_regular, parse_int, read_int, read_text, under
 
 _KEEP_VENDORS = (NVIDIA_VENDOR, MELLANOX_VENDOR)
 _AER_FILES = {"correctable": "aer_dev_correctable", "nonfatal": "aer_dev_nonfatal",
@@ -119,7 +119,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
     devices_dir = under(env.root, "/sys/bus/pci/devices")
     wanted: dict[str, PciDevice] = {}
     bridges: set[str] = set()
-    for bdf in list_dir(devices_dir):
+    for bdf in list_present(devices_dir):
         if time.monotonic() > deadline:
             break
         vendor, why = read_int(devices_dir / bdf / "vendor", counter, 16)

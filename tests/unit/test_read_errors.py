@@ -48,7 +48,6 @@ def _findings(report: dict[str, object]) -> dict[str, list[dict[str, object]]]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (1): EMFILE reads as missing hardware")
 def test_out_of_descriptors_is_an_error_naming_it_never_missing_hardware() -> None:
     proc = subprocess.run([sys.executable, "-c", EXHAUST], capture_output=True, text=True,
                           timeout=120, check=False)
@@ -65,7 +64,6 @@ def test_out_of_descriptors_is_an_error_naming_it_never_missing_hardware() -> No
         assert "Too many open files" in text, (check, text)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (1): EACCES reads as missing hardware")
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 def test_a_pci_directory_that_cannot_be_listed_is_an_error_not_missing_gpus(
         tmp_path: Path) -> None:
