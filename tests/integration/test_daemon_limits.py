@@ -5,10 +5,21 @@ be judged healthy and the prolog must still pass it), refreshes that must not st
 
 from __future__ import annotations
 
+import json
+import os
+import resource
 import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
+from tests.integration.daemon_helpers import get
+from tests.integration.test_prolog_cli import Slurm, slurm_run, write_config
 
 
 def test_listen_address_in_use_is_one_line_and_exit_3(tmp_path: Path) -> None:
@@ -25,3 +36,107 @@ def test_listen_address_in_use_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert lines[-1].startswith("clusterdiag: "), proc.stderr
     assert f"127.0.0.1:{port}" in lines[-1], lines[-1]
     assert "address already in use" in lines[-1], lines[-1]
+
+
+NOFILE = 256  # the agent's open-file limit in the flood test: 1,000 connections would be 4x it
+FLOOD_CLIENTS = 40  # source addresses 127.0.0.10 ... (one host could be held to PER_CLIENT)
+FLOOD_PER_CLIENT = 25
+
+
+def _flood(port: int, stop: threading.Event, held: list[socket.socket]) -> None:
+    """Idle connections from many loopback addresses, reopened as the agent closes them,
+    until ``stop``: what ~1,000 clients that never send a byte look like."""
+    while not stop.is_set():
+        for client in range(FLOOD_CLIENTS):
+            for _ in range(FLOOD_PER_CLIENT):
+                sock = socket.socket()
+                sock.settimeout(0.5)
+                try:
+                    sock.bind((f"127.0.0.{10 + client}", 0))
+                    sock.connect(("127.0.0.1", port))
+                except OSError:
+                    sock.close()
+                    continue
+                held.append(sock)
+        stop.wait(1.0)
+        alive = []
+        for sock in held:  # drop the ones the agent closed, so they are opened again
+            try:
+                sock.setblocking(False)
+                gone = sock.recv(1) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                sock.close()
+            else:
+                alive.append(sock)
+        held[:] = alive
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 (1): no connection cap; descriptors run out")
+@pytest.mark.slow
+def test_a_connection_flood_under_a_low_fd_limit_leaves_the_node_healthy(tmp_path: Path
+                                                                        ) -> None:
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+
+    state = tmp_path / "state"
+    slurm = Slurm(tmp_path)
+    (tmp_path / "spec.yaml").write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n")
+    write_config(tmp_path, slurm, prolog={"budget_s": 20, "max_report_age_s": 60})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "agent.log").open("w")
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "clusterdiag.agent", "agent", "--simulate",
+         str(tmp_path / "spec.yaml"), "--node", "n1", "--state-dir", str(state),
+         "--listen", f"127.0.0.1:{port}", "--interval", "1"],
+        stdout=subprocess.DEVNULL, stderr=log, preexec_fn=low_limit, start_new_session=True)
+    stop, held = threading.Event(), []  # type: ignore[var-annotated]
+    flooder = threading.Thread(target=_flood, args=(port, stop, held), daemon=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (state / "report.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (state / "report.json").exists(), (tmp_path / "agent.log").read_text()
+        flooder.start()
+        time.sleep(4.0)  # the flood is on
+        opened = len(os.listdir(f"/proc/{agent.pid}/fd"))
+        verdicts, started = [], set()
+        begun = time.monotonic()
+        while time.monotonic() - begun < 8.0:  # collections every second, flooded
+            time.sleep(1.0)
+            report = json.loads((state / "report.json").read_text())
+            started.add(report["started_at"])
+            verdicts.append((report["verdict"], [
+                f"{f['check']} {f['component']} {f['message']}" for f in report["findings"]
+                if f["status"] in ("fail", "error")][:3]))
+        try:
+            status = get(f"http://127.0.0.1:{port}/healthz", timeout=10)[0]
+        except OSError as exc:
+            status = str(exc)  # type: ignore[assignment]
+        prolog = slurm_run("prolog", tmp_path, "n1")
+    finally:
+        stop.set()
+        if flooder.is_alive():
+            flooder.join(10)
+        for sock in held:
+            sock.close()
+        agent.terminate()
+        agent.wait(20)
+        log.close()
+    text = (tmp_path / "agent.log").read_text()
+    print(f"\nflood: {len(held)} connections held by the flooder, agent fds {opened} "
+          f"(limit {NOFILE}); verdicts {[v for v, _ in verdicts]}")
+    assert opened < NOFILE - 32, opened
+    assert all(v == "pass" for v, _ in verdicts), verdicts
+    assert len(started) >= 3, f"collections stalled under the flood: {started}"
+    assert status == 200
+    assert "Traceback" not in text
+    assert prolog.returncode == 0, prolog.stderr
+    assert "clusterdiag prolog: pass" in prolog.stderr, prolog.stderr
+    assert 'source="agent report' in prolog.stderr, prolog.stderr
+    assert slurm.updates() == []
