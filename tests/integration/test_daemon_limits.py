@@ -13,12 +13,13 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.integration.daemon_helpers import get
+from tests.integration.daemon_helpers import AgentProc, get
 from tests.integration.test_prolog_cli import Slurm, slurm_run, write_config
 
 
@@ -140,3 +141,73 @@ def test_a_connection_flood_under_a_low_fd_limit_leaves_the_node_healthy(tmp_pat
     assert "clusterdiag prolog: pass" in prolog.stderr, prolog.stderr
     assert 'source="agent report' in prolog.stderr, prolog.stderr
     assert slurm.updates() == []
+
+
+MAX_REFRESHING = 4  # daemon/server.py: clients waiting for a refresh at once
+
+HUNG = {"nodes": [{"names": "n1", "profile": "dgx-h100"}],
+        "faults": [{"node": "n1", "kind": "gpu_hang", "gpu": 4}]}  # each collection ~6 s
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 (4): refreshes hold every request slot")
+@pytest.mark.slow
+def test_refreshes_never_starve_healthz_or_metrics(tmp_path: Path) -> None:
+    agent = AgentProc(tmp_path, spec=HUNG, interval=600,
+                      config={"agent": {"refresh_min_interval_s": 0}})
+    try:
+        url = agent.wait_ready(timeout=60)
+        agent.wait_log("event=collected why=start", timeout=30)
+        with ThreadPoolExecutor(40) as pool:
+            refreshes = [pool.submit(get, f"{url}/v1/report?refresh=1", None, "GET", 30)
+                         for _ in range(16)]
+            time.sleep(0.5)  # the refreshes are in, a collection is running
+            probes = []
+            for _ in range(12):
+                probes += [pool.submit(get, f"{url}{p}", None, "GET", 10)
+                           for p in ("/metrics", "/healthz")]
+                time.sleep(0.1)
+            statuses = [f.result()[0] for f in probes]
+            refreshed = [f.result()[0] for f in refreshes]
+    finally:
+        agent.stop()
+    print(f"\nprobes {statuses}; refreshes {refreshed}")
+    assert statuses == [200] * len(probes), statuses
+    assert refreshed.count(200) >= 1, refreshed
+    assert set(refreshed) <= {200, 429}, refreshed
+    assert refreshed.count(429) >= 15 - MAX_REFRESHING, refreshed  # one waits per client
+
+
+def _token(tmp_path: Path) -> Path:
+    token = tmp_path / "token"
+    token.write_text("limits-test-token-0123456789abcdef")
+    token.chmod(0o600)
+    return token
+
+
+@pytest.mark.xfail(strict=True, reason="issue 16 (3): no agent.unauthenticated_paths")
+def test_a_site_may_leave_metrics_open_and_keep_the_token_elsewhere(tmp_path: Path) -> None:
+    agent = AgentProc(tmp_path, config={"agent": {"token_file": str(_token(tmp_path)),
+                                                  "unauthenticated_paths": ["/metrics"]}})
+    try:
+        url = agent.wait_ready()
+        assert get(f"{url}/metrics")[0] == 200
+        assert get(f"{url}/healthz")[0] == 200
+        for path in ("/v1/report", "/v1/snapshot", "/v1/report?refresh=1"):
+            assert get(f"{url}{path}")[0] == 401, path
+    finally:
+        agent.stop()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 16 (3): no agent.unauthenticated_paths")
+@pytest.mark.parametrize("path", ["/v1/report", "/v1/clear/all", "/", "metrics"])
+def test_only_the_scrape_and_health_paths_may_be_left_open(tmp_path: Path, path: str) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"agent": {"token_file": str(_token(tmp_path)),
+                                            "unauthenticated_paths": ["/metrics", path]}}))
+    proc = run_cli("agent", "--simulate", "dgx-h100", "--config", str(config),
+                   "--state-dir", str(tmp_path / "s"), "--listen", "127.0.0.1:0", timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "agent.unauthenticated_paths" in lines[0]
+    assert "/metrics" in lines[0]
