@@ -99,6 +99,7 @@ SCHEMA: dict[str, Any] = {
         "allow_unauthenticated": ((bool,), False),
         "tls_cert": (_OPT_STR, None),
         "tls_key": (_OPT_STR, None),
+        "unauthenticated_paths": ((list,), []),  # only /metrics, /healthz (security.py)
         "refresh_min_interval_s": (_NUM, 10.0, (0.0, MAX_SECONDS)),
     },
     # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.

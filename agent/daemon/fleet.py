@@ -38,7 +38,7 @@ from ..sim.node import build, env_for
 from ..sim.spec import ClusterSpec, NodeSpec
 from . import cycle
 from .metrics import AgentView, registry_for
-from .server import make_app, serve
+from .server import Served, make_app, serve
 
 GARBAGE = b"<html><body>502 Bad Gateway</body></html>\n"
 FULL_INTERVAL_S = 1.0
@@ -99,7 +99,7 @@ class Fleet:
         self._nodes: dict[str, _Node] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
+        self._runner: Served | None = None
         self.urls: dict[str, str] = {}
 
     def __enter__(self) -> Fleet:

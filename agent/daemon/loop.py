@@ -186,7 +186,8 @@ class Agent:
         if self._listener is not None:
             loop.add_reader(self._listener.fd, self._on_listener)
         listen = self.security.listen
-        app = make_app(lambda request: self, lambda: self.security.token)
+        app = make_app(lambda request: self, lambda: self.security.token,
+                       self.security.open_paths)
         try:
             runner, port = await serve(app, [listen.host], listen.port, self.security.tls)
         except OSError as exc:  # in use, not ours, no such address: one line, exit 3

@@ -78,11 +78,29 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
     return context
 
 
+# The paths a site may leave without the token (agent.unauthenticated_paths); /healthz is
+# always open: it says only "ok" or "starting".
+OPENABLE_PATHS = frozenset({"/healthz", "/metrics"})
+
+
 @dataclass(frozen=True)
 class Security:
     listen: Listen
     token: str | None
     tls: ssl.SSLContext | None
+    open_paths: frozenset[str] = frozenset()
+
+
+def open_paths(agent: dict[str, Any]) -> frozenset[str]:
+    """``agent.unauthenticated_paths``: what a site leaves open to a scraper without the
+    token. Only the read-only scrape and health paths may be; anything else (the report,
+    the snapshot, the clear) names an inventory or a state change and keeps the token."""
+    paths = agent.get("unauthenticated_paths") or []
+    wrong = [p for p in paths if p not in OPENABLE_PATHS]
+    if wrong:
+        raise ConfigError(f"agent.unauthenticated_paths: {str(wrong[0])[:80]!r} cannot be "
+                          f"left without the token (only {', '.join(sorted(OPENABLE_PATHS))})")
+    return frozenset(str(p) for p in paths)
 
 
 def security_from(agent: dict[str, Any], listen_text: str | None = None) -> Security:
@@ -94,7 +112,8 @@ def security_from(agent: dict[str, Any], listen_text: str | None = None) -> Secu
             f"agent: refusing to listen on {listen} without a token: set agent.token_file "
             "(a file holding a secret), or listen on 127.0.0.1, or set "
             "agent.allow_unauthenticated: true")
-    return Security(listen, token, tls_context(agent.get("tls_cert"), agent.get("tls_key")))
+    return Security(listen, token, tls_context(agent.get("tls_cert"), agent.get("tls_key")),
+                    open_paths(agent))
 
 
 def reloaded(current: Security, old_agent: dict[str, Any], new_agent: dict[str, Any],
@@ -111,6 +130,8 @@ def reloaded(current: Security, old_agent: dict[str, Any], new_agent: dict[str, 
         restart.append(f"listen {wanted}")
     if any(old_agent.get(k) != new_agent.get(k) for k in ("tls_cert", "tls_key")):
         restart.append("tls_cert/tls_key")
+    if open_paths(new_agent) != current.open_paths:
+        restart.append("unauthenticated_paths")
     checked = security_from({**new_agent, "tls_cert": None, "tls_key": None},
                             str(current.listen))
-    return Security(current.listen, checked.token, current.tls), restart
+    return Security(current.listen, checked.token, current.tls, current.open_paths), restart

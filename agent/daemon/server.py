@@ -9,14 +9,19 @@ Limits, because the agent runs beside training jobs (slurm-systemd-security.md Â
 request line and each header at most 4 KiB, at most 32 headers, no body beyond 1 KiB, a
 connection that has not finished its request within ``KEEPALIVE_S`` is closed (slow
 senders), every handler has ``REQUEST_TIMEOUT_S``, and at most ``MAX_CONCURRENT`` requests
-are served at once. A token-protected route answers 401 with a body that says nothing
-about why (no hint whether the token was missing, malformed or wrong).
+are served at once. A refresh waits for its collection outside those slots (at most
+``MAX_REFRESHING`` clients at once, one refresh each), so refreshes never starve /healthz
+or /metrics. Connections are admitted by gate.py (a cap in total and per client, a TLS
+handshake deadline). A token-protected route answers 401 with a body that says nothing
+about why (no hint whether the token was missing, malformed or wrong); /healthz, and the
+paths in ``agent.unauthenticated_paths`` (only /metrics may be added), need no token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -26,12 +31,14 @@ from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from .deadline import deadline
+from .gate import Gate
 from .security import token_matches
 from .state import ID_RE
 
 KEEPALIVE_S = 5.0
 REQUEST_TIMEOUT_S = 15.0
 MAX_CONCURRENT = 16
+MAX_REFRESHING = 4  # clients waiting for a refresh at once, one each
 MAX_BODY = 1024
 # lingering_time: how long a body nobody wants (a refused POST's) is read and dropped before
 # the connection closes; aiohttp's 10 s would let a client that never sends the body it
@@ -66,6 +73,8 @@ Resolve = Callable[[web.Request], NodeApi | None]
 _API = web.AppKey("api", object)
 _TOKEN = web.AppKey("token", object)
 _SLOTS = web.AppKey("slots", asyncio.Semaphore)
+_OPEN = web.AppKey("open_paths", frozenset[str])
+_REFRESHING = web.AppKey("refreshing", set[str])
 
 _UNAUTHORIZED = {"status": 401, "text": "unauthorized\n",
                  "headers": {"WWW-Authenticate": 'Bearer realm="clusterdiag"'}}
@@ -84,26 +93,50 @@ def _token(request: web.Request) -> str | None:
     return token()
 
 
+def wants_refresh(request: web.Request) -> bool:
+    return request.path == "/v1/report" and request.query.get("refresh") in ("1", "true", "yes")
+
+
 @web.middleware
 async def _guard(request: web.Request,
                  handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                  ) -> web.StreamResponse:
-    slots = request.app[_SLOTS]
-    if slots.locked():
-        return web.Response(status=503, text="busy\n", headers={"Retry-After": "1"})
-    async with slots:
-        token = _token(request)
-        if request.path != "/healthz" and token is not None \
-                and not token_matches(request.headers.get("Authorization"), token):
-            return web.Response(**_UNAUTHORIZED)  # type: ignore[arg-type]
+    token = _token(request)
+    open_paths = request.app[_OPEN]
+    if token is not None and request.path not in open_paths \
+            and not token_matches(request.headers.get("Authorization"), token):
+        return web.Response(**_UNAUTHORIZED)  # type: ignore[arg-type]
+    if wants_refresh(request):
+        # A refresh waits for a collection (seconds): it must not hold one of the slots
+        # /healthz and /metrics are answered in, and one client may wait for one at a time.
+        refreshing = request.app[_REFRESHING]
+        client = request.remote or "-"
+        if client in refreshing or len(refreshing) >= MAX_REFRESHING:
+            return web.Response(status=429, text="refresh already waiting\n",
+                                headers={"Retry-After": "1"})
+        refreshing.add(client)
         try:
-            async with deadline(REQUEST_TIMEOUT_S):
-                response = await handler(request)
-        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-            return web.Response(status=503, text="timed out\n")
+            response = await _bounded(handler, request)
+        finally:
+            refreshing.discard(client)
+    else:
+        slots = request.app[_SLOTS]
+        if slots.locked():
+            return web.Response(status=503, text="busy\n", headers={"Retry-After": "1"})
+        async with slots:
+            response = await _bounded(handler, request)
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+async def _bounded(handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                   request: web.Request) -> web.StreamResponse:
+    try:
+        async with deadline(REQUEST_TIMEOUT_S):
+            return await handler(request)
+    except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+        return web.Response(status=503, text="timed out\n")
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -115,7 +148,7 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _report(request: web.Request) -> web.Response:
     api = _api(request)
-    if request.query.get("refresh") in ("1", "true", "yes"):
+    if wants_refresh(request):
         try:
             await api.refresh()
         except RateLimited as exc:
@@ -175,10 +208,13 @@ HTTP_LOG = logging.getLogger("clusterdiag.agent.http")
 HTTP_LOG.addFilter(_OneLineHttpErrors())
 
 
-def make_app(resolve: Resolve, token: Callable[[], str | None]) -> web.Application:
+def make_app(resolve: Resolve, token: Callable[[], str | None],
+             unauthenticated: frozenset[str] = frozenset()) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_guard])
     app[_API] = resolve
     app[_TOKEN] = token
+    app[_OPEN] = frozenset({"/healthz"}) | unauthenticated
+    app[_REFRESHING] = set()
     app[_SLOTS] = asyncio.Semaphore(MAX_CONCURRENT)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/v1/report", _report)
@@ -188,20 +224,62 @@ def make_app(resolve: Resolve, token: Callable[[], str | None]) -> web.Applicati
     return app
 
 
+class Served:
+    """A running API: its gates (one per listening address) and what to close."""
+
+    def __init__(self, runner: web.AppRunner, gates: list[Gate],
+                 listeners: list[socket.socket], tasks: list[asyncio.Task[None]]) -> None:
+        self.runner, self.gates, self._listeners, self._tasks = runner, gates, listeners, tasks
+
+    async def cleanup(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for listener in self._listeners:
+            listener.close()
+        await self.runner.cleanup()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 async def serve(app: web.Application, hosts: list[str], port: int,
-                tls: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
-    """Listen on every host at one port; port 0 picks a free one on the first host and
-    reuses it for the rest. Returns the runner (for cleanup) and the port."""
+                tls: ssl.SSLContext | None = None) -> tuple[Served, int]:
+    """Listen on every host at one port, each behind a connection gate (gate.py); port 0
+    picks a free one on the first host and reuses it for the rest. Returns what to clean
+    up and the port."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=HTTP_LOG,
                            **HANDLER_LIMITS)
     await runner.setup()
+    listeners: list[socket.socket] = []
     try:
         for host in hosts:
-            site = web.TCPSite(runner, host, port, ssl_context=tls, backlog=BACKLOG)
-            await site.start()
+            listeners.append(_listen(host, port))
             if port == 0:
-                port = int(runner.addresses[0][1])
+                port = int(listeners[0].getsockname()[1])
     except BaseException:
+        for listener in listeners:
+            listener.close()
         await runner.cleanup()
         raise
-    return runner, port
+    factory = runner.server
+    assert factory is not None
+    gates = [Gate(factory, tls) for _ in listeners]
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(gate.serve(listener)) for gate, listener in zip(
+        gates, listeners, strict=True)]
+    return Served(runner, gates, listeners, tasks), port

@@ -67,20 +67,35 @@ async def _worker(session: aiohttp.ClientSession, url: str, paths: list[str], of
         result.by_path[path] += 1
 
 
+CLIENTS_PER_ADDRESS = 16  # below the agent's per-client connection cap (daemon/gate.py)
+
+
+def source_address(index: int) -> str:
+    """The loopback address client ``index`` connects from: 200 scrapers are many hosts,
+    and the agent holds one host to a few dozen connections."""
+    return f"127.0.0.{10 + index // CLIENTS_PER_ADDRESS}"
+
+
 async def _hammer(url: str, paths: list[str], clients: int, seconds: float,
                   token: str | None) -> LoadResult:
     result = LoadResult()
-    # one connection per client, as 200 scrapers or curl loops would be; never a proxy
-    connector = aiohttp.TCPConnector(limit=clients, force_close=False)
     headers = {"Authorization": f"Bearer {token}"} if token else None
     timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(connector=connector, headers=headers,
-                                     trust_env=False) as session:
+    groups = range(0, clients, CLIENTS_PER_ADDRESS)
+    # one connection per client, as 200 scrapers or curl loops would be; never a proxy
+    sessions = [aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=CLIENTS_PER_ADDRESS, force_close=False,
+                                       local_addr=(source_address(first), 0)),
+        headers=headers, trust_env=False) for first in groups]
+    try:
         started = time.monotonic()
         until = started + seconds
-        await asyncio.gather(*(_worker(session, url, paths, n, until, result, timeout)
-                               for n in range(clients)))
+        await asyncio.gather(*(_worker(sessions[n // CLIENTS_PER_ADDRESS], url, paths, n,
+                                       until, result, timeout) for n in range(clients)))
         result.seconds = time.monotonic() - started
+    finally:
+        for session in sessions:
+            await session.close()
     return result
 
 

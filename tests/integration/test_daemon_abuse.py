@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.daemon_helpers import AgentProc, get
-from tests.integration.http_load import open_fds
+from tests.integration.http_load import open_fds, source_address
 
 TOKEN = "abuse-test-token-0123456789abcdef"
 BOUND_S = 2.0  # the watcher's bound per request; the agent answers in ms when healthy
@@ -194,7 +194,9 @@ def _abandon(url: str, n: int) -> list[socket.socket]:
     a complete header block with a body still owed, and some reset (RST) mid-request."""
     socks = []
     for i in range(n):
-        sock = socket.create_connection(_address(url), timeout=5)
+        # from many loopback addresses: one host is held to the agent's per-client cap
+        sock = socket.create_connection(_address(url), timeout=5,
+                                        source_address=(source_address(i), 0))
         kind = i % 4
         if kind == 1:
             sock.sendall(b"GET /v1/rep")

@@ -76,7 +76,6 @@ def _flood(port: int, stop: threading.Event, held: list[socket.socket]) -> None:
         held[:] = alive
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (1): no connection cap; descriptors run out")
 @pytest.mark.slow
 def test_a_connection_flood_under_a_low_fd_limit_leaves_the_node_healthy(tmp_path: Path
                                                                         ) -> None:
@@ -149,7 +148,6 @@ HUNG = {"nodes": [{"names": "n1", "profile": "dgx-h100"}],
         "faults": [{"node": "n1", "kind": "gpu_hang", "gpu": 4}]}  # each collection ~6 s
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (4): refreshes hold every request slot")
 @pytest.mark.slow
 def test_refreshes_never_starve_healthz_or_metrics(tmp_path: Path) -> None:
     agent = AgentProc(tmp_path, spec=HUNG, interval=600,
@@ -184,7 +182,6 @@ def _token(tmp_path: Path) -> Path:
     return token
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16 (3): no agent.unauthenticated_paths")
 def test_a_site_may_leave_metrics_open_and_keep_the_token_elsewhere(tmp_path: Path) -> None:
     agent = AgentProc(tmp_path, config={"agent": {"token_file": str(_token(tmp_path)),
                                                   "unauthenticated_paths": ["/metrics"]}})
@@ -198,7 +195,6 @@ def test_a_site_may_leave_metrics_open_and_keep_the_token_elsewhere(tmp_path: Pa
         agent.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16 (3): no agent.unauthenticated_paths")
 @pytest.mark.parametrize("path", ["/v1/report", "/v1/clear/all", "/", "metrics"])
 def test_only_the_scrape_and_health_paths_may_be_left_open(tmp_path: Path, path: str) -> None:
     config = tmp_path / "c.yaml"
