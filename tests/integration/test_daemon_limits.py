@@ -5,6 +5,7 @@ be judged healthy and the prolog must still pass it), refreshes that must not st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -18,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.daemon.gate import HANDSHAKE_S
 from tests.conftest import run_cli
 from tests.integration.daemon_helpers import AgentProc, get
+from tests.integration.http_load import source_address
+from tests.integration.test_daemon_security import cert  # noqa: F401 - a fixture
 from tests.integration.test_prolog_cli import Slurm, slurm_run, write_config
 
 
@@ -207,3 +211,32 @@ def test_only_the_scrape_and_health_paths_may_be_left_open(tmp_path: Path, path:
     assert len(lines) == 1, proc.stderr
     assert "agent.unauthenticated_paths" in lines[0]
     assert "/metrics" in lines[0]
+
+
+def test_an_unfinished_tls_handshake_is_cut_off(tmp_path: Path,
+                                                cert: tuple[Path, Path],  # noqa: F811
+                                                ) -> None:
+    """Connections that never send a ClientHello (or stop halfway through one) are closed
+    within the gate's handshake limit, not asyncio's 60 s, and cost no slot meanwhile."""
+    crt, key = cert
+    agent = AgentProc(tmp_path, config={"agent": {"tls_cert": str(crt), "tls_key": str(key)}},
+                      interval=30)
+    try:
+        host, port = agent.wait_ready()[7:].rsplit(":", 1)
+        socks = []
+        for i in range(40):
+            sock = socket.create_connection((host, int(port)), timeout=20,
+                                            source_address=(source_address(i * 8), 0))
+            if i % 2:
+                sock.sendall(bytes.fromhex("1603010200010001fc0303"))  # half a ClientHello
+            socks.append(sock)
+        started = time.monotonic()
+        for sock in socks:
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(100) == b""
+        took = time.monotonic() - started
+        for sock in socks:
+            sock.close()
+    finally:
+        agent.stop()
+    assert took < HANDSHAKE_S + 5.0, took
