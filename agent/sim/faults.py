@@ -198,8 +198,15 @@ def _service_down(unit: str) -> Apply:
 
 
 def _leftover(node: SimNode, fault: Mapping[str, Any]) -> None:
-    _gpu(node, fault).processes.append((4242, 2 << 30))
-    node.proc_names[4242] = "python3"
+    """A compute process on the GPU; ``job`` puts it in that Slurm job's cgroup (another
+    job's process on a shared node), else it is in none (a leftover); ``pid`` tells two
+    apart."""
+    pid = int(fault.get("pid", 4242))
+    _gpu(node, fault).processes.append((pid, 2 << 30))
+    node.proc_names[pid] = "python3"
+    job = fault.get("job")
+    node.proc_cgroups[pid] = (f"0::/system.slice/slurmstepd.scope/job_{int(job)}/step_0/user/"
+                              "task_0" if job is not None else "0::/user.slice/user-1000.slice")
 
 
 def _missing(node: SimNode, fault: Mapping[str, Any]) -> None:
@@ -324,7 +331,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("mig_enabled", "gpu.mig_mode", "fail", "fix_config", "gpu{gpu}", ("gpu",),
               _set("mig", (1, 1))),
     FaultKind("leftover_process", "gpu.processes", "fail", "drain", "gpu{gpu}", ("gpu",),
-              _leftover),
+              _leftover, options=("job", "pid")),
     FaultKind("nvml_call_error", "gpu.responsive", "fail", "reboot", "gpu{gpu}",
               ("gpu", "function", "error"), _call_error),
     FaultKind("nvlink_down", "nvlink.links_up", "fail", "reset_gpu", "gpu{gpu}",

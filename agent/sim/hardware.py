@@ -104,6 +104,7 @@ class SimNode:
     modules: list[str] = field(default_factory=list)
     memlock_kib: int | None = None  # None = unlimited
     proc_names: dict[int, str] = field(default_factory=dict)
+    proc_cgroups: dict[int, str] = field(default_factory=dict)  # pid -> /proc/<pid>/cgroup
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)
     rack: str | None = None
     nvswitch_bdfs: list[str] = field(default_factory=list)

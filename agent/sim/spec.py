@@ -28,7 +28,7 @@ from .schedule import WINDOW_KEYS, window_problem
 _NODE_KEYS = {"names", "profile", "rack", "clique"}
 _FAULT_COMMON = {"node", "kind"}
 # Fault options that are times or counts: numbers from 0 up.
-_NUMERIC = ("code", "age_s", "at_s", "port", "gpu", "link")
+_NUMERIC = ("code", "age_s", "at_s", "port", "gpu", "link", "job", "pid")
 
 
 @dataclass

@@ -77,6 +77,8 @@ def _write_host(node: SimNode, root: Path) -> None:
         _write(root / f"proc/{pid}/comm", name + "\n")
         _write(root / f"proc/{pid}/stat", f"{pid} ({name}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 "
                                           "10 10 0 0 20 0 1 0 5000 0 0\n")
+    for pid, cgroup in node.proc_cgroups.items():
+        _write(root / f"proc/{pid}/cgroup", cgroup + "\n")
     _write(root / "sys/class/dmi/id/product_name", node.layout.dmi_product + "\n")
     _write(root / "etc/os-release", 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\n')
     for mc in ("mc0", "mc1"):
