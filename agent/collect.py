@@ -93,6 +93,7 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
         thread.start()
     if pending is not None:
         results["nvml"] = pending.result(stats["nvml"], nvml_deadline)
+        nvml.attribute_processes(results["nvml"], env)
     for name, thread in threads.items():
         limit = min(deadline, starts[name] + SOURCES[name].deadline_s)
         thread.join(max(0.0, limit - time.monotonic()))

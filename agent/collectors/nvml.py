@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import threading
 import time
@@ -22,6 +23,7 @@ from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
 from ..serde import from_jsonable, to_jsonable
 from ..sources import SourceEnv
+from ..sysfs import read_text
 from ..worker import fork_worker, stop_worker
 from .nvml_read import (
     CountingNvml,
@@ -140,4 +142,20 @@ def start(env: SourceEnv, deadline: float | None = None) -> PendingNvml:
 
 
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> NvmlInfo:
-    return start(env, deadline).result(stats, deadline)
+    info = start(env, deadline).result(stats, deadline)
+    attribute_processes(info, env)
+    return info
+
+
+_JOB_CGROUP = re.compile(r"/job_(\d+)(?:/|$)", re.MULTILINE)
+
+
+def attribute_processes(info: NvmlInfo, env: SourceEnv) -> None:
+    """Which Slurm job each GPU process belongs to, from its /proc/<pid>/cgroup: the
+    job's cgroup (``.../job_4711/step_0/...``) on cgroup v1 and v2 alike. cgroup v2 has no
+    device list, so the GPU a job may use cannot be read there; the process's job can."""
+    for gpu in info.gpus:
+        for process in gpu.processes or []:
+            text, _ = read_text(env.root / "proc" / str(process.pid) / "cgroup", limit=8192)
+            match = _JOB_CGROUP.search(text) if text is not None else None
+            process.slurm_job = None if text is None else match.group(1) if match else ""

@@ -115,6 +115,7 @@ class GpuReader:
         h = self.handle
         g.name = self.call("name", "nvmlDeviceGetName", h)
         g.uuid = self.call("uuid", "nvmlDeviceGetUUID", h)
+        g.minor_number = self.call("minor_number", "nvmlDeviceGetMinorNumber", h)
         g.serial = self.call("serial", "nvmlDeviceGetSerial", h)
         pci = self.call("pci", "nvmlDeviceGetPciInfo", h)
         if pci is not None:

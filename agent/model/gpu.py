@@ -15,6 +15,9 @@ class GpuProcess:
     pid: int
     name: str | None = None
     used_memory_bytes: int | None = None
+    # The Slurm job whose cgroup holds it (/proc/<pid>/cgroup, "job_<id>" on cgroup v1 and
+    # v2 alike); "" when it is in no job's; None when that could not be read.
+    slurm_job: str | None = None
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Gpu:
     pci_bdf: str | None = None
     name: str | None = None
     uuid: str | None = None
+    minor_number: int | None = None  # N of /dev/nvidiaN: what Slurm's gres File= names
     serial: str | None = None
     board_part_number: str | None = None
     vbios: str | None = None

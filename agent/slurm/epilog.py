@@ -74,7 +74,7 @@ def job_start(run: Run) -> float | None:
 
 def check_job_end(run: Run) -> Outcome:
     """One collection judges all three; only leftover processes are looked at again."""
-    run.config = job_config(run.config, run.job.gpus)
+    run.config = job_config(run.config, run.job)
     start = job_start(run)
     if start is None:
         run.log("job start unknown: Xids judged over gpu.xid's own window")

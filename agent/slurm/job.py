@@ -1,8 +1,15 @@
 """What Slurm tells a prolog, epilog or health check through its environment.
 
 The prolog gets SLURM_JOB_ID, SLURM_JOB_USER, SLURMD_NODENAME and, when the job asked
-for GPUs, SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES with physical indices (it runs outside
-the job's cgroup); a HealthCheckProgram gets only SLURMD_NODENAME (ci-recipes.md §1).
+for GPUs, SLURM_JOB_GPUS / CUDA_VISIBLE_DEVICES as the prolog sees them: outside the job's
+cgroup, so the numbers are the physical devices of gres.conf's ``File=/dev/nvidiaN``
+(minor numbers, which gpu.processes maps through nvmlDeviceGetMinorNumber, never NVML
+indexes), or ``GPU-`` UUIDs. ``NoDevFiles``, MIG UUIDs (a MIG instance's parent GPU is
+not in the snapshot) or nothing at all mean the job's GPUs are unknown. gres/shard and
+gres/mps jobs share their GPUs with other jobs: Slurm says so with SLURM_SHARDS_ON_NODE
+(shard) or CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps) where it sets them, and a site can
+say so in the config (``checks.gpu.processes.shared``). A HealthCheckProgram gets only
+SLURMD_NODENAME (ci-recipes.md §1).
 ``hostname`` is wrong on nodes started with ``slurmd -N``, so the node name comes from
 SLURMD_NODENAME first.
 """
@@ -10,6 +17,7 @@ SLURMD_NODENAME first.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,8 +28,9 @@ class JobEnv:
     job_id: str | None
     user: str | None
     node: str | None
-    gpus: tuple[int, ...] | None  # physical indices; None when the job named none
+    gpus: tuple[str, ...] | None  # minor numbers or GPU- UUIDs; None: unknown
     start_time: float | None  # epoch, when the environment says
+    shared: bool = False  # gres/shard or gres/mps: other jobs' processes are expected
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:
@@ -30,19 +39,26 @@ class JobEnv:
             job_id=env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or None,
             user=env.get("SLURM_JOB_USER") or None,
             node=env.get("SLURMD_NODENAME") or None,
-            gpus=_gpu_list(env.get("SLURM_JOB_GPUS") or env.get("CUDA_VISIBLE_DEVICES")),
+            gpus=_gpu_list(env.get("SLURM_JOB_GPUS")) or _gpu_list(
+                env.get("CUDA_VISIBLE_DEVICES")),
             start_time=_epoch(env.get("SLURM_JOB_START_TIME")),
+            shared=bool(env.get("SLURM_SHARDS_ON_NODE")
+                        or env.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")),
         )
 
 
-def _gpu_list(value: str | None) -> tuple[int, ...] | None:
-    """``0,1,3``; anything else (UUIDs, MIG names, NoDevFiles) means we cannot narrow."""
+_UUID = re.compile(r"GPU-[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
+
+
+def _gpu_list(value: str | None) -> tuple[str, ...] | None:
+    """``0,1,3`` or ``GPU-<uuid>,...``; anything else (MIG UUIDs, NoDevFiles) is unknown."""
     if not value:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items or not all(v.isascii() and v.isdigit() for v in items):  # not "²"
+    if not items or not all((v.isascii() and v.isdigit()) or _UUID.fullmatch(v)
+                            for v in items):  # not "²"
         return None
-    return tuple(sorted({int(v) for v in items}))
+    return tuple(dict.fromkeys(items))
 
 
 def _epoch(value: str | None) -> float | None:

@@ -23,6 +23,7 @@ from ..config import Config
 from ..runner import RunOptions, plan, run_node
 from .agent_report import load_trusted
 from .entry import Inputs, Outcome, Run, execute
+from .job import JobEnv
 
 # The agent's verdict on these does not hold for the job. gpu.processes only notes
 # processes in the agent (they may belong to the running job) and fails them before a job,
@@ -36,13 +37,15 @@ def main(inputs: Inputs) -> int:
     return execute("prolog", inputs, check_node)
 
 
-def job_config(config: Config, gpus: tuple[int, ...] | None) -> Config:
-    """The config with the job's GPUs for ``gpu.processes``, unless the file pins them."""
-    if gpus is None or "job_gpus" in (config.data["checks"].get("gpu.processes") or {}):
-        return config
+def job_config(config: Config, job: JobEnv) -> Config:
+    """The config with the job for ``gpu.processes``: its id (to tell its processes from
+    other jobs'), its GPUs and whether it shares them; the file's own settings win."""
+    own = dict(config.data["checks"].get("gpu.processes") or {})
+    given = {"job_id": job.job_id, "job_gpus": list(job.gpus) if job.gpus else None,
+             "shared": job.shared or None}
+    own.update({k: v for k, v in given.items() if v is not None and k not in own})
     data = dict(config.data)
-    data["checks"] = {**data["checks"], "gpu.processes": {
-        **(data["checks"].get("gpu.processes") or {}), "job_gpus": list(gpus)}}
+    data["checks"] = {**data["checks"], "gpu.processes": own}
     return Config(data, config.path)
 
 
@@ -55,7 +58,7 @@ def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
 
 
 def check_node(run: Run) -> Outcome:
-    run.config = job_config(run.config, run.job.gpus)
+    run.config = job_config(run.config, run.job)
     cached = load_trusted(run.config, run.env.node)
     if cached.report is None:
         run.log("running the quick checks", why=cached.why)

@@ -16,9 +16,6 @@ import pytest
 from tests.conftest import run_cli
 from tests.integration.test_prolog_cli import Slurm, slurm_run, write_config
 
-RED = pytest.mark.xfail(strict=True, reason="issue 12 defect 2: shared nodes drained for "
-                        "another job's processes")
-
 OTHER_JOB_ON_GPU3 = "  - {node: n1, kind: leftover_process, gpu: 3, job: 99, pid: 5003}\n"
 OWN_LEFTOVER_ON_GPU1 = "  - {node: n1, kind: leftover_process, gpu: 1, job: 4711, pid: 5001}\n"
 NO_JOB_ON_GPU0 = "  - {node: n1, kind: leftover_process, gpu: 0, pid: 5000}\n"
@@ -42,12 +39,12 @@ def _uuid(tmp_path: Path, index: int) -> str:
 
 
 @pytest.mark.parametrize("env", [
-    pytest.param({}, id="cpu-only", marks=RED),  # no GPU list at all
-    pytest.param({"SLURM_JOB_GPUS": "NoDevFiles"}, id="nodevfiles", marks=RED),
+    pytest.param({}, id="cpu-only"),  # no GPU list at all
+    pytest.param({"SLURM_JOB_GPUS": "NoDevFiles"}, id="nodevfiles"),
     pytest.param({"SLURM_JOB_GPUS": "0,1", "CUDA_VISIBLE_DEVICES": "0,1"}, id="other-gpus"),
-    pytest.param({"SLURM_JOB_GPUS": "3", "SLURM_SHARDS_ON_NODE": "2"}, id="shard", marks=RED),
+    pytest.param({"SLURM_JOB_GPUS": "3", "SLURM_SHARDS_ON_NODE": "2"}, id="shard"),
     pytest.param({"CUDA_VISIBLE_DEVICES": "3", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"},
-                 id="mps", marks=RED),
+                 id="mps"),
 ])
 def test_prolog_leaves_another_jobs_processes_alone(tmp_path: Path,
                                                     env: dict[str, str]) -> None:
@@ -81,7 +78,7 @@ def test_prolog_still_fails_a_leftover_on_the_jobs_exclusive_gpu(tmp_path: Path)
     assert len(slurm.updates()) == 1
 
 
-@pytest.mark.parametrize("env", [pytest.param({}, id="unknown", marks=RED),
+@pytest.mark.parametrize("env", [pytest.param({}, id="unknown"),
                                  pytest.param({"SLURM_JOB_GPUS": "1"}, id="listed")])
 def test_epilog_fails_the_jobs_own_leftover_and_no_one_elses(tmp_path: Path,
                                                              env: dict[str, str]) -> None:

@@ -97,12 +97,16 @@ def test_job_environment() -> None:
     job = JobEnv.from_environ({"SLURM_JOBID": "12", "SLURM_JOB_USER": "alice",
                                "SLURMD_NODENAME": "n3", "CUDA_VISIBLE_DEVICES": "3,1",
                                "SLURM_JOB_START_TIME": str(int(time.time()) - 5)})
-    assert (job.job_id, job.user, job.node, job.gpus) == ("12", "alice", "n3", (1, 3))
+    assert (job.job_id, job.user, job.node, job.gpus) == ("12", "alice", "n3", ("3", "1"))
     assert job.start_time is not None
     assert job.start_time <= time.time()
-    odd = JobEnv.from_environ({"CUDA_VISIBLE_DEVICES": "GPU-1234,GPU-5678",
+    odd = JobEnv.from_environ({"CUDA_VISIBLE_DEVICES": "GPU-1234,MIG-5678",
                                "SLURM_JOB_START_TIME": "soon"})
     assert (odd.job_id, odd.gpus, odd.start_time) == (None, None, None)
+    uuid = "GPU-5f1b4c1e-0000-4000-8000-000000000001"
+    assert JobEnv.from_environ({"SLURM_JOB_GPUS": "NoDevFiles",
+                                "CUDA_VISIBLE_DEVICES": uuid}).gpus == (uuid,)
+    assert JobEnv.from_environ({"SLURM_SHARDS_ON_NODE": "2"}).shared
     # str.isdigit() accepts "²", which int() refuses: it must not crash the prolog
     assert JobEnv.from_environ({"SLURM_JOB_GPUS": "0,²"}).gpus is None
 
@@ -120,12 +124,15 @@ def test_process_age_is_plausible() -> None:
 
 
 def test_job_gpus_go_to_gpu_processes_unless_the_config_pins_them() -> None:
-    config = job_config(Config(), (0, 2))
-    assert config.data["checks"]["gpu.processes"] == {"job_gpus": [0, 2]}
+    job = JobEnv.from_environ({"SLURM_JOB_ID": "7", "SLURM_JOB_GPUS": "0,2"})
+    config = job_config(Config(), job)
+    assert config.data["checks"]["gpu.processes"] == {"job_id": "7", "job_gpus": ["0", "2"]}
     pinned = Config()
-    pinned.data["checks"] = {"gpu.processes": {"job_gpus": [5]}}
-    assert job_config(pinned, (0,)).data["checks"]["gpu.processes"]["job_gpus"] == [5]
-    assert job_config(Config(), None).data["checks"] == {}
+    pinned.data["checks"] = {"gpu.processes": {"job_gpus": [5], "shared": True}}
+    assert job_config(pinned, job).data["checks"]["gpu.processes"] == {
+        "job_gpus": [5], "shared": True, "job_id": "7"}
+    assert job_config(Config(), JobEnv.from_environ({})).data["checks"] == {
+        "gpu.processes": {}}
 
 
 def test_xids_are_judged_since_the_job_start() -> None:
