@@ -16,11 +16,16 @@ from dataclasses import dataclass
 _WALL_MINUS_MONOTONIC = time.time() - time.monotonic()
 
 
+def now() -> float:
+    """The simulated hardware's clock: wall-clock time as at import, advancing
+    monotonically (tests that fast-forward the hardware replace this)."""
+    return time.monotonic() + _WALL_MINUS_MONOTONIC
+
+
 @dataclass
 class Counter:
     base: int = 0
     rate_per_s: float = 0.0
 
     def value(self, epoch: float) -> int:
-        elapsed = time.monotonic() + _WALL_MINUS_MONOTONIC - epoch
-        return self.base + int(self.rate_per_s * max(0.0, elapsed))
+        return self.base + int(self.rate_per_s * max(0.0, now() - epoch))

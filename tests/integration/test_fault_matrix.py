@@ -4,7 +4,6 @@ other check; every healthy profile is all pass; the fault table and the catalog 
 from __future__ import annotations
 
 import time
-import types
 
 import pytest
 
@@ -47,13 +46,13 @@ def _agent_run(profile: str, faults: list[dict[str, object]], config: Config,
     collection is otherwise real), the last cycle's report."""
     spec = NodeSpec("n1", profile, rack="rack1" if "nvl72" in profile else None, faults=faults)
     clock = [time.time()]
-    monkeypatch.setattr(sim_counter, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr(sim_counter, "now", lambda: clock[0])
     env = env_for(spec)
     options = RunOptions(level="full", profile=profile, budget_s=20, mode="agent")
     window, previous, report = CounterWindow("n1"), None, None
     for _ in range(cycles):
         snap = cycle.collect(env, config, options)
-        snap.taken_at = clock[0]
+        snap.taken_at = snap.boot_clock_s = clock[0]  # rates read the boot clock
         report = cycle.judge(snap, config, options, previous, Events([]), time.time(), window)
         window.add(snap)
         previous = snap
