@@ -95,3 +95,30 @@ print(json.dumps(report.to_dict()))
     fails = [f"{f['check']} {f['component']}" for f in report["findings"]
              if f["status"] == "fail"]
     assert not [f for f in fails if f.split()[0] in COUNTING], fails
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 (1): nothing read still exits 1, a fail")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_run_that_could_read_nothing_exits_3(tmp_path: Path) -> None:
+    """``run --root`` over a tree the user may not list: every source it needed failed,
+    so the node was not judged at all: exit 3 (DESIGN §3), with the report still printed."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="clusterdiag-unread-"))
+    try:
+        base.chmod(0o755)
+        (base / "sys/bus/pci/devices").mkdir(parents=True)
+        (base / "sys/bus/pci/devices").chmod(0o700)  # root's: nobody may not list it
+        proc = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+             "-m", "clusterdiag.agent", "run", "--root", str(base), "--profile", "dgx-h100",
+             "--checks", "nvswitch.count", "--format", "json"],
+            capture_output=True, text=True, timeout=60, check=False, cwd="/")
+    finally:
+        import shutil
+
+        shutil.rmtree(base)
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    report = json.loads(proc.stdout)
+    assert [f["status"] for f in report["findings"]] == ["error"]
+    assert "Permission denied" in proc.stderr.strip().splitlines()[-1], proc.stderr
