@@ -107,8 +107,23 @@ def _emit_node(config: Config, report: NodeReport, fmt: str, output: Path | None
         text = render_table(report, colour=is_terminal(output),
                             width=max(60, terminal_width(output, 80)), all_findings=all_findings)
     write(text, output)
+    unread = nothing_read(report)
+    if unread is not None:
+        print(f"clusterdiag: could not read the node: {unread}", file=sys.stderr)
+        sys.exit(ExitCode.COLLECT)
     failed = report.verdict in (Status.FAIL, Status.ERROR)
     sys.exit(ExitCode.FAIL if failed else ExitCode.READY)
+
+
+def nothing_read(report: NodeReport) -> str | None:
+    """The first source's error when every source the run needed failed (not a timeout:
+    a source that does not answer is the node's trouble): the node was not judged at all,
+    which is clusterdiag's trouble, exit 3, never a fail."""
+    sources = report.sources or {}
+    if sources and all(s.get("status") == "error" for s in sources.values()):
+        first = next(iter(sources.items()))
+        return f"{first[0]}: {first[1].get('error')}"
+    return None
 
 
 COMMANDS = (run,)

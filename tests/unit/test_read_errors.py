@@ -97,7 +97,6 @@ print(json.dumps(report.to_dict()))
     assert not [f for f in fails if f.split()[0] in COUNTING], fails
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (1): nothing read still exits 1, a fail")
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 def test_run_that_could_read_nothing_exits_3(tmp_path: Path) -> None:
     """``run --root`` over a tree the user may not list: every source it needed failed,
