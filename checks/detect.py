@@ -2,6 +2,15 @@
 
 Guessing wrong is worse than not guessing: a DGX with a GPU missing must not be judged
 as some 7-GPU platform, and a GH200 is not an H200. Only an unambiguous match wins.
+
+The evidence, strongest first: the DMI product (a DGX says so); then the baseboard, from
+what a missing GPU cannot remove — the NVSwitches on PCI (an HGX 8-GPU board has its 4
+or 6 whether or not every GPU enumerates) and the GPU model — so an OEM HGX H100 with a
+GPU gone is judged as ``hgx-h100-8gpu`` and gpu.count fails naming it, where it used to
+fall to ``generic`` and pass; then the number of GPUs. A profile with DMI names is a
+chassis and needs its name; several baseboards matching (a site profile extending a
+built-in) narrow to the site's. A VM holding some of a board's GPUs and no NVSwitch
+(a one-GPU H200 VM) matches nothing and stays ``generic``, with host.profile's warning.
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ from dataclasses import dataclass
 
 from ..agent.model import Snapshot
 from .finding import Finding
-from .profile import Profile, load_profile, profile_names
+from .profile import Profile, builtin_names, load_profile, profile_names
 from .registry import CheckContext, check
 
 
@@ -46,17 +55,35 @@ def detect_profile(snap: Snapshot) -> Detection:
         # 7-GPU platform judged against nothing.
         return Detection(by_dmi[0].name, f"DMI product {product!r}, {count_nvml} x {model}",
                          True)
+    if nvswitches:
+        board = _baseboard(candidates, len(nvswitches), max(count_nvml, count_pci))
+        if board is not None:
+            return Detection(board.name, f"{len(nvswitches)} NVSwitches on PCI, "
+                             f"{count_nvml} of {board.gpu_count} x {model} in NVML, "
+                             f"{count_pci} on PCI", True)
     if snap.pci is not None and count_pci != count_nvml:
         return Detection("generic", f"{count_pci} GPUs on PCI but {count_nvml} in NVML", False)
     fits = [p for p in candidates if p.gpu_count == count_nvml]
     if snap.pci is not None:
         fits = [p for p in fits if p.nvswitch == bool(nvswitches) or p.nvl72]
+    fits = [p for p in fits if not p.dmi_products] or fits
     if len(fits) != 1:
         names = [p.name for p in fits] or [p.name for p in candidates]
         return Detection("generic", f"{count_nvml} x {model} matches "
                          f"{'none' if not fits else 'several'} of {names}", False)
     return Detection(fits[0].name, f"{count_nvml} x {model}"
                      f"{', NVSwitch on PCI' if nvswitches else ''}", True)
+
+
+def _baseboard(candidates: list[Profile], switches: int, gpus_seen: int) -> Profile | None:
+    """The one baseboard profile (no DMI names) with this many NVSwitches and room for
+    the GPUs seen; a site's own profile outranks the built-in it extends."""
+    boards = [p for p in candidates if not p.dmi_products and p.nvswitch_count == switches
+              and p.gpu_count is not None and gpus_seen <= p.gpu_count]
+    if len(boards) > 1:
+        builtin = set(builtin_names())
+        boards = [p for p in boards if p.name not in builtin]
+    return boards[0] if len(boards) == 1 else None
 
 
 def _dmi_names(profile: Profile, product: str) -> bool:

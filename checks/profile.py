@@ -6,7 +6,7 @@ and the numbers carry their sources as comments in the YAML files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -101,14 +101,22 @@ def load_profile(name: str) -> Profile:
 
 
 @cache
-def load_builtin(name: str) -> Profile:
+def load_builtin(name: str, _chain: tuple[str, ...] = ()) -> Profile:
+    """A built-in profile; ``extends: NAME`` starts it from another built-in (a DGX
+    chassis from its HGX baseboard)."""
     if name not in builtin_names():
         raise UnknownProfileError(name)
+    if name in _chain:
+        raise ValueError(f"profile {name}: extends itself ({' -> '.join((*_chain, name))})")
     text = (PROFILE_DIR / f"{name}.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text) or {}
     known = {f.name for f in fields(Profile)}
+    base_name = data.pop("extends", None)
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"profile {name}: unknown keys {sorted(unknown)}")
     kwargs: dict[str, Any] = {k: tuple(v) if k in _TUPLE_FIELDS else v for k, v in data.items()}
-    return Profile(name=name, **{k: v for k, v in kwargs.items() if k != "name"})
+    kwargs = {k: v for k, v in kwargs.items() if k != "name"}
+    if base_name is None:
+        return Profile(name=name, **kwargs)
+    return replace(load_builtin(str(base_name), (*_chain, name)), name=name, **kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -12,8 +13,10 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.runner import RunOptions, evaluate
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.checks import profile as profile_module
 from clusterdiag.checks.detect import detect_profile
 from clusterdiag.checks.finding import Status
+from clusterdiag.checks.profile import add_site_profiles, load_builtin
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +52,67 @@ def test_a_dgx_with_a_gpu_off_the_bus_is_still_a_dgx_and_fails_gpu_count(
     assert [f.status for f in report.findings] == [Status.FAIL]
 
 
-def test_without_a_chassis_name_seven_gpus_match_no_profile(h100: Snapshot) -> None:
+@pytest.fixture(scope="module", params=["dgx-h100", "dgx-h200", "dgx-a100"])
+def oem(request: pytest.FixtureRequest) -> tuple[str, Snapshot]:
+    """An OEM server on NVIDIA's baseboard: the DGX's hardware, no DGX chassis name."""
+    env = env_for(NodeSpec("n1", request.param))
+    snap = collect_snapshot(env, ["pci", "nvml", "host"], time.monotonic() + 20)
+    assert snap.host is not None
+    snap.host.dmi_product_name = "ProLiant XD670 Gen11"
+    return request.param.replace("dgx-", "hgx-") + "-8gpu", snap
+
+
+def test_an_oem_board_is_detected_as_its_baseboard(oem: tuple[str, Snapshot]) -> None:
+    board, snap = oem
+    found = detect_profile(snap)
+    assert (found.name, found.confident) == (board, True)
+    assert "NVSwitches on PCI" in found.reason
+
+
+def test_an_oem_board_with_a_gpu_off_the_bus_is_its_baseboard_and_fails_gpu_count(
+        oem: tuple[str, Snapshot]) -> None:
+    """The bug of issue 13: an OEM HGX H100 with GPU7 gone from PCI and NVML was judged as
+    generic and passed."""
+    board, snap = oem
+    snap = _without_gpu(snap, 7)
+    found = detect_profile(snap)
+    assert (found.name, found.confident) == (board, True)
+    assert "7 of 8" in found.reason
+    report = evaluate(snap, Config(), RunOptions(patterns=("gpu.count",)))
+    assert report.profile["name"] == board
+    assert [f.status for f in report.findings] == [Status.FAIL]
+
+
+def test_a_gpu_on_pci_but_not_in_nvml_keeps_the_board(oem: tuple[str, Snapshot]) -> None:
+    board, snap = oem
+    copy = Snapshot.from_dict(snap.to_dict())
+    assert copy.nvml is not None
+    copy.nvml.gpus = copy.nvml.gpus[:-1]
+    copy.nvml.device_count = len(copy.nvml.gpus)
+    assert detect_profile(copy).name == board
+    report = evaluate(copy, Config(), RunOptions(patterns=("gpu.count",)))
+    assert [f.status for f in report.findings] == [Status.FAIL]
+
+
+def test_without_nvswitches_a_subset_of_a_board_matches_no_profile(h100: Snapshot) -> None:
+    """A VM holding seven of a board's GPUs and none of its NVSwitches is not the board."""
     snap = _without_gpu(h100, 3)
     assert snap.host is not None
+    assert snap.pci is not None
     snap.host.dmi_product_name = None
+    snap.pci = [d for d in snap.pci if not d.is_nvswitch]
     found = detect_profile(snap)
     assert (found.name, found.confident) == ("generic", False)
     assert "7 x NVIDIA H100 80GB HBM3 matches none" in found.reason
+
+
+def test_a_site_profile_of_the_baseboard_outranks_the_builtin(
+        oem: tuple[str, Snapshot], monkeypatch: pytest.MonkeyPatch) -> None:
+    board, snap = oem
+    monkeypatch.setattr(profile_module, "_SITE", {})
+    site = replace(load_builtin(board), name="our-oem", compute_hcas=4)
+    add_site_profiles({"our-oem": site})
+    try:
+        assert detect_profile(snap).name == "our-oem"
+    finally:
+        profile_module.profile_names.cache_clear()
