@@ -33,7 +33,9 @@ def start(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     if interval is not None and (problem := seconds_problem(interval, MIN_INTERVAL_S)):
         raise UsageError(f"--interval {interval:g}: {problem}")
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
-    session.run_options(config, level, profile, None, None)  # checks the profile name
+    # Checks the profile name; a site profile file becomes the name it is registered by.
+    profile = session.run_options(config, level, profile, None, None).profile if profile \
+        else None
     security = security_from(config.section("agent"), listen)
     state = state_dir(config, state_path)
     overrides = Overrides(listen=listen, interval_s=interval, level=level, profile=profile)

@@ -104,3 +104,17 @@ def test_a_missing_profile_file_is_exit_2(tmp_path: Path) -> None:
     proc = run_cli("run", "--simulate", "dgx-h100", "--profile", str(tmp_path / "no.yaml"))
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"clusterdiag: profile {tmp_path / 'no.yaml'}: no such file"
+
+
+def test_the_agent_judges_with_a_site_profile_file(tmp_path: Path) -> None:
+    from tests.integration.daemon_helpers import AgentProc
+
+    profiles, _ = _site(tmp_path)
+    agent = AgentProc(tmp_path, "--profile", str(profiles / "roce-h100.yaml"), interval=1.0)
+    try:
+        agent.wait_ready()
+        report = json.loads((agent.state / "report.json").read_text())
+    finally:
+        agent.stop()
+    assert report["profile"]["name"] == "roce-h100"
+    assert {f["check"] for f in report["findings"] if f["status"] == "fail"} == {"ib.link_layer"}
