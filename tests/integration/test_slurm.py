@@ -185,7 +185,10 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     for name, text in SPECS.items():
         (base / f"{name}.yaml").write_text(text)
     (base / "config.yaml").write_text(json.dumps(
-        {"agent": {"state_dir": str(base / "state-agent")}, "epilog": {"grace_s": 2}}))
+        {"agent": {"state_dir": str(base / "state-agent")}, "epilog": {"grace_s": 2},
+         # Four prologs at once on a small shared CI machine: the default 8 s leaves the
+         # collection too little once Python has started (PrologEpilogTimeout is unset).
+         "prolog": {"budget_s": 20}}))
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +293,36 @@ def test_a_faulty_node_drains_the_job_runs_elsewhere_and_health_check_resumes_it
 
 def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def test_a_job_sharing_a_node_is_not_failed_for_the_other_jobs_gpu_process(
+        cluster: Cluster) -> None:
+    """Two one-CPU jobs on n4 (no GRES: Slurm gives the prolog no GPU list). The second
+    job's prolog sees the first job's process on GPU 3, attributed to it by its cgroup,
+    and must not judge it: the job starts, n4 stays undrained."""
+    cluster.use("healthy")
+    cluster.health(False)
+    first = cluster.cmd("sbatch", "--parsable", "-w", "n4", "-n1", "--time=2",
+                        "--output=/dev/null", "--wrap", "sleep 120")
+    assert first.returncode == 0, first.stderr
+    first_id = first.stdout.strip().split(";")[0]
+    try:
+        cluster.wait("the first job to run", lambda: cluster.job(first_id).get(
+            "JobState") == "RUNNING", 40, lambda: str(cluster.job(first_id)))
+        (cluster.base / "shared.yaml").write_text(
+            "nodes:\n  - {names: \"n[1-4]\", profile: dgx-h100}\nfaults:\n"
+            f"  - {{node: n4, kind: leftover_process, gpu: 3, job: {first_id}, pid: 5003}}\n")
+        cluster.use("shared")
+        second = cluster.cmd("srun", "-w", "n4", "-n1", "--time=1", "sh", "-c",
+                             "echo $SLURM_JOB_ID", timeout=60)
+        assert second.returncode == 0, second.stderr
+        second_id = second.stdout.strip()
+        prolog_log = (cluster.base / "prolog.log").read_text()
+        assert re.search(rf"clusterdiag prolog: pass job={second_id} user=root node=n4 ",
+                         prolog_log), prolog_log[-2000:]
+        assert "DRAIN" not in cluster.node("n4")[0]
+    finally:
+        cluster.use("healthy")  # the first job's own epilog must not see its process
+        cluster.cmd("scancel", first_id)
+        cluster.wait("n4 idle again", lambda: cluster.node("n4")[0] == "IDLE", 40)
+        cluster.cmd("scontrol", "update", "NodeName=n4", "State=RESUME")
