@@ -152,6 +152,7 @@ def test_refresh_is_rate_limited(tmp_path: Path) -> None:
     agent = AgentProc(tmp_path, interval=60, config={"agent": {"refresh_min_interval_s": 30}})
     try:
         url = agent.wait_ready()
+        agent.wait_log("event=collected why=start")  # else the refresh joins that one
         status, _, headers = get(f"{url}/v1/report?refresh=1")
         assert status == 429
         assert int(headers["Retry-After"]) > 0
