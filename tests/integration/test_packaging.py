@@ -24,6 +24,13 @@ def test_wheel_contains_profiles_schema_and_no_generic_top_level(tmp_path: Path)
                     "gb300-nvl72", "hgx-h100-pcie", "generic"):
         assert f"clusterdiag/checks/profiles/{profile}.yaml" in names
     assert "clusterdiag/reports/schema/node-report.v1.json" in names
+    assert "clusterdiag/reports/schema/qualify-report.v1.json" in names
+    assert "clusterdiag/checks/xid_catalog.tsv" in names
+    # every module of the tree ships: a package missing from pyproject's list works in an
+    # editable install and breaks only the installed form
+    for folder in ("agent", "checks", "reports"):
+        for module in (REPO / folder).rglob("*.py"):
+            assert f"clusterdiag/{module.relative_to(REPO).as_posix()}" in names, module
     assert "clusterdiag/agent/sim/nvml.py" in names
     top = {n.split("/")[0] for n in names}
     assert top <= {"clusterdiag", *(n.split("/")[0] for n in names if ".dist-info" in n)}
