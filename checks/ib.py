@@ -88,7 +88,13 @@ def hca_count(ctx: CheckContext) -> Iterator[Finding]:
     orphans = _pci_without_rdma(ctx)
     if orphans:
         observed["pci_without_rdma_device"] = orphans
-    if len(compute) < expected:
+    if len(compute) < expected <= len(compute) + len(unknown):
+        # The devices whose role could not be read would make up the count: clusterdiag
+        # could not tell, so this is its trouble, never a missing HCA.
+        reasons = "; ".join(f"{d.name}: {d.role_reason or 'role unknown'}"
+                            for d in devs if d.role == "unknown")
+        yield Finding.error(NODE, f"could not tell the compute HCAs: {reasons}")
+    elif len(compute) < expected:
         yield Finding.fail(NODE, "fewer compute HCAs than the platform has", observed,
                            expected, Action.REBOOT)
     elif len(compute) > expected:

@@ -76,7 +76,6 @@ def test_hca_count() -> None:
     assert _statuses(_run("ib.hca_count", _snap([]), "generic")) == {Status.SKIP}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (1): an unreadable HCA reads as a missing one")
 def test_hca_count_is_an_error_when_an_unreadable_hca_could_make_up_the_count() -> None:
     unreadable = _dev("mlx5_7", "unknown", role_reason="link_layer: [Errno 13] Permission denied")
     short = _run("ib.hca_count", _snap([*_eight()[:7], unreadable]))
