@@ -163,6 +163,7 @@ def test_unloadable_library_warns_or_fails_when_required() -> None:
     assert _judge(info, require_host=True)[0].status is Status.FAIL
 
 
+@needs_wheel
 def test_a_version_is_probed_once_until_the_library_changes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     library = tmp_path / "libnccl.so.2"
