@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.nspawn import container_init
 
 UNIT = REPO / "systemd" / "clusterdiag-agent.service"
 INSTALLED = "/usr/local/bin/clusterdiag"
@@ -101,19 +102,6 @@ def _drop_in(sandbox: Path) -> Path:
     return drop
 
 
-def _container_init(nspawn_pid: int, timeout: float) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = subprocess.run(["ps", "--ppid", str(nspawn_pid), "-o", "pid=,comm="],
-                             capture_output=True, text=True, check=False).stdout
-        for line in out.splitlines():
-            pid, _, comm = line.strip().partition(" ")
-            if comm.strip() == "systemd":
-                return int(pid)
-        time.sleep(0.1)
-    raise AssertionError("the container's systemd did not start")
-
-
 def _inside(init: int, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["nsenter", "-t", str(init), "-a", *argv], capture_output=True,
                           text=True, check=False, timeout=30)
@@ -147,7 +135,7 @@ def test_boots_under_systemd_nspawn_with_watchdog(tmp_path: Path) -> None:
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True)
     try:
-        init = _container_init(container.pid, 30)
+        init = container_init(container.pid, 30)
         deadline = time.monotonic() + 60
         show = ""
         while time.monotonic() < deadline:
