@@ -13,7 +13,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,33 @@ def _saved_ids(state: Path) -> list[str]:
     return [e["id"] for e in json.loads(path.read_text())["events"]] if path.exists() else []
 
 
+def _wait_for(condition: Callable[[AgentProc], bool], what: str, agent: AgentProc,
+              timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition(agent):
+        assert agent.proc.poll() is None, f"agent exited before {what}: {agent.log()}"
+        assert time.monotonic() < deadline, f"no {what} in {timeout:.0f} s: {agent.log()}"
+        time.sleep(0.02)
+
+
+def _is_up(agent: AgentProc) -> bool:
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return bool(json.loads((agent.state / "agent.json").read_text())["pid"]
+                    == agent.proc.pid)
+    return False
+
+
+def _has_recorded(agent: AgentProc) -> bool:
+    return "event=xid_recorded " in agent.log()
+
+
+# Where each round's kill lands. The moments are chosen by what the agent has done, not by
+# how long it has run, so a slow (loaded) machine still kills it in every phase:
+# "starting" anywhere from importing to the first collection, "up" once it wrote agent.json,
+# "recording" once it has logged an XID event (and is writing more).
+PHASES = ("starting", "up", "recording")
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_loses_nothing_and_always_restarts(
         tmp_path: Path, sim_trees: None) -> None:
@@ -52,22 +79,18 @@ def test_sigkill_at_random_points_loses_nothing_and_always_restarts(
     rng = random.Random(seed)
     spec = _xid_spec(40, 0.15, 0.07)  # an XID every 70 ms while a collection runs each 0.1 s
     recorded: set[str] = set()
-    started_rounds = 0
-    deadline = time.monotonic() + 60
     for round_ in range(ROUNDS):
-        assert time.monotonic() < deadline, f"only {round_} rounds in 60 s"
-        # from "still importing" through "starting up" to "busy writing"
-        delay = rng.choice([rng.uniform(0.02, 0.8), rng.uniform(0.8, 2.5)])
+        phase = PHASES[round_ % len(PHASES)]
         agent = AgentProc(tmp_path, spec=spec, interval=0.1)
+        if phase == "up":
+            _wait_for(_is_up, "agent.json", agent)
+        elif phase == "recording":
+            _wait_for(_has_recorded, "XID recorded", agent)
+        delay = rng.uniform(0.02, 0.8)
         time.sleep(delay)
-        pid = agent.proc.pid
-        started = False
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            started = json.loads((agent.state / "agent.json").read_text())["pid"] == pid
         agent.signal(signal.SIGKILL)
         agent.proc.wait(10)
         agent.stop()
-        started_rounds += started
         log = agent.log()
         assert "Traceback" not in log, log
         assert "state_corrupt" not in log, log
@@ -80,11 +103,9 @@ def test_sigkill_at_random_points_loses_nothing_and_always_restarts(
         saved = _saved_ids(agent.state)
         assert len(saved) == len(set(saved)), "an event saved twice"
         missing = recorded - set(saved)
-        assert not missing, f"round {round_} (killed after {delay:.2f} s): lost {missing}"
-    print(f"{ROUNDS} kills, {started_rounds} after the agent was up, "
-          f"{len(recorded)} events recorded")
-    assert started_rounds >= ROUNDS // 4  # kills landed in a running agent, not only startup
-    assert len(recorded) >= 10  # and while events were arriving
+        assert not missing, f"round {round_} ({phase}, killed {delay:.2f} s on): lost {missing}"
+    print(f"{ROUNDS} kills, {len(recorded)} events recorded")
+    assert len(recorded) >= 3  # "recording" rounds were killed while events were written
     agent = AgentProc(tmp_path, spec=spec, interval=1.0)
     try:
         url = agent.wait_ready()
