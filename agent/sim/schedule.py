@@ -55,14 +55,15 @@ class Schedule:
                  write_tree: Callable[[SimNode, Path], None]) -> None:
         self.node, self.faults, self.root = node, faults, root
         self.rebuild, self.write_tree = rebuild, write_tree
-        self.current = self._now()
+        # what the node was built with (``node.build``): the faults present at its start,
+        # however long ago that now is
+        self.current = self._present(0.0)
 
-    def _now(self) -> tuple[int, ...]:
-        elapsed = time.time() - self.node.epoch
-        return tuple(i for i, f in enumerate(self.faults) if present(f, elapsed))
+    def _present(self, elapsed_s: float) -> tuple[int, ...]:
+        return tuple(i for i, f in enumerate(self.faults) if present(f, elapsed_s))
 
     def __call__(self) -> None:
-        now = self._now()
+        now = self._present(time.time() - self.node.epoch)
         if now == self.current:
             return
         fresh = self.rebuild([self.faults[i] for i in now])

@@ -45,7 +45,9 @@ def _env(at_s: float) -> object:
 
 
 def test_simulated_event_set_wait_delivers_scheduled_xid_once() -> None:
-    nv = _env(0.3).nvml()  # type: ignore[attr-defined]
+    # the event is due 3 s after the node was built: building its tree on a loaded
+    # machine must not already have made it due before the first wait
+    nv = _env(3.0).nvml()  # type: ignore[attr-defined]
     nv.nvmlInit()
     event_set = nv.nvmlEventSetCreate()
     for i in range(nv.nvmlDeviceGetCount()):
@@ -54,7 +56,7 @@ def test_simulated_event_set_wait_delivers_scheduled_xid_once() -> None:
     with pytest.raises(pynvml.NVMLError) as timeout:
         nv.nvmlEventSetWait_v2(event_set, 50)
     assert timeout.value.value == pynvml.NVML_ERROR_TIMEOUT
-    data = nv.nvmlEventSetWait_v2(event_set, 2000)
+    data = nv.nvmlEventSetWait_v2(event_set, 10_000)
     assert (nv.nvmlDeviceGetIndex(data.device), data.eventData) == (5, 48)
     with pytest.raises(pynvml.NVMLError):
         nv.nvmlEventSetWait_v2(event_set, 50)  # delivered once
