@@ -95,18 +95,19 @@ def test_config_that_is_not_a_file(special: str, tmp_path: Path) -> None:
     assert seconds < 10
 
 
+@pytest.mark.xfail(strict=True, reason="issue 12 (7): a FIFO or /dev/zero given to report "
+                   "merge is a reachability fail, exit 1, not a usage error")
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
 def test_merge_input_that_is_not_a_file(special: str, tmp_path: Path) -> None:
-    """A file that is not a node report is a cluster.reachability finding (the merge goes
-    on, DESIGN §5), so this one exits 1 with the report, not 2, but just as quickly."""
+    """A FIFO or a device named on the command line is the user's mistake, not a bad node
+    report: one line naming it, exit 2, without waiting for a writer or reading forever."""
     path = tmp_path / "fifo.json"
     if special == "fifo":
         os.mkfifo(path)
     else:
         path = Path(special)
     proc, seconds = run_bounded("report", "merge", str(path))
-    assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "not a regular file" in proc.stdout
+    assert_one_line(proc, str(path), "not a regular file")
     assert seconds < 10
 
 
