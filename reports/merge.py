@@ -22,9 +22,11 @@ from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
+from ..agent.errors import UsageError
 from ..checks.finding import Status
 from .cluster_checks import Unreachable
 from .hostname import is_node_name
+from .safefile import file_kind
 from .summary import BadReport, NodeSummary, summarize
 
 # Below this many files a worker pool costs more to start than it saves.
@@ -68,13 +70,23 @@ def _read_chunk(paths: Sequence[str]) -> list[tuple[str, NodeSummary | Unreachab
 
 
 def expand(args: Iterable[str]) -> list[str]:
-    """Files as given; a directory stands for the ``*.json`` files in it."""
+    """Files as given; a directory stands for the ``*.json`` files in it.
+
+    An argument that is there but is neither a directory nor a regular file (a FIFO,
+    ``/dev/zero``) is the user's mistake, not a bad report: UsageError naming it, found by
+    ``stat`` (which neither opens nor blocks). One absent is a bad file like any other."""
     paths: list[str] = []
     for arg in args:
-        if os.path.isdir(arg):
+        try:
+            mode = os.stat(arg).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if stat.S_ISDIR(mode):
             paths.extend(sorted(str(p) for p in Path(arg).glob("*.json")))
-        else:
+        elif stat.S_ISREG(mode):
             paths.append(arg)
+        else:
+            raise UsageError(f"report merge: {arg}: not a regular file ({file_kind(mode)})")
     return paths
 
 

@@ -34,7 +34,7 @@ def open_regular_fd(path: StrPath, *, dir_fd: int | None = None, follow: bool = 
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise OSError(errno.EINVAL, f"not a regular file ({_kind(info.st_mode)})", str(path))
+        raise OSError(errno.EINVAL, f"not a regular file ({file_kind(info.st_mode)})", str(path))
     return fd
 
 
@@ -65,7 +65,8 @@ def read_regular(path: StrPath, limit: int, *, dir_fd: int | None = None,
         os.close(fd)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words (\"a FIFO\")."""
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISDIR, "a directory")):

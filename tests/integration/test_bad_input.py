@@ -95,8 +95,6 @@ def test_config_that_is_not_a_file(special: str, tmp_path: Path) -> None:
     assert seconds < 10
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (7): a FIFO or /dev/zero given to report "
-                   "merge is a reachability fail, exit 1, not a usage error")
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
 def test_merge_input_that_is_not_a_file(special: str, tmp_path: Path) -> None:
     """A FIFO or a device named on the command line is the user's mistake, not a bad node
