@@ -121,3 +121,41 @@ def test_run_that_could_read_nothing_exits_3(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert [f["status"] for f in report["findings"]] == ["error"]
     assert "Permission denied" in proc.stderr.strip().splitlines()[-1], proc.stderr
+
+
+# Files of the host and NCCL-host collectors made to fail with EIO (a link to
+# /proc/self/mem, which reads EIO at offset 0, even as root): each value they held must be
+# an error naming the errno and the file, never a fail, a pass or a silent unknown.
+EIO_FILES = ("proc/meminfo", "proc/driver/nvidia/version", "etc/security/limits.conf",
+             "sys/kernel/iommu_groups/0/type")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 (1): EIO on host/NCCL-host files is an "
+                   "unknown value, a fail or a pass, not an error naming it")
+def test_eio_on_host_files_is_an_error_naming_errno_and_path() -> None:
+    from clusterdiag.agent.config import Config
+    from clusterdiag.agent.runner import RunOptions, run_node
+    from clusterdiag.agent.sim.node import simulated_env
+
+    env = simulated_env("dgx-h100", None, Config())
+    root = env.root
+    (root / "sys/module/nvidia_peermem/version").unlink()  # dma-buf decides: driver flavour
+    (root / "sys/class/iommu/dmar0").mkdir(parents=True)
+    bdf = next(p.name for p in (root / "sys/bus/pci/devices").iterdir())
+    (root / "sys/kernel/iommu_groups/0/devices").mkdir(parents=True)
+    (root / "sys/kernel/iommu_groups/0/devices" / bdf).mkdir()
+    for name in EIO_FILES:
+        (root / name).unlink(missing_ok=True)
+        (root / name).symlink_to("/proc/self/mem")
+    config = Config()
+    config.data["checks"]["host.memory"] = {"min_gib": 1}
+    checks = ("host.memory", "nccl.gpudirect_rdma", "nccl.host_limits", "nccl.iommu")
+    report = run_node(env, config, RunOptions(budget_s=20.0, profile="dgx-h100",
+                                              patterns=checks)).to_dict()
+    by_check = _findings(report)
+    for check, path in zip(checks, EIO_FILES, strict=True):
+        node = [f for f in by_check[check] if f["component"] == "node"]
+        assert [f["status"] for f in node] == ["error"], by_check[check]
+        text = json.dumps(node)
+        assert "EIO" in text and f"/{path}" in text, (check, text)
+    assert not [f for f in report["findings"] if f["status"] == "fail"], report["findings"]
