@@ -1,8 +1,10 @@
 """Reading /sys and /proc files under an injectable root, never raising for bad content.
 
 Every reader returns ``(value, reason)``: a value when the file held what we expected,
-otherwise ``None`` and a short reason ("missing", "permission denied", "garbage 'x'")
-that the collector records as unknown, so one bad file costs one value, not the report.
+otherwise ``None`` and a short reason ("missing", "Permission denied (EACCES)",
+"garbage 'x'") that the collector records as unknown, so one bad file costs one value, not
+the report. A reason other than "missing" is a file that is there and could not be read:
+``unreadable`` tells the two apart, and such a value is reported as an error naming it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 from typing import BinaryIO
+
+_NOT_REGULAR = "not a regular file"  # what a FIFO or device in the tree is refused as
 
 Read = tuple[str | None, str | None]
 
@@ -38,7 +42,7 @@ def open_regular(path: Path) -> BinaryIO:
     handle = open(path, "rb", opener=_nonblocking)  # noqa: SIM115 - returned to the caller
     if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
         handle.close()
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
+        raise OSError(errno.EINVAL, _NOT_REGULAR, str(path))
     return handle
 
 
@@ -54,7 +58,7 @@ def _not_regular(fd: int, path: str | os.PathLike[str]) -> None:
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
     if not stat.S_ISREG(mode):
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
+        raise OSError(errno.EINVAL, _NOT_REGULAR, str(path))
 
 
 def _read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
@@ -91,9 +95,15 @@ class ReadFailed(OSError):
 _EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 
 
-def _read_failed(exc: OSError, path: str | os.PathLike[str]) -> ReadFailed:
+def os_error_text(exc: OSError) -> str:
+    """``Permission denied (EACCES)``: the reason and the errno's name, which a person can
+    search for; the path is the caller's to add."""
     name = errno.errorcode.get(exc.errno or 0, "")
-    return ReadFailed(exc.errno, f"{exc.strerror or exc} ({name}) reading {path}")
+    return f"{exc.strerror or exc} ({name})" if name else str(exc.strerror or exc)
+
+
+def _read_failed(exc: OSError, path: str | os.PathLike[str]) -> ReadFailed:
+    return ReadFailed(exc.errno, f"{os_error_text(exc)} reading {path}")
 
 
 def read_text(path: str | os.PathLike[str], counter: FileCounter | None = None,
@@ -111,14 +121,52 @@ def read_text(path: str | os.PathLike[str], counter: FileCounter | None = None,
     return data.decode("utf-8", errors="replace").strip(), None
 
 
+MISSING = "missing"
+
+
 def _reason(exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "missing"
-    if isinstance(exc, PermissionError):
-        return "permission denied"
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return MISSING
     if isinstance(exc, IsADirectoryError):
         return "is a directory"
-    return exc.strerror or type(exc).__name__
+    if exc.strerror == _NOT_REGULAR:  # ours, not the kernel's EINVAL
+        return _NOT_REGULAR
+    return os_error_text(exc)
+
+
+def unreadable(reason: str | None) -> bool:
+    """Whether ``read_text``'s reason is a file that is there but could not be read
+    (EACCES, EIO, ...), as opposed to one that is absent: the first is our trouble, to
+    be reported as an error naming it, never read as the absence of what it holds."""
+    return reason is not None and reason != MISSING
+
+
+def present(path: str | os.PathLike[str]) -> tuple[bool, str | None]:
+    """Whether ``path`` is a regular file, and why that could not be told (EACCES on a
+    directory above it, EIO) when it could not: then it is neither there nor absent."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False, None
+    except OSError as exc:
+        if exc.errno in _EXHAUSTED:
+            raise _read_failed(exc, path) from None
+        return False, os_error_text(exc)
+    return stat.S_ISREG(info.st_mode), None
+
+
+def list_readable(path: str | os.PathLike[str]) -> tuple[list[str], str | None]:
+    """Entries of a directory, sorted, and why it could not be listed when it is there
+    but unlistable (an absent one is empty with no reason); ReadFailed when the process
+    is out of descriptors."""
+    try:
+        return sorted(os.listdir(path)), None
+    except (FileNotFoundError, NotADirectoryError):
+        return [], None
+    except OSError as exc:
+        if exc.errno in _EXHAUSTED:
+            raise _read_failed(exc, path) from None
+        return [], os_error_text(exc)
 
 
 def parse_int(text: str | None, base: int = 0) -> tuple[int | None, str | None]:

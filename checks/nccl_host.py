@@ -4,10 +4,11 @@ where each GPU's compute NIC sits (hardware.md §6.3-6.6)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from ..agent.model import Snapshot
 from ..agent.model.pci import PciDevice
-from .finding import Action, Finding
+from .finding import Action, Finding, Status
 from .nccl import nccl_info, rdma_present
 from .registry import CheckContext, check
 from .topology import Endpoint, gpus, nics, pair, pci_nics, rank
@@ -51,11 +52,23 @@ def gpudirect_rdma(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.passed(NODE, "dma-buf: open NVIDIA kernel modules on a kernel >= 5.12",
                              observed)
         return
+    if gdr.unreadable:
+        yield _unread("GPUDirect RDMA unknown: files that decide it could not be read",
+                      gdr.unreadable, observed)
+        return
     why = ("proprietary NVIDIA kernel modules (dma-buf needs the open ones)"
            if gdr.driver_open is False else "NVIDIA driver flavour unknown"
            if gdr.driver_open is None else "kernel older than 5.12")
     yield Finding.fail(NODE, f"no GPUDirect RDMA: no nvidia_peermem and no dma-buf ({why})",
                        observed, "nvidia_peermem, or dma-buf", Action.FIX_CONFIG)
+
+
+def _unread(message: str, unreadable: dict[str, str], observed: dict[str, Any]) -> Finding:
+    """Our trouble, not the node's: a file that is there but could not be read (EACCES,
+    EIO) leaves the fact unknown, so the check says which and why instead of judging
+    without it (issue 12: a failed read is never the absence of what it holds)."""
+    return Finding(Status.ERROR, NODE, message, observed={**observed, "unreadable": unreadable},
+                   action=Action.INVESTIGATE)
 
 
 def _endpoints(snap: Snapshot) -> list[Endpoint]:
@@ -127,6 +140,9 @@ def iommu(ctx: CheckContext) -> Iterator[Finding]:
         yield status(NODE, "IOMMU translates DMA for GPUs/NICs (not passthrough)",
                      {**observed, "translated": translated}, "off or passthrough",
                      Action.FIX_CONFIG)
+    elif info.unreadable:
+        yield _unread("IOMMU mode unknown: files that decide it could not be read",
+                      info.unreadable, observed)
     elif not info.units:
         yield Finding.passed(NODE, "no IOMMU active", observed)
     elif any(k == "identity" for k in kinds.values()) or "iommu=pt" in info.cmdline:
@@ -175,7 +191,10 @@ def host_limits(ctx: CheckContext) -> Iterator[Finding]:
         problems += 1
         yield Finding.warn(NODE, "systemd-logind RemoveIPC=yes can delete NCCL's shared "
                            "memory", limits.remove_ipc_source, "RemoveIPC=no", Action.FIX_CONFIG)
-    if not problems:
+    if limits.unreadable:
+        yield _unread("host limits unknown: files that set them could not be read",
+                      limits.unreadable, {"propagation": limits.propagate_limits})
+    elif not problems:
         yield Finding.passed(NODE, "memlock unlimited, /dev/shm large enough, RemoveIPC off",
                              {"shm_bytes": limits.shm_bytes, "shm_source": limits.shm_source,
                               "remove_ipc": limits.remove_ipc_source})

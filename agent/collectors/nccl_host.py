@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from ..model.nccl import Gpudirect, HostLimits, Iommu, MemlockSource
-from ..sysfs import FileCounter, list_dir, read_text, under
+from ..sysfs import FileCounter, list_readable, present, read_text, under, unreadable
 
 # The files NCCL itself tests for a peer-memory client (transport/net_ib/gdr.cc).
 PEERMEM_FILES = ("/sys/kernel/mm/memory_peers/nv_mem/version",
@@ -24,14 +24,51 @@ _UNLIMITED = ("unlimited", "infinity", "-1")
 _SIZE = re.compile(r"^(\d+)([kmgtKMGT%]?)$")
 
 
+class _Reader:
+    """Reads under ``root``, keeping each file that is there but could not be read
+    (EACCES, EIO) in ``unreadable`` (its path as on the node -> the errno), so that the
+    checks say so instead of taking the fact it held for absent."""
+
+    def __init__(self, root: Path, counter: FileCounter) -> None:
+        self.root, self.counter = root, counter
+        self.unreadable: dict[str, str] = {}
+
+    def _note(self, path: Path, reason: str | None) -> None:
+        if unreadable(reason):
+            self.unreadable[_shown(self.root, path)] = str(reason)
+
+    def read(self, path: str | Path) -> tuple[str | None, str | None]:
+        """``read_text`` of ``path`` (absolute on the node, or a Path under the root)."""
+        full = under(self.root, path) if isinstance(path, str) else path
+        text, reason = read_text(full, self.counter)
+        self._note(full, reason)
+        return text, reason
+
+    def text(self, path: str | Path) -> str | None:
+        return self.read(path)[0]
+
+    def listing(self, path: str | Path) -> list[str]:
+        full = under(self.root, path) if isinstance(path, str) else path
+        entries, reason = list_readable(full)
+        self._note(full, reason)
+        return entries
+
+    def is_file(self, path: str) -> bool:
+        full = under(self.root, path)
+        found, reason = present(full)
+        self._note(full, reason)
+        return found
+
+
 def read_gpudirect(root: Path, counter: FileCounter) -> Gpudirect:
-    info = Gpudirect()
+    read = _Reader(root, counter)
+    info = Gpudirect(unreadable=read.unreadable)
     for path in PEERMEM_FILES:
-        if under(root, path).is_file():
+        if read.is_file(path):
             info.peermem = path
             break
-    info.kernel_release, _ = read_text(under(root, "/proc/sys/kernel/osrelease"), counter)
-    text, _ = read_text(under(root, "/proc/driver/nvidia/version"), counter)
+    info.kernel_release = read.text("/proc/sys/kernel/osrelease")
+    text = read.text("/proc/driver/nvidia/version")
     if text:
         info.driver_line = text.splitlines()[0].strip()
         info.driver_open = "Open Kernel Module" in info.driver_line
@@ -39,16 +76,17 @@ def read_gpudirect(root: Path, counter: FileCounter) -> Gpudirect:
 
 
 def read_iommu(root: Path, counter: FileCounter) -> Iommu:
-    info = Iommu()
-    cmdline, _ = read_text(under(root, "/proc/cmdline"), counter)
+    read = _Reader(root, counter)
+    info = Iommu(unreadable=read.unreadable)
+    cmdline = read.text("/proc/cmdline")
     info.cmdline = [w for w in (cmdline or "").split() if w.startswith(_IOMMU_PARAMS)]
-    info.units = list_dir(under(root, "/sys/class/iommu"))
+    info.units = read.listing("/sys/class/iommu")
     groups = under(root, "/sys/kernel/iommu_groups")
-    for group in list_dir(groups):
-        kind, _ = read_text(groups / group / "type", counter)
+    for group in read.listing(groups):
+        kind = read.text(groups / group / "type")
         if kind:
             info.group_types[group] = kind
-        for bdf in list_dir(groups / group / "devices"):
+        for bdf in read.listing(groups / group / "devices"):
             info.device_groups[bdf] = group
     return info
 
@@ -77,27 +115,32 @@ def parse_limits_conf(text: str, where: str) -> list[MemlockSource]:
     return entries
 
 
-def _memlock(root: Path, counter: FileCounter) -> list[MemlockSource]:
+def _memlock(read: _Reader) -> list[MemlockSource]:
     sources: list[MemlockSource] = []
-    text, reason = read_text(under(root, "/proc/self/limits"), counter)
+    text, reason = read.read("/proc/self/limits")
     limit = None
     if text is not None:
         limit, reason = parse_limits_file(text)
     sources.append(MemlockSource("/proc/self/limits", limit, reason))
     # Jobs are children of slurmd: without limit propagation they inherit its limits.
-    pid, _ = read_text(under(root, "/run/slurmd.pid"), counter)
+    pid = read.text("/run/slurmd.pid")
     if pid and pid.isdecimal():
-        text, reason = read_text(under(root, f"/proc/{pid}/limits"), counter)
+        text, reason = read.read(f"/proc/{pid}/limits")
         limit = parse_limits_file(text)[0] if text else None
         sources.append(MemlockSource(f"/proc/{pid}/limits (slurmd)", limit, reason))
-    conf = [under(root, "/etc/security/limits.conf"),
-            *sorted(Path(p) for p in glob.glob(str(under(root, "/etc/security/limits.d/*.conf"))))]
+    pattern = str(under(read.root, "/etc/security/limits.d/*.conf"))
+    conf = [under(read.root, "/etc/security/limits.conf"),
+            *sorted(Path(p) for p in glob.glob(pattern))]
     for path in conf:
-        text, _ = read_text(path, counter)
+        text = read.text(path)
         if text:
-            shown = "/" + os.path.relpath(path, root) if root != Path("/") else str(path)
-            sources.extend(parse_limits_conf(text, shown))
+            sources.extend(parse_limits_conf(text, _shown(read.root, path)))
     return sources
+
+
+def _shown(root: Path, path: Path) -> str:
+    """``path`` as it is on the node (without the root a captured tree sits under)."""
+    return "/" + os.path.relpath(path, root) if root != Path("/") else str(path)
 
 
 def _size_bytes(option: str, mem_total: int | None) -> int | None:
@@ -110,8 +153,8 @@ def _size_bytes(option: str, mem_total: int | None) -> int | None:
     return number << {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[unit]
 
 
-def _mem_total(root: Path, counter: FileCounter) -> int | None:
-    text, _ = read_text(under(root, "/proc/meminfo"), counter)
+def _mem_total(read: _Reader) -> int | None:
+    text = read.text("/proc/meminfo")
     for line in (text or "").splitlines():
         words = line.split()
         if words[:1] == ["MemTotal:"] and len(words) > 1 and words[1].isdecimal():
@@ -119,8 +162,8 @@ def _mem_total(root: Path, counter: FileCounter) -> int | None:
     return None
 
 
-def _shm(root: Path, counter: FileCounter, limits: HostLimits) -> None:
-    if root == Path("/"):
+def _shm(read: _Reader, limits: HostLimits) -> None:
+    if read.root == Path("/"):
         try:
             vfs = os.statvfs("/dev/shm")
         except OSError:
@@ -128,12 +171,12 @@ def _shm(root: Path, counter: FileCounter, limits: HostLimits) -> None:
         else:
             limits.shm_bytes, limits.shm_source = vfs.f_frsize * vfs.f_blocks, "statvfs"
             return
-    text, _ = read_text(under(root, "/proc/mounts"), counter)
+    text = read.text("/proc/mounts")
     for line in (text or "").splitlines():
         fields = line.split()
         if len(fields) >= 4 and fields[1] == "/dev/shm":
             sizes = [o[5:] for o in fields[3].split(",") if o.startswith("size=")]
-            mem_total = _mem_total(root, counter)
+            mem_total = _mem_total(read)
             if sizes:
                 limits.shm_bytes = _size_bytes(sizes[-1], mem_total)
                 limits.shm_source = f"/proc/mounts size={sizes[-1]}"
@@ -143,25 +186,26 @@ def _shm(root: Path, counter: FileCounter, limits: HostLimits) -> None:
     limits.shm_source = "/dev/shm not mounted"
 
 
-def _remove_ipc(root: Path, counter: FileCounter, limits: HostLimits) -> None:
+def _remove_ipc(read: _Reader, limits: HostLimits) -> None:
+    root = read.root
     files = [under(root, "/etc/systemd/logind.conf")]
     for pattern in ("/usr/lib/systemd/logind.conf.d/*.conf", "/run/systemd/logind.conf.d/*.conf",
                     "/etc/systemd/logind.conf.d/*.conf"):
         files.extend(sorted(Path(p) for p in glob.glob(str(under(root, pattern)))))
     for path in files:
-        text, _ = read_text(path, counter)
+        text = read.text(path)
         for line in (text or "").splitlines():
             key, _, value = line.strip().partition("=")
             if key.strip() == "RemoveIPC":
                 limits.remove_ipc = value.strip().lower() in ("yes", "true", "1", "on")
-                limits.remove_ipc_source = "/" + os.path.relpath(path, root)
+                limits.remove_ipc_source = _shown(root, path)
     if limits.remove_ipc is None and under(root, "/run/systemd/system").is_dir():
         limits.remove_ipc, limits.remove_ipc_source = True, "systemd default"
 
 
-def _propagation(root: Path, counter: FileCounter, limits: HostLimits) -> None:
+def _propagation(read: _Reader, limits: HostLimits) -> None:
     for conf in ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"):
-        text, _ = read_text(under(root, conf), counter)
+        text = read.text(conf)
         if text is None:
             continue
         found = [line.split("#", 1)[0].strip() for line in text.splitlines()
@@ -171,8 +215,9 @@ def _propagation(root: Path, counter: FileCounter, limits: HostLimits) -> None:
 
 
 def read_limits(root: Path, counter: FileCounter) -> HostLimits:
-    limits = HostLimits(memlock=_memlock(root, counter))
-    _shm(root, counter, limits)
-    _remove_ipc(root, counter, limits)
-    _propagation(root, counter, limits)
+    read = _Reader(root, counter)
+    limits = HostLimits(memlock=_memlock(read), unreadable=read.unreadable)
+    _shm(read, limits)
+    _remove_ipc(read, limits)
+    _propagation(read, limits)
     return limits

@@ -30,6 +30,7 @@ class Gpudirect:
     kernel_release: str | None = None
     driver_line: str | None = None  # first line of /proc/driver/nvidia/version
     driver_open: bool | None = None  # open kernel modules (needed for dma-buf)
+    unreadable: dict[str, str] = field(default_factory=dict)  # path -> errno: there, unread
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Iommu:
     units: list[str] = field(default_factory=list)  # /sys/class/iommu entries (dmar0, ...)
     group_types: dict[str, str] = field(default_factory=dict)  # group -> identity | DMA | DMA-FQ
     device_groups: dict[str, str] = field(default_factory=dict)  # pci bdf -> group
+    unreadable: dict[str, str] = field(default_factory=dict)  # path -> errno: there, unread
 
 
 @dataclass
@@ -55,6 +57,7 @@ class HostLimits:
     remove_ipc: bool | None = None  # effective logind RemoveIPC (systemd default: yes)
     remove_ipc_source: str | None = None
     propagate_limits: str | None = None  # slurm.conf PropagateResourceLimits(+Except)
+    unreadable: dict[str, str] = field(default_factory=dict)  # path -> errno: there, unread
 
 
 @dataclass

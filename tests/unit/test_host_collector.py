@@ -221,7 +221,7 @@ def test_permission_denied_is_unknown(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "healthy", root)
     (root / "proc/meminfo").chmod(0)
     info, _, _ = collect(root)
-    assert info.unknown["memory_total_bytes"] == "/proc/meminfo: permission denied"
+    assert info.unknown["memory_total_bytes"] == "/proc/meminfo: Permission denied (EACCES)"
 
 
 def test_services_one_systemctl_call_matched_in_order() -> None:

@@ -130,8 +130,6 @@ EIO_FILES = ("proc/meminfo", "proc/driver/nvidia/version", "etc/security/limits.
              "sys/kernel/iommu_groups/0/type")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (1): EIO on host/NCCL-host files is an "
-                   "unknown value, a fail or a pass, not an error naming it")
 def test_eio_on_host_files_is_an_error_naming_errno_and_path() -> None:
     from clusterdiag.agent.config import Config
     from clusterdiag.agent.runner import RunOptions, run_node
@@ -157,5 +155,6 @@ def test_eio_on_host_files_is_an_error_naming_errno_and_path() -> None:
         node = [f for f in by_check[check] if f["component"] == "node"]
         assert [f["status"] for f in node] == ["error"], by_check[check]
         text = json.dumps(node)
-        assert "EIO" in text and f"/{path}" in text, (check, text)
+        assert "(EIO)" in text, (check, text)
+        assert f"/{path}" in text, (check, text)
     assert not [f for f in report["findings"] if f["status"] == "fail"], report["findings"]
