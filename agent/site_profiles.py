@@ -24,6 +24,7 @@ from .config import brief, read_yaml
 from .errors import ConfigError
 
 LINK_LAYERS = ("InfiniBand", "Ethernet")
+TRUST_MODES = ("dscp", "pcp")
 # Fields whose value is a mapping: a site's entries are merged over the base's, key by key,
 # so overriding one check's threshold keeps the others.
 _MERGED = ("qualify", "thresholds")
@@ -82,6 +83,10 @@ def _type_problem(key: str, value: Any, kinds: tuple[type, ...]) -> str | None:
         return f"must not be negative, got {brief(value)}"
     if key == "hca_link_layer" and value is not None and value not in LINK_LAYERS:
         return f"must be {' or '.join(LINK_LAYERS)}, got {brief(value)}"
+    if key == "roce_trust" and value is not None and value not in TRUST_MODES:
+        return f"must be {' or '.join(TRUST_MODES)}, got {brief(value)}"
+    if key == "roce_priority" and isinstance(value, int) and value > 7:
+        return f"must be a priority 0-7, got {brief(value)}"
     return None
 
 

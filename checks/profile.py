@@ -50,6 +50,12 @@ class Profile:
     hca_link_layer: str | None = None
     nic_pcie_gen: int | None = None
     nic_pcie_width: int | None = None
+    # A RoCE compute fabric (hca_link_layer: Ethernet; checks/roce.py): the one lossless
+    # priority (PFC and ECN on it, NCCL_IB_TC mapped to it), how the NICs classify traffic
+    # into priorities (dscp | pcp), and the least MTU of the compute netdevs.
+    roce_priority: int | None = None
+    roce_trust: str | None = None
+    roce_mtu: int | None = None
     gpu_nic_distance: tuple[str, ...] = ()  # acceptable nvidia-smi topo levels to its own NIC
     allreduce_busbw_gbps: float | None = None
     # Active tests (clusterdiag qualify): test -> {expected, floor, unit, source}

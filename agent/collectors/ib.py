@@ -1,5 +1,8 @@
 """The InfiniBand/RoCE source: every device in /sys/class/infiniband, its ports, its role.
 
+Ethernet (RoCE) ports also get their GID table, ECN settings and, on compute rails, PFC
+and trust from the tools (collectors/roce.py).
+
 Counters are read only for compute devices. On DGX/GB200-class systems reading the
 PMA counters of a firmware-restricted function makes mlx5 send ACCESS_REG commands that
 fail and flood the kernel log (node_exporter#3434, gpud#1164; hardware.md §3.3), and a
@@ -23,12 +26,13 @@ import time
 from pathlib import Path
 
 from ..model import SourceStats
-from ..model.ib import IbDevice
+from ..model.ib import IbDevice, RoceQos
 from ..model.pci import NVIDIA_VENDOR
 from ..sources import SourceEnv
 from ..sysfs import FileCounter, list_present, parse_int, read_int, read_text, under
 from .ib_port import read_port
 from .ib_role import Candidate, decide
+from .roce import read_qos
 
 _BDF_LEN = len("0000:00:00.0")
 _DEVICE_FILES = ("fw_ver", "node_guid", "sys_image_guid", "hca_type", "board_id", "node_desc")
@@ -139,6 +143,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
     roles = decide(cands, gpu_paths(env.root, counter), _wanted(env, "compute_hcas"),
                    _wanted(env, "storage_hcas"), _wanted(env, "management_hcas"))
     devices = []
+    qos: dict[str, RoceQos] = {}  # by netdev: a bond's ports share one
     for dev, base, _ in found:
         role = roles[dev.name]
         dev.role, dev.role_reason = role.role, role.reason
@@ -148,6 +153,12 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
         else:
             dev.ports = [read_port(env.root, base, n, not dev.excluded, counter)
                          for n in _port_numbers(base, dev)]
+        for port in dev.ports:
+            if port.link_layer == "Ethernet" and port.netdev is not None:
+                if port.netdev not in qos:
+                    qos[port.netdev] = read_qos(env, port.netdev, counter, deadline,
+                                                tools=not dev.excluded)
+                port.qos = qos[port.netdev]
         devices.append(dev)
     stats.files_read += counter.count
     stats.calls += len(devices)

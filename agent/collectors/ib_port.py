@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..model.ib import COUNTER_MAX, DATA_COUNTERS, IbPort
 from ..sysfs import FileCounter, list_dir, parse_int, read_int, read_text, under
+from .roce import read_gids
 
 # "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)", "0 GB/sec" (procfs TestParseSlowRate).
 _RATE_RE = re.compile(r"^(?P<gbps>\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\((?P<width>\d+X)\s*"
@@ -144,6 +145,8 @@ def read_port(root: Path, device_dir: Path, number: int, with_counters: bool,
     port.gid_prefix = _gid_prefix(f"{base}/gids/0", port, counter)
     port.netdev = _netdev_name(base, device_dir, counter)
     read_netdev(root, port, counter)
+    if port.link_layer == "Ethernet":
+        read_gids(base, port, counter)
     if with_counters:
         port.counters = read_counters(f"{base}/counters", "counters", port, counter)
         port.hw_counters = read_counters(f"{base}/hw_counters", "hw_counters", port, counter)

@@ -39,6 +39,34 @@ DATA_COUNTERS = ("port_xmit_data", "port_rcv_data")
 
 
 @dataclass
+class RoceGid:
+    """One non-empty entry of a RoCE port's GID table (``gids/<index>`` and its
+    ``gid_attrs``)."""
+
+    index: int
+    gid: str
+    type: str | None = None  # "RoCE v2" | "IB/RoCE v1"; None when unreadable (containers)
+    netdev: str | None = None
+
+
+@dataclass
+class RoceQos:
+    """The congestion settings of a RoCE port's netdev, where the host exposes them.
+
+    ECN comes from mlx5's sysfs (``/sys/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio>``);
+    PFC, the trust mode and the DSCP-to-priority map from ``dcb`` (iproute2) or
+    ``mlnx_qos`` output. ``None`` means not read, and ``unknown`` says why."""
+
+    ecn_np: list[int] | None = None  # priorities with ECN on as notification point
+    ecn_rp: list[int] | None = None  # ... as reaction point
+    pfc: list[int] | None = None  # priorities with PFC on
+    trust: str | None = None  # "dscp" | "pcp"
+    dscp_prio: list[int] | None = None  # priority of DSCP 0..63, where the tool prints it
+    tool: str | None = None  # which tool PFC and trust came from: dcb | mlnx_qos
+    unknown: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class IbPort:
     port: int
     state: str | None = None  # ACTIVE, DOWN, INIT, ...
@@ -55,6 +83,8 @@ class IbPort:
     netdev: str | None = None
     netdev_operstate: str | None = None
     netdev_mtu: int | None = None
+    gids: list[RoceGid] = field(default_factory=list)  # Ethernet (RoCE) ports only
+    qos: RoceQos | None = None  # Ethernet (RoCE) ports only
     counters: dict[str, int | None] = field(default_factory=dict)
     hw_counters: dict[str, int | None] = field(default_factory=dict)
     saturated: list[str] = field(default_factory=list)

@@ -30,6 +30,12 @@ from .ib_faults import (
     rate_degraded,
     rcv_errors,
     rnr_retry_exceeded,
+    roce_ecn_off,
+    roce_mtu_small,
+    roce_nccl_tc_wrong,
+    roce_no_v2_gid,
+    roce_pfc_off,
+    roce_trust_pcp,
     sm_missing,
     symbol_errors,
     width_degraded,
@@ -75,6 +81,9 @@ class FaultKind:
     # A trickle only the agent's long window sees (checks/window.py): one event every few
     # minutes, never enough in one interval. Tests drive agent cycles over simulated time.
     trend: bool = False
+    # roce: applies to a node whose compute rails are RoCE (NodeSpec fabric), judged with a
+    # RoCE site profile (tests/fixtures/profiles/roce-h100.yaml).
+    fabric: str = "infiniband"
 
 
 def _gpu(node: SimNode, fault: Mapping[str, Any]) -> SimGpu:
@@ -271,6 +280,8 @@ def _left_out(node: SimNode, fault: Mapping[str, Any]) -> None:
 _HGX = ("dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200")
 _NVL = ("gb200-nvl72", "gb300-nvl72")
 _NVLINK = (*_HGX, *_NVL)
+# RoCE kinds: the platform tests/fixtures/profiles/roce-h100.yaml extends, fabric: roce.
+_ROCE = ("dgx-h100",)
 _IB = ("dgx-h100", "dgx-h200", "dgx-a100", "dgx-b200", *_NVL)  # InfiniBand compute HCAs
 
 FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
@@ -398,6 +409,21 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               profiles=_IB),
     FaultKind("roce_netdev_down", "ib.port_state", "warn", "investigate", "{hca}/{port}",
               ("hca",), netdev_down, options=("port",), profiles=_IB),
+    FaultKind("roce_pfc_off", "roce.pfc", "fail", "fix_config", "{hca}/{port}", ("hca",),
+              roce_pfc_off, options=("port",), profiles=_ROCE, fabric="roce"),
+    FaultKind("roce_trust_pcp", "roce.pfc", "fail", "fix_config", "{hca}/{port}", ("hca",),
+              roce_trust_pcp, options=("port",), profiles=_ROCE, fabric="roce",
+              also=("roce.nccl",)),
+    FaultKind("roce_ecn_off", "roce.ecn", "fail", "fix_config", "{hca}/{port}", ("hca",),
+              roce_ecn_off, options=("port",), profiles=_ROCE, fabric="roce"),
+    FaultKind("roce_no_v2_gid", "roce.gid", "fail", "fix_config", "{hca}/{port}", ("hca",),
+              roce_no_v2_gid, options=("port",), profiles=_ROCE, fabric="roce"),
+    FaultKind("roce_mtu_small", "roce.mtu", "fail", "fix_config", "{hca}/{port}", ("hca",),
+              roce_mtu_small, options=("port",), profiles=_ROCE, fabric="roce"),
+    # Every RoCE compute port fails; the first compute port of the HGX layouts stands for
+    # them in the matrix.
+    FaultKind("roce_nccl_tc_wrong", "roce.nccl", "fail", "fix_config", "mlx5_0/1", (),
+              roce_nccl_tc_wrong, options=("tc",), profiles=_ROCE, fabric="roce"),
     FaultKind("ib_symbol_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
               ("hca",), symbol_errors, level="full", options=("port",), profiles=_IB),
     FaultKind("ib_link_downed", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",

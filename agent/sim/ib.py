@@ -63,6 +63,14 @@ class SimIbPort:
     sm_sl: int = 0
     netdev_operstate: str = "up"
     mtu: int = 4092
+    # RoCE (Ethernet ports): the GID table's RoCE v2 entries, ECN per priority (mlx5's
+    # default: on for every priority), PFC priorities and the trust mode (firmware
+    # defaults: none, pcp) and the DSCP application entries ``dcb app`` shows.
+    roce_v2_gids: bool = True
+    ecn_np: list[int] = field(default_factory=lambda: list(range(8)))
+    ecn_rp: list[int] = field(default_factory=lambda: list(range(8)))
+    pfc: list[int] = field(default_factory=list)
+    dscp_prio: dict[int, int] = field(default_factory=dict)  # none: trust pcp
     counters: dict[str, Counter] = field(default_factory=dict)
     hw_counters: dict[str, Counter] = field(default_factory=dict)
 
@@ -124,6 +132,27 @@ def _port(slot: HcaSlot, lid: int) -> SimIbPort:
     port.hw_counters = {name: Counter(base=10 if name == "lifespan" else 0)
                         for name in HW_COUNTERS}
     return port
+
+
+# A RoCE compute fabric as sites commonly build it (NVIDIA's lossless RoCE guide; the
+# values the RoCE site profile in tests/fixtures names): RoCE traffic on DSCP 26 ->
+# priority 3 with PFC and ECN on, CNPs on DSCP 48 -> priority 6, trust dscp, MTU 9000;
+# NCCL told so in /etc/nccl.conf (traffic class 106 = DSCP 26 << 2 with ECT set).
+ROCE_PRIORITY = 3
+ROCE_DSCP = {26: ROCE_PRIORITY, 48: 6}
+ROCE_NCCL_TC = "106"
+
+
+def roce_fabric(hcas: list[SimHca]) -> None:
+    """Turn the compute rails into RoCE ports on a lossless priority-3 fabric: the same
+    ConnectX cards with their ports set to Ethernet (LINK_TYPE_P1=2)."""
+    for hca in hcas:
+        if hca.role != "compute":
+            continue
+        for port in hca.ports:
+            port.link_layer, port.lid, port.sm_lid, port.mtu = "Ethernet", 0, 0, 9000
+            port.netdev = port.netdev.replace("ib", "en", 1) + "np0"
+            port.pfc, port.dscp_prio = [ROCE_PRIORITY], dict(ROCE_DSCP)
 
 
 def build_hcas(node_name: str, profile: str, pcie_gen: int | None, pcie_width: int | None

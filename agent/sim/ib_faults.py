@@ -14,13 +14,14 @@ from typing import Any
 from ..model.ib import COUNTER_MAX
 from .counter import Counter
 from .hardware import SimNode
-from .ib import SimHca, SimIbPort
+from .ib import ROCE_PRIORITY, SimHca, SimIbPort
 from .layout import HCA_LAYOUTS
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 
-# Kinds that need a RoCE (Ethernet link layer) port; every other HCA kind wants a
-# compute rail, which on every simulated platform is InfiniBand.
+# Kinds that need a RoCE (Ethernet link layer) storage port; every other HCA kind wants a
+# compute rail (InfiniBand, or RoCE on a node built with fabric: roce, which the roce_*
+# kinds need: FaultKind.fabric).
 ETHERNET_KINDS = frozenset({"roce_netdev_down"})
 _SLOWER = {"XDR": "NDR", "NDR": "HDR", "HDR": "EDR", "EDR": "FDR", "FDR": "QDR"}
 
@@ -79,6 +80,17 @@ def _hw_counter(name: str, rate_per_s: float) -> Apply:
     return apply
 
 
+def roce_ecn_off(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """ECN switched off for the lossless priority on the notification point (no CNPs)."""
+    port = port_of(node, fault)
+    port.ecn_np = [p for p in port.ecn_np if p != ROCE_PRIORITY]
+
+
+def roce_nccl_tc_wrong(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """/etc/nccl.conf puts NCCL on DSCP 0 (a copied config from an InfiniBand cluster)."""
+    node.nccl.conf["NCCL_IB_TC"] = str(fault.get("tc", 0))
+
+
 def hca_missing(node: SimNode, fault: Mapping[str, Any]) -> None:
     hca_of(node, fault).present = False
 
@@ -113,6 +125,11 @@ def mlx5_health(node: SimNode, fault: Mapping[str, Any]) -> None:
 port_down = _port_set(state="DOWN", phys_state="Disabled", netdev_operstate="down")
 port_polling = _port_set(state="DOWN", phys_state="Polling", netdev_operstate="down")
 width_degraded = _port_set(width=2)
+# RoCE compute rails (a node built with fabric: roce, judged with a RoCE site profile).
+roce_pfc_off = _port_set(pfc=[])
+roce_trust_pcp = _port_set(dscp_prio={})  # no DSCP entries: mlx5 trusts PCP
+roce_no_v2_gid = _port_set(roce_v2_gids=False)  # RoCE v2 disabled: only v1 entries
+roce_mtu_small = _port_set(mtu=1500)
 sm_missing = _port_set(state="INIT", lid=0, sm_lid=0, netdev_operstate="down")
 # The SM configured the port (it has its LID) and stopped short of ACTIVE.
 port_init = _port_set(state="INIT", netdev_operstate="down")

@@ -14,9 +14,11 @@ from ...checks.profile import load_profile
 from ..config import Config
 from ..errors import UsageError
 from ..sources import CommandResult, SourceEnv
+from .dcb import dcb
 from .faults import FAULTS
 from .hardware import SimNode, build_node
 from .host_nccl import allreduce_output, versions
+from .ib import ROCE_NCCL_TC, roce_fabric
 from .nvml import build_module
 from .schedule import Schedule, present, timed
 from .spec import ClusterSpec, NodeSpec, load_spec
@@ -29,6 +31,9 @@ def build(spec: NodeSpec, faults: list[dict[str, Any]] | None = None) -> SimNode
     with a later ``from_s`` arrives through the Schedule hook)."""
     node = build_node(spec.name, load_profile(spec.profile), rack=spec.rack,
                       clique_id=spec.clique)
+    if spec.fabric == "roce":
+        roce_fabric(node.hcas)
+        node.nccl.conf["NCCL_IB_TC"] = ROCE_NCCL_TC
     for fault in [f for f in spec.faults if present(f, 0.0)] if faults is None else faults:
         FAULTS[fault["kind"]].apply(node, fault)
     return node
@@ -49,6 +54,8 @@ def command_runner(node: SimNode) -> Any:
                               f"SubState={'running' if state == 'active' else 'dead'}\n"
                               f"LoadState={load}\n")
             return CommandResult(argv, 0, "\n".join(blocks))
+        if program == "dcb":
+            return dcb(node, argv)
         if program == "timedatectl":
             return CommandResult(argv, 0, "yes\n")
         if program == "all_reduce_perf" and allreduce_output(node) is not None:

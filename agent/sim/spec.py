@@ -21,11 +21,12 @@ from ..errors import UsageError
 from ..model.nodeset import MAX_NODES, expand, short
 from .faults import FAULTS
 from .ib_faults import hca_problem
-from .layout import LAYOUTS
+from .layout import HCA_LAYOUTS, LAYOUTS
 from .qualify_faults import factor_problem
 from .schedule import WINDOW_KEYS, window_problem
 
-_NODE_KEYS = {"names", "profile", "rack", "clique"}
+_NODE_KEYS = {"names", "profile", "rack", "clique", "fabric"}
+FABRICS = ("infiniband", "roce")
 _FAULT_COMMON = {"node", "kind"}
 # Fault options that are times or counts: numbers from 0 up.
 _NUMERIC = ("code", "age_s", "at_s", "port", "gpu", "link", "job", "pid")
@@ -37,6 +38,7 @@ class NodeSpec:
     profile: str
     rack: str | None = None
     clique: int = 0
+    fabric: str = "infiniband"  # roce: the compute rails are RoCE (sim/ib.py roce_fabric)
     faults: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -100,8 +102,13 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
             except UnknownProfileError as exc:
                 raise _bad(where, str(exc)) from None
             raise _bad(where, f"profile {entry['profile']!r} cannot be simulated")
+        fabric = entry.get("fabric", "infiniband")
+        if fabric not in FABRICS:
+            raise _bad(where, f"fabric {short(str(fabric))!r} is not one of {', '.join(FABRICS)}")
+        if fabric == "roce" and not HCA_LAYOUTS.get(entry["profile"]):
+            raise _bad(where, f"fabric roce: profile {entry['profile']!r} has no compute NICs")
         for name in _names(entry["names"], where):
-            nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"), clique)
+            nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"), clique, fabric)
         if len(nodes) > MAX_NODES:
             raise _bad(where, f"more than {MAX_NODES} nodes in all")
     if not nodes:
@@ -145,6 +152,9 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
             if not 0 <= _int(fault["link"]) < links:
                 raise _bad(where, f"fault {kind.kind}: {name} GPU {fault.get('gpu')} has no "
                                   f"NVLink {fault['link']}")
+        if kind.fabric == "roce" and node.fabric != "roce":
+            raise _bad(where, f"fault {kind.kind}: needs a node with fabric {kind.fabric} "
+                              f"({name} has {node.fabric})")
         if kind.profiles and node.profile not in kind.profiles:
             raise _bad(where, f"fault {kind.kind}: does not apply to {node.profile} ({name})")
         if "hca" in fault:

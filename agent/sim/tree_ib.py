@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 _IB_CLASS, _ETH_CLASS = "0x020700", "0x020000"
 # hardware.md §3.2: RoCE v2 IPv4-mapped GIDs; IB ports use the default subnet prefix.
 _IB_GID_PREFIX = "fe80:0000:0000:0000"
+_ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
 def _write(path: Path, text: str) -> None:
@@ -61,9 +62,12 @@ def _write_port(node: SimNode, hca: SimHca, port: SimIbPort, base: Path) -> None
     }
     if port.link_layer == "Ethernet":
         files["gid_attrs/ndevs/0"] = port.netdev
-        files["gids/1"] = _gid(hca, port)
-        files["gid_attrs/types/1"] = "RoCE v2"
-        files["gid_attrs/ndevs/1"] = port.netdev
+        files["gids/1"] = _gid(hca, port) if port.roce_v2_gids else _ZERO_GID
+        if port.roce_v2_gids:
+            files["gid_attrs/types/1"] = "RoCE v2"
+            files["gid_attrs/ndevs/1"] = port.netdev
+        for index in range(2, 16):  # the rest of the table: empty entries read as zeros
+            files[f"gids/{index}"] = _ZERO_GID
     for name, text in files.items():
         _write(base / name, text)
     for name in port.counters:
@@ -83,6 +87,11 @@ def _write_netdev(hca: SimHca, port: SimIbPort, function: Path, root: Path) -> N
     _write(base / "carrier", "1" if up else "0")
     _write(base / "speed", str(int(port.width * 1000 * LANE_GBPS[port.speed])) if up else "-1")
     _write(base / "dev_port", str(port.port - 1))
+    if not ib:  # mlx5's DCQCN switches, one file per priority
+        for point, enabled in (("roce_np", port.ecn_np), ("roce_rp", port.ecn_rp)):
+            for prio in range(8):
+                _write(base / "ecn" / point / "enable" / str(prio),
+                       "1" if prio in enabled else "0")
     _link(base / "device", function)
     _link(root / "sys/class/net" / port.netdev, base)
 

@@ -4,6 +4,7 @@ other check; every healthy profile is all pass; the fault table and the catalog 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,22 +20,33 @@ from clusterdiag.agent.sim.ib_faults import example_hca
 from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.checks.finding import Status
+from clusterdiag.checks.profile import add_site_profiles
 from clusterdiag.checks.qualify import CATALOG as QUALIFY_CATALOG
 from clusterdiag.reports.cluster_checks import CATALOG as CLUSTER_CATALOG
 from clusterdiag.reports.node import NodeReport
 
 # The families whose failures the simulator must be able to produce.
-SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.", "ib.", "nccl.")
+SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.", "ib.", "nccl.", "roce.")
 # Checks that only report on the run itself and have nothing to trip.
 NOT_FAULTS = {"host.profile"}
+# A RoCE node (fabric: roce) is judged with the site profile that says so.
+ROCE_PROFILE = Path(__file__).parent.parent / "fixtures" / "profiles" / "roce-h100.yaml"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _roce_profile() -> None:
+    add_site_profiles({n: s.profile for n, s in
+                       load_site_profiles(ROCE_PROFILE.parent, ROCE_PROFILE).items()})
 
 
 def _run(profile: str, faults: list[dict[str, object]], level: str,
-         config: Config | None = None) -> NodeReport:
+         config: Config | None = None, fabric: str = "infiniband") -> NodeReport:
     env = env_for(NodeSpec("n1", profile, rack="rack1" if "nvl72" in profile else None,
-                           faults=faults))
-    options = RunOptions(level=level, profile=profile, budget_s=20, full_interval_s=1.2)
+                           fabric=fabric, faults=faults))
+    judged = "roce-h100" if fabric == "roce" else profile
+    options = RunOptions(level=level, profile=judged, budget_s=20, full_interval_s=1.2)
     return run_node(env, config or Config(), options)
 
 
@@ -77,6 +89,19 @@ def test_healthy_profile_is_all_pass(profile: str, level: str) -> None:
     assert any(f.status is Status.PASS and f.check.startswith("gpu.") for f in report.findings)
 
 
+@pytest.mark.parametrize("level", ["quick", "full"])
+def test_healthy_roce_node_is_all_pass(level: str) -> None:
+    """An HGX H100 whose compute rails are RoCE, judged with the site profile that says
+    so: every RoCE check judges each rail and passes; no InfiniBand-only check fails."""
+    report = _run("dgx-h100", [], level, fabric="roce")
+    bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
+    assert not bad, bad
+    for check in ("roce.mtu", "roce.gid", "roce.ecn", "roce.pfc", "roce.nccl"):
+        passed = {f.component for f in report.findings
+                  if f.check == check and f.status is Status.PASS}
+        assert len(passed) == 8, (check, passed)
+
+
 def _profile_for(kind: FaultKind) -> str:
     return kind.profiles[0] if kind.profiles else "dgx-h100"
 
@@ -115,7 +140,7 @@ def test_fault_trips_its_check_and_nothing_else(kind: str,
     if spec.trend:  # a trickle: only the agent's hour of counters sees it
         report = _agent_run(_profile_for(spec), [fault], _config_for(spec), monkeypatch)
     else:
-        report = _run(_profile_for(spec), [fault], spec.level, _config_for(spec))
+        report = _run(_profile_for(spec), [fault], spec.level, _config_for(spec), spec.fabric)
     component = spec.component.format(**fault)
     bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
     hits = [f for f in bad if f.check == spec.check]
