@@ -5,6 +5,7 @@ RoCE nodes, healthy and broken, including hosts that expose none of it."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,13 @@ from clusterdiag.agent.collectors.roce import (
     read_qos,
 )
 from clusterdiag.agent.config import Config
-from clusterdiag.agent.errors import ConfigError
+from clusterdiag.agent.errors import ConfigError, UsageError
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.ib import IbDevice, IbPort, RoceGid, RoceQos
 from clusterdiag.agent.model.nccl import NcclInfo
 from clusterdiag.agent.runner import RunOptions, run_node
 from clusterdiag.agent.sim.node import env_for
-from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.spec import NodeSpec, parse_spec
 from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.agent.sysfs import FileCounter
@@ -128,8 +129,6 @@ def _runner(answers: dict[str, CommandResult]) -> Any:
 
 
 def test_qos_falls_back_to_mlnx_qos_and_says_when_neither_tool_is_there() -> None:
-    import time
-
     deadline = time.monotonic() + 10
     env = SourceEnv(root=PROCFS, runner=_runner({"mlnx_qos": CommandResult(
         ["mlnx_qos"], 0, _mlnx_qos_output("pcp", "0 0 0 1 0 0 0 0"))}))
@@ -143,8 +142,6 @@ def test_qos_falls_back_to_mlnx_qos_and_says_when_neither_tool_is_there() -> Non
 
 
 def test_a_tool_that_does_not_answer_costs_its_value_not_the_source() -> None:
-    import time
-
     hung = CommandResult(["dcb"], None, error="dcb: no answer within 2 s")
     env = SourceEnv(root=PROCFS, runner=_runner({"dcb": hung}))
     qos = read_qos(env, "eth0", FileCounter(), time.monotonic() + 10)
@@ -309,3 +306,30 @@ def test_roce_profile_keys_are_validated(tmp_path: Path, line: str, problem: str
     path.write_text(f"extends: dgx-h100\n{line}\n")
     with pytest.raises(ConfigError, match=problem):
         load_site_profiles(tmp_path / "none", path)
+
+
+# -- the simulator's spec ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("entry", "fault", "problem"), [
+    ({"fabric": "rocev2"}, None, "fabric 'rocev2' is not one of infiniband, roce"),
+    ({"profile": "hgx-h100-pcie", "fabric": "roce"}, None,
+     "fabric roce: profile 'hgx-h100-pcie' has no compute NICs"),
+    ({}, {"kind": "roce_pfc_off", "hca": "mlx5_0"},
+     "fault roce_pfc_off: needs a node with fabric roce"),
+])
+def test_spec_fabric_is_validated(entry: dict[str, Any], fault: dict[str, Any] | None,
+                                  problem: str) -> None:
+    data: dict[str, Any] = {"nodes": [{"names": "r1", "profile": "dgx-h100", **entry}]}
+    if fault is not None:
+        data["faults"] = [{"node": "r1", **fault}]
+    with pytest.raises(UsageError, match=problem):
+        parse_spec(data, "spec.yaml")
+
+
+def test_a_roce_spec_node_carries_its_fabric() -> None:
+    spec = parse_spec({"nodes": [{"names": "r[1-2]", "profile": "dgx-h100", "fabric": "roce"}],
+                       "faults": [{"node": "r2", "kind": "roce_ecn_off", "hca": "mlx5_3"}]},
+                      "spec.yaml")
+    assert {n.fabric for n in spec.nodes.values()} == {"roce"}
+    assert spec.nodes["r2"].faults[0]["kind"] == "roce_ecn_off"
