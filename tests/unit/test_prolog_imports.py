@@ -33,6 +33,7 @@ LAUNCHER = frozenset({
 PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.collect", "agent.collectors", "agent.collectors.allreduce", "agent.collectors.host",
     "agent.collectors.ib", "agent.collectors.ib_port", "agent.collectors.ib_role",
+    "agent.collectors.roce", "checks.roce",
     "agent.collectors.kernel", "agent.collectors.nccl", "agent.collectors.nccl_host",
     "agent.collectors.nvml", "agent.collectors.nvml_read", "agent.collectors.pci",
     "agent.config", "agent.kernel_log", "agent.model", "agent.model.gpu", "agent.model.host",
