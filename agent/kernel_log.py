@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
-from .sysfs import open_regular
+from .sysfs import open_regular, raise_if_exhausted
 
 # domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (hardware.md §5.1).
 _BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
@@ -517,7 +517,8 @@ def _cutoff(now: float, lookback_s: float | None) -> float | None:
 
 def read_file(path: str | os.PathLike[str], *, now: float | None = None,
               lookback_s: float | None = None, deadline: float | None = None) -> KernelLog:
-    """Parse a saved kernel log (``--kernel-log FILE``); never raises for a bad file.
+    """Parse a saved kernel log (``--kernel-log FILE``); never raises for a bad file, only
+    ReadFailed when the process is out of descriptors or memory (no read could succeed).
 
     Without ``lookback_s`` every matching line is an event (what ``snapshot --kernel-log``
     prints, DESIGN §8); with it, events dated before the window are counted in
@@ -532,6 +533,7 @@ def read_file(path: str | os.PathLike[str], *, now: float | None = None,
         with open(path, "rb") as handle:
             stopped = _parse_stream(handle, parser, deadline)
     except OSError as exc:
+        raise_if_exhausted(exc, path)
         log.unknown["file"] = _reason(exc)
         return log
     if stopped is not None:
@@ -618,6 +620,7 @@ def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
     try:
         fd = os.open(root / "dev" / "kmsg", os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
+        raise_if_exhausted(exc, root / "dev" / "kmsg")
         log.unknown["kmsg"] = _reason(exc)
         return log
     try:

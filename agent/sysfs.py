@@ -106,6 +106,13 @@ def _read_failed(exc: OSError, path: str | os.PathLike[str]) -> ReadFailed:
     return ReadFailed(exc.errno, f"{os_error_text(exc)} reading {path}")
 
 
+def raise_if_exhausted(exc: OSError, path: str | os.PathLike[str]) -> None:
+    """ReadFailed naming ``exc`` and ``path`` when it is the process that ran out
+    (EMFILE, ENFILE, ENOMEM, ENOBUFS): the source is in error, not the one file."""
+    if exc.errno in _EXHAUSTED:
+        raise _read_failed(exc, path) from None
+
+
 def read_text(path: str | os.PathLike[str], counter: FileCounter | None = None,
               limit: int = 1 << 20) -> Read:
     """The file's text, or None and why; ReadFailed when the process itself is out of

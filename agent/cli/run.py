@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -107,23 +107,30 @@ def _emit_node(config: Config, report: NodeReport, fmt: str, output: Path | None
         text = render_table(report, colour=is_terminal(output),
                             width=max(60, terminal_width(output, 80)), all_findings=all_findings)
     write(text, output)
-    unread = nothing_read(report)
-    if unread is not None:
-        print(f"clusterdiag: could not read the node: {unread}", file=sys.stderr)
-        sys.exit(ExitCode.COLLECT)
+    exit_if_nothing_read(report.sources)
     failed = report.verdict in (Status.FAIL, Status.ERROR)
     sys.exit(ExitCode.FAIL if failed else ExitCode.READY)
 
 
-def nothing_read(report: NodeReport) -> str | None:
+def nothing_read(sources: Mapping[str, Mapping[str, Any]]) -> str | None:
     """The first source's error when every source the run needed failed (not a timeout:
     a source that does not answer is the node's trouble): the node was not judged at all,
-    which is clusterdiag's trouble, exit 3, never a fail."""
-    sources = report.sources or {}
-    if sources and all(s.get("status") == "error" for s in sources.values()):
-        first = next(iter(sources.items()))
-        return f"{first[0]}: {first[1].get('error')}"
+    which is clusterdiag's trouble, exit 3, never a fail. ``sources`` are a report's or a
+    snapshot's (name -> status, error); one not collected (allreduce unless planned)
+    neither read nor failed, so it does not count."""
+    tried = {name: s for name, s in sources.items() if s.get("status") != "not_collected"}
+    if tried and all(s.get("status") == "error" for s in tried.values()):
+        name, first = next(iter(tried.items()))
+        return f"{name}: {first.get('error')}"
     return None
+
+
+def exit_if_nothing_read(sources: Mapping[str, Mapping[str, Any]]) -> None:
+    """Exit 3 with one line when ``nothing_read``; what was written stays written."""
+    unread = nothing_read(sources)
+    if unread is not None:
+        print(f"clusterdiag: could not read the node: {unread}", file=sys.stderr)
+        sys.exit(ExitCode.COLLECT)
 
 
 COMMANDS = (run,)

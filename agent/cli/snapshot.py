@@ -17,12 +17,13 @@ from .options import source_options
 def snapshot(config_path: Path | None, root: Path | None, kernel_log: Path | None,
              simulate: str | None, node: str | None, profile: str | None,
              level: str | None, budget: float | None) -> None:
-    """Print the raw Snapshot of this node as JSON."""
+    """Print the raw Snapshot of this node as JSON (exit 3 when no source could be read)."""
     import json
     import time
 
     from ..collect import SOURCES, collect_snapshot
     from ..runner import collector_params, plan
+    from .run import exit_if_nothing_read
 
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     env.kernel_log_every_line = True  # DESIGN §8: a file's every matching line, no window
@@ -31,7 +32,9 @@ def snapshot(config_path: Path | None, root: Path | None, kernel_log: Path | Non
     # so that `run --from-snapshot` judges the saved snapshot as `run` judges the node.
     env.params = collector_params(config, plan(config, options)[0])
     snap = collect_snapshot(env, SOURCES, time.monotonic() + options.budget_s, options.level)
-    sys.stdout.write(json.dumps(snap.to_dict(), indent=2) + "\n")
+    data = snap.to_dict()
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    exit_if_nothing_read(data["sources"])  # DESIGN §3: could not collect is exit 3
 
 
 COMMANDS = (snapshot,)

@@ -51,6 +51,7 @@ def local_gpu_count(env: SourceEnv) -> int:
 
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> AllreduceRun | None:
     if "nccl.allreduce" not in env.params:
+        stats.status = "not_collected"  # neither read nor failed: `nothing_read` skips it
         return None  # a plain snapshot must never occupy the GPUs
     program = str(env.wants("nccl.allreduce", "program") or "all_reduce_perf")
     args = [str(a) for a in env.wants("nccl.allreduce", "args") or DEFAULT_ARGS]

@@ -194,7 +194,6 @@ sys.exit(code)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (1): a snapshot that read nothing exits 0")
 def test_snapshot_that_could_read_nothing_exits_3() -> None:
     """Out of descriptors, no source can read anything: the snapshot is still printed
     (each source's error in it) and the exit status is 3, clusterdiag's trouble, with one
