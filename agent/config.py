@@ -122,6 +122,7 @@ SCHEMA: dict[str, Any] = {
         "rails": ((dict,), {}),
         "burn_s": (_NUM, 30.0),
         "parallel_nodes": ((int,), 64),
+        "srun_mpi": ((str,), "pmix"),  # srun --mpi= of the jobs between nodes
     },
     # Gathering many nodes and judging them together (reports/gather.py, cluster_checks/).
     "cluster": {

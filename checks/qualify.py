@@ -40,6 +40,10 @@ TEST_NAMES = {
     "dcgm": "DCGM diagnostic",
     "nvbandwidth": "nvbandwidth copy tests",
     "collective": "nccl-tests collective bus bandwidth",
+    "pairs": "two-node all-reduce bus bandwidth (NCCL_ALGO=Ring)",
+    "rails": "GPUDirect RDMA bandwidth rail to rail between two nodes",
+    "scaling": "all-reduce scaling (NCCL_ALGO=Ring, 2 to N nodes)",
+    "rack": "rack-wide all-reduce over multi-node NVLink",
 }
 # The figures each test's run yields (nvbandwidth measures four things in one run);
 # a figure of another test (DCGM's PCIe plugin) is shown but not judged.
@@ -47,7 +51,8 @@ RUN_TESTS = {"nvbandwidth": ("h2d", "d2h", "d2d", "hbm"), "dcgm": ()}
 COLLECTIVES = ("allreduce", "allreduce_ring", "allreduce_net")
 # The catalog of qualify check ids, with what a failure asks for.
 CATALOG: dict[str, Action] = {f"qualify.{test}": (
-    Action.RESEAT_CABLE if test == "nic" else Action.DRAIN) for test in TEST_NAMES}
+    Action.RESEAT_CABLE if test in ("nic", "rails") else Action.DRAIN) for test in TEST_NAMES}
+CATALOG["qualify.scaling"] = Action.INVESTIGATE  # how the fabric scales: nobody is drained
 CATALOG["qualify.logs"] = Action.INVESTIGATE  # a saved log qualify cannot read
 CATALOG["qualify.inventory"] = Action.INVESTIGATE  # the node's GPUs could not be listed
 

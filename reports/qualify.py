@@ -14,6 +14,7 @@ from typing import Any
 from ..agent.model.qualify import ToolRun
 from ..checks.finding import Finding, Status, worst
 from ..checks.qualify import Judged
+from ..checks.qualify_cross import Graded, ScalingPoint
 from .cluster import ClusterReport
 from .summary import STATUSES, NodeSummary
 
@@ -45,6 +46,11 @@ class QualifyReport:
     drift: list[dict[str, Any]] = field(default_factory=list)
     drained: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The tests between nodes: every pair, rail and rack figure judged, the scaling curve,
+    # the rounds of the schedule and how long they took (agent/qualify/cross.py).
+    cross: list[Graded] = field(default_factory=list)
+    scaling: list[ScalingPoint] = field(default_factory=list)
+    schedule: dict[str, Any] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Status:
@@ -98,5 +104,8 @@ class QualifyReport:
             "runs": self.run_rows(),
             "repeated": [{"node": n, "test": t} for n, t in self.repeated],
             "drift": self.drift, "drained": self.drained, "notes": self.notes,
+            "cross": {"figures": [g.to_dict() for g in self.cross],
+                      "scaling": [p.to_dict() for p in self.scaling],
+                      "schedule": self.schedule},
         }
         return data

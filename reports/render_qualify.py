@@ -106,7 +106,7 @@ def render_terminal(report: QualifyReport, width: int = 160) -> str:
             shown = f"{figure['value']} {figure['unit']} ({figure['detail']})" if figure else "-"
             out.append(_t(f"  {item['verdict'].upper():5} {item['node']}: {item['tool']} "
                           f"{item['test']} {shown}")[:width])
-    out += ["", "Scaling: the pairs/rails/scaling tests were not run (node tests only)"]
+    out += _cross_lines(report, width)
     if report.drift:
         out += ["", "Drift from the baseline (slowest first):"]
         out += [_t(f"  {d['node']} {d['component']} {d['test']} {d['value']} vs "
@@ -120,6 +120,33 @@ def render_terminal(report: QualifyReport, width: int = 160) -> str:
     if report.bad_nodes:
         out += ["", f"exclude: {fold(report.bad_nodes)}"]
     return "\n".join(out) + "\n"
+
+
+def schedule_line(report: QualifyReport) -> str:
+    """How many rounds the tests between nodes took, by test, and how long."""
+    plan = report.schedule
+    if not plan:
+        return "Between nodes: not run (--tests pairs,rails,scaling,rack)"
+    parts = ", ".join(f"{test} {count}" for test, count in plan["rounds_by_test"].items())
+    return (f"Between nodes: {plan['rounds']} round(s) ({parts}) in {plan['seconds']:.1f} s; "
+            "pairs, rails and racks: one pairing and its second pass, whatever N; scaling: "
+            "two per size, 2·log2 N")
+
+
+def _cross_lines(report: QualifyReport, width: int) -> list[str]:
+    out = ["", schedule_line(report)]
+    slow = [g for g in report.cross if g.status is not Status.PASS]
+    for g in slow[:40]:
+        out.append(_t(f"  {g.status.value.upper():4} {g.run.test} {'-'.join(g.run.nodes)} "
+                      f"{g.component} round {g.run.round} ({g.run.stage}): "
+                      f"{_n(g.value)} {g.unit} vs {g.basis} {_n(g.reference)} {g.why}")[:width])
+    if report.scaling:
+        out += ["", "Scaling (all-reduce busbw, GB/s):",
+                "  nodes  ring     default  ring efficiency vs 2 nodes"]
+        out += [f"  {p.nodes:<6} {_n(p.ring):<8} {_n(p.default):<8} "
+                f"{'-' if p.efficiency is None else f'{100 * p.efficiency:.1f} %'} "
+                f"{p.status.value}" for p in report.scaling]
+    return out
 
 
 def _md(value: object) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 # The tests a node qualification runs, by the check id its findings carry.
 TESTS = ("allreduce", "allreduce_ring", "allreduce_net", "h2d", "d2h", "d2d", "hbm",
          "gpu_compute", "nic", "dcgm")
+# The tests between nodes (agent/qualify/cross.py), by the check id their findings carry.
+CROSS_TESTS = ("pairs", "rails", "scaling", "rack")
 
 
 @dataclass
@@ -70,6 +72,7 @@ class ToolRun:
     evidence: list[Evidence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the parser could not use
     seconds: float = 0.0
+    parse_s: float = 0.0  # of ``seconds``, how long reading the output took (bench/)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "node": self.node, "test": self.test, "source": self.source,
@@ -94,3 +97,32 @@ class Expectation:
     source: str
     expected: float | None = None
     floor: float | None = None
+
+
+@dataclass
+class CrossRun:
+    """One run between nodes in one round of the schedule: a two-node all-reduce
+    (``pairs``), one rail's ``ib_write_bw`` from the first node to the second (``rails``),
+    an all-reduce over 2, 4 … N nodes (``scaling``) or over a rack's trays (``rack``).
+    ``stage`` is ``first``/``second`` (the pass of a pairing), ``ring``/``default`` (the
+    algorithm of a scaling size) or ``rack`` (the whole rack)."""
+
+    test: str  # one of CROSS_TESTS
+    nodes: tuple[str, ...]
+    round: int  # 1-based round of the schedule it ran in
+    stage: str
+    run: ToolRun
+
+    @property
+    def figure(self) -> Figure | None:
+        return self.run.figures[0] if self.run.figures else None
+
+    def to_dict(self) -> dict[str, Any]:
+        figure = self.figure
+        return {"test": self.test, "nodes": list(self.nodes), "round": self.round,
+                "stage": self.stage, "tool": self.run.tool, "source": self.run.source[:300],
+                "returncode": self.run.returncode, "error": self.run.error,
+                "seconds": round(self.run.seconds, 3),
+                "figure": None if figure is None else {
+                    "component": figure.component, "value": round(figure.value, 3),
+                    "unit": figure.unit, "detail": figure.detail}}

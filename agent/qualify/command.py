@@ -20,17 +20,18 @@ import yaml
 from ...checks.finding import Action, Finding, Status
 from ...checks.profile import Profile, UnknownProfileError, load_profile
 from ...checks.qualify import StragglerRule
-from ...reports.cluster import ClusterReport
+from ...reports.cluster import ClusterFinding, ClusterReport
 from ...reports.qualify import QualifyReport, node_summary
 from ..config import Config
 from ..errors import CollectError, UsageError
+from ..model.qualify import CROSS_TESTS
 from . import baseline
-from .launch import VIAS, ToolRunner, command_runner
+from .cross import Cross
+from .launch import VIAS, GroupRunner, ToolRunner, command_runner, group_runner
 from .plan import NODE_TESTS
 from .run import QualifyOptions, qualify
 
 TEST_GROUPS = ("node", "pairs", "rails", "scaling", "rack")
-NOT_YET = ("pairs", "rails", "scaling", "rack")  # issue 18 builds these on this foundation
 
 
 @dataclass
@@ -74,16 +75,31 @@ def load_site_profile(arg: str) -> Profile:
         raise UsageError(f"--profile {arg}: {exc}") from None
 
 
-def _tests(arg: str | None, notes: list[str]) -> frozenset[str]:
+def _tests(arg: str | None) -> tuple[frozenset[str], frozenset[str]]:
+    """The node tests and the tests between nodes that ``--tests`` asks for."""
     groups = [t.strip() for t in (arg or "node").split(",") if t.strip()]
     unknown = [g for g in groups if g not in TEST_GROUPS]
     if unknown:
         raise UsageError(f"--tests: unknown test group {unknown[0]!r} "
                          f"(choose from {', '.join(TEST_GROUPS)})")
-    for group in groups:
-        if group in NOT_YET:
-            notes.append(f"--tests {group}: not built yet (issue 18); only the node tests ran")
-    return frozenset(NODE_TESTS) if "node" in groups else frozenset()
+    node = frozenset(NODE_TESTS) if "node" in groups else frozenset()
+    return node, frozenset(CROSS_TESTS) & set(groups)
+
+
+def _racks(config: Config, nodes: list[str]) -> dict[str, list[str]]:
+    """``cluster.racks`` (rack name -> node set of its trays), limited to ``nodes``."""
+    from ClusterShell.NodeSet import NodeSetParseError
+
+    from ..model.nodeset import expand
+
+    wanted = set(nodes)
+    out = {}
+    for rack, members in (config.section("cluster").get("racks") or {}).items():
+        try:
+            out[str(rack)] = [n for n in expand(str(members)) if n in wanted]
+        except NodeSetParseError as exc:
+            raise UsageError(f"cluster.racks {rack}: {exc}") from None
+    return out
 
 
 def _cluster(findings: dict[str, list[Any]], profiles: dict[str, str], gpus: dict[str, int],
@@ -128,7 +144,7 @@ def run(request: Request, config: Config) -> QualifyReport:
     if request.from_logs:
         return from_logs(request, config)
     notes: list[str] = []
-    tests = _tests(request.tests, notes)
+    tests, cross_tests = _tests(request.tests)
     settings = dict(config.section("qualify"))
     level = request.level or config.data["level"]
     budget = float(request.budget if request.budget is not None else settings["budget_s"])
@@ -140,6 +156,9 @@ def run(request: Request, config: Config) -> QualifyReport:
         profiles = {n: load_site_profile(request.profile) if request.profile else s.profile
                     for n, s in sims.items()}
         tool_runner: ToolRunner = runner
+        group: GroupRunner = runner.group
+        racks = _racks(config, nodes) or {r: sorted(n for n, s in sims.items() if s.rack == r)
+                                          for r in {s.rack for s in sims.values() if s.rack}}
     else:
         nodes, via = _nodes_and_via(request)
         name = request.profile or config.data["profile"]
@@ -149,8 +168,26 @@ def run(request: Request, config: Config) -> QualifyReport:
         profile = load_site_profile(name)
         profiles = {n: profile for n in nodes}
         tool_runner = command_runner(via)
-    outcome = qualify(nodes, tool_runner, profiles, QualifyOptions(tests, level, budget,
-                                                                   settings))
+        group = group_runner(via, str(settings.get("srun_mpi", "pmix")))
+        racks = _racks(config, nodes)
+    options = QualifyOptions(tests, level, budget, settings)
+    outcome = qualify(nodes, tool_runner, profiles, options)
+    cross = None
+    if cross_tests:
+        excluded = {n for n, own in outcome.judgement.findings.items()
+                    if any(f.status in (Status.FAIL, Status.ERROR) for f in own)}
+        options = QualifyOptions(cross_tests, level, max(budget - outcome.seconds, 1.0),
+                                 settings)
+        cross = Cross(nodes, outcome.inventories, profiles, tool_runner, group, options,
+                      racks).run(cross_tests, excluded)
+        notes += cross.notes
+        for node, own in cross.findings.items():
+            outcome.judgement.findings.setdefault(node, []).extend(own)
+    if cross is not None and not tests and not any(
+            r.run.error is None and r.run.skipped is None for r in cross.runs):
+        why = sorted({r.run.error or r.run.skipped or "" for r in cross.runs} - {""})
+        raise CollectError("qualify: no test between nodes could run: "
+                           + "; ".join(why[:2] or cross.notes[:2] or ["nothing to run"]))
     if tests and not outcome.anything_ran:
         missing = sorted({r.skipped or r.error or "" for r in outcome.runs} - {""})
         problems = sorted({p for inv in outcome.inventories.values() for p in inv.problems})
@@ -166,9 +203,15 @@ def run(request: Request, config: Config) -> QualifyReport:
                                "; ".join(inv.problems) or "no GPUs", None, Action.INVESTIGATE,
                                "qualify.inventory"))
     cluster = _cluster(outcome.judgement.findings, names, gpus, via)
-    report = QualifyReport(cluster, "run", sorted(tests), level, outcome.seconds,
+    report = QualifyReport(cluster, "run", sorted(tests | cross_tests), level,
+                           outcome.seconds + (cross.seconds if cross else 0.0),
                            outcome.judgement.figures, outcome.runs, outcome.judgement.findings,
                            outcome.repeated, notes=notes)
+    if cross is not None:
+        cluster.findings.extend(ClusterFinding(f) for f in cross.cluster)
+        report.cross = cross.graded
+        report.scaling = cross.scaling
+        report.schedule = cross.schedule()
     if request.baseline is not None:
         saved = baseline.load(request.baseline)
         if saved is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..sources import CommandResult, run_command
@@ -24,6 +24,14 @@ class ToolRunner(Protocol):
                  timeout_s: float) -> CommandResult: ...
 
 
+class GroupRunner(Protocol):
+    """One command as one job over several nodes, one task per node (nccl-tests over MPI:
+    ``-g`` GPUs per task)."""
+
+    def __call__(self, nodes: Sequence[str], argv: list[str], env: Mapping[str, str],
+                 timeout_s: float) -> CommandResult: ...
+
+
 def remote_argv(via: str, node: str, argv: list[str], env: Mapping[str, str],
                 timeout_s: float) -> list[str]:
     """What runs locally to run ``argv`` with ``env`` on ``node`` for ``timeout_s``."""
@@ -31,9 +39,39 @@ def remote_argv(via: str, node: str, argv: list[str], env: Mapping[str, str],
     if via == "srun":
         export = ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(env.items()))])
         return ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-                f"--export={export}", "--kill-on-bad-exit=1", *guarded]
+                f"--export={export}", "--kill-on-bad-exit=1", "--overlap", *guarded]
     return ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", node,
             shlex.join(["env", *(f"{k}={v}" for k, v in sorted(env.items())), *guarded])]
+
+
+def group_argv(via: str, nodes: Sequence[str], argv: list[str], env: Mapping[str, str],
+               timeout_s: float, mpi: str = "pmix") -> list[str]:
+    """What runs locally to run ``argv`` as one job of one task per node of ``nodes``: a
+    job step of the allocation (``srun --mpi=pmix``, as nccl-tests' multi-node examples
+    run), or ``mpirun`` over ssh. ``--overlap`` lets the steps of one round share the
+    allocation's nodes (a rail's server and client, the pairs of a round)."""
+    guarded = ["timeout", "--kill-after=5", f"{max(1, int(timeout_s))}", *argv]
+    hosts = ",".join(nodes)
+    if via == "srun":
+        export = ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(env.items()))])
+        return ["srun", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
+                "--ntasks-per-node=1", f"--nodelist={hosts}", f"--export={export}",
+                "--kill-on-bad-exit=1", "--overlap", f"--mpi={mpi}", *guarded]
+    exports = [x for k, v in sorted(env.items()) for x in ("-x", f"{k}={v}")]
+    return ["mpirun", "--host", hosts, "-np", str(len(nodes)), "--map-by", "ppr:1:node",
+            "--bind-to", "numa", *exports, *guarded]
+
+
+def group_runner(via: str, mpi: str = "pmix") -> GroupRunner:
+    """The runner of real multi-node jobs for ``via`` (``local`` has one node only);
+    ``mpi`` is srun's ``--mpi`` plugin (config ``qualify.srun_mpi``)."""
+    def run(nodes: Sequence[str], argv: list[str], env: Mapping[str, str], timeout_s: float
+            ) -> CommandResult:
+        if via == "local":
+            return CommandResult(argv, None, error="a test between nodes needs srun or ssh")
+        return run_command(group_argv(via, nodes, argv, env, timeout_s, mpi),
+                           timeout_s + _GRACE_S)
+    return run
 
 
 def command_runner(via: str) -> ToolRunner:

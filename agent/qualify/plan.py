@@ -65,7 +65,7 @@ class Step:
     fallback: Step | None = None  # run instead when this one's tool is not installed
 
 
-def _program(name: str, tools: Mapping[str, Any]) -> str:
+def program(name: str, tools: Mapping[str, Any]) -> str:
     return str(tools.get(name) or name)
 
 
@@ -77,7 +77,7 @@ def node_steps(inventory: Inventory, level: str, settings: Mapping[str, Any],
     gpus = len(inventory.gpus)
     iters = "100" if level == "full" else "20"
     steps: list[Step] = []
-    allreduce = (_program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
+    allreduce = (program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
                  "-g", str(gpus), "-w", "5", "-n", iters)
     variants = {"allreduce": (), "allreduce_ring": (("NCCL_ALGO", "Ring"),),
                 "allreduce_net": (("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1"),
@@ -88,27 +88,27 @@ def node_steps(inventory: Inventory, level: str, settings: Mapping[str, Any],
             steps.append(Step(test, "nccl-tests", allreduce, env, float(deadlines[test])))
     if "nvbandwidth" in tests and gpus:
         steps.append(Step("nvbandwidth", "nvbandwidth",
-                          (_program("nvbandwidth", tools), "-t", *NVBANDWIDTH_CASES),
+                          (program("nvbandwidth", tools), "-t", *NVBANDWIDTH_CASES),
                           deadline_s=float(deadlines["nvbandwidth"])))
     if "gpu_compute" in tests and gpus:
         burn = str(int(float(settings.get("burn_s", 30.0)) * (4 if level == "full" else 1)))
-        dcgm = Step("gpu_compute", "dcgmi", (_program("dcgmi", tools), "diag", "-r",
+        dcgm = Step("gpu_compute", "dcgmi", (program("dcgmi", tools), "diag", "-r",
                                              "diagnostic", "-j"),
                     deadline_s=float(deadlines["dcgm"]))
         steps.append(Step("gpu_compute", "gpu_burn",
-                          (_program("gpu_burn", tools), "-d", "-tc", burn),
+                          (program("gpu_burn", tools), "-d", "-tc", burn),
                           deadline_s=float(deadlines["gpu_compute"]) + float(burn),
                           fallback=dcgm))
     if "nic" in tests:
         for i, rail in enumerate(inventory.rails):
-            common = (_program("ib_write_bw", tools), "-d", rail.hca, "-i", str(rail.port),
+            common = (program("ib_write_bw", tools), "-d", rail.hca, "-i", str(rail.port),
                       f"--use_cuda={rail.gpu}", "-s", "8388608", "-n", "2000", "-F",
                       "--report_gbits", "-p", str(NIC_PORT_BASE + i))
             steps.append(Step("nic", "perftest", (*common, "localhost"),
                               deadline_s=float(deadlines["nic"]), server_argv=common,
                               component=f"{rail.hca}/{rail.port}"))
     if "dcgm" in tests and gpus:
-        steps.append(Step("dcgm", "dcgmi", (_program("dcgmi", tools), "diag", "-r",
+        steps.append(Step("dcgm", "dcgmi", (program("dcgmi", tools), "diag", "-r",
                                             "3" if level == "full" else "2", "-j"),
                           deadline_s=float(deadlines["dcgm"])))
     return steps

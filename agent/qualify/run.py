@@ -77,7 +77,7 @@ def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any]) -> Inv
     return inv
 
 
-def _result_run(step: Step, node: str, result: CommandResult, seconds: float) -> ToolRun:
+def result_run(step: Step, node: str, result: CommandResult, seconds: float) -> ToolRun:
     run = ToolRun(step.tool, node, step.test, " ".join(step.argv), result.returncode,
                   seconds=seconds)
     program = step.argv[0].rsplit("/", 1)[-1]
@@ -92,14 +92,19 @@ def _result_run(step: Step, node: str, result: CommandResult, seconds: float) ->
             return run
         run.error = f"no answer within {step.deadline_s:g} s; its process tree was killed"
         return run
+    parsing = time.monotonic()
     parsers.parse(step.tool, result.stdout + "\n" + result.stderr, run)
+    run.parse_s = time.monotonic() - parsing
     for figure in run.figures:
         if step.component != "node" and figure.test == "nic":
             figure.component = step.component
     return run
 
 
-def run_step(step: Step, node: str, runner: ToolRunner, deadline: float) -> ToolRun:
+def run_step(step: Step, node: str, runner: ToolRunner, deadline: float,
+             server_node: str | None = None) -> ToolRun:
+    """The step on ``node`` (its server half, if any, on ``server_node``, by default the
+    same node)."""
     left = min(step.deadline_s, deadline - time.monotonic())
     if left < 1.0:
         return ToolRun(step.tool, node, step.test, " ".join(step.argv),
@@ -111,14 +116,14 @@ def run_step(step: Step, node: str, runner: ToolRunner, deadline: float) -> Tool
     else:
         server: list[CommandResult] = []
         thread = threading.Thread(target=lambda: server.append(
-            runner(node, list(step.server_argv or ()), env, left)), daemon=True)
+            runner(server_node or node, list(step.server_argv or ()), env, left)), daemon=True)
         thread.start()
         time.sleep(0.2 if left > 5 else 0.0)  # the server listens before the client connects
         result = runner(node, list(step.argv), env, left)
         thread.join(left + 15)
         if server and missing(server[0]):
             result = server[0]
-    run = _result_run(step, node, result, time.monotonic() - started)
+    run = result_run(step, node, result, time.monotonic() - started)
     if run.skipped is not None and step.fallback is not None:
         other = run_step(step.fallback, node, runner, deadline)
         if other.skipped is None:

@@ -14,6 +14,7 @@ and nothing else. Run-to-run noise is Gaussian, seeded per (node, test, componen
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from dataclasses import dataclass
 
@@ -126,3 +127,66 @@ def rack_busbw(trays: list[SimNode]) -> float:
     if not trays:
         return 0.0
     return rates(trays[0]).mnnvl * min(slowest_nvlink(t) for t in trays)
+
+
+# Across nodes. A flat ring's busbw is bounded by each node's NICs: "46-48 GB/s per NIC"
+# at NDR (nccl-tests #290, AddyLaddy), i.e. 0.94 of the rail's 392 Gb/s here, times the
+# rails; a rail's cable or switch port (``cable:<hca>``) slows only traffic that leaves
+# the node, never the same-host loopback. Each of the ring's 2(n-1) network steps costs
+# RING_STEP_US (NCCL's Simple protocol, a few microseconds per hop), which is why a ring
+# loses efficiency at thousands of nodes at a fixed message size (248 H200 nodes ~350 of
+# ~370 GB/s, nccl-tests #283). Tree pays 2·log2(n) steps instead; on exactly two nodes
+# NCCL's default (NVLSTree) goes beyond the network (440.6 vs ~370, coreweave PR #92).
+RING_STEP_US = 5.0
+NET_EFF = 0.94
+TWO_NODE_TREE_GAIN = 1.19
+
+
+def cross_rail_gbps(node: SimNode, hca: str) -> float:
+    return nic_gbps(node, hca) * factor(node, "cable", hca)
+
+
+def network_busbw(node: SimNode) -> float:
+    """The node's share of a cross-node ring: its slowest rail times the rails."""
+    if node.socket_fallback:
+        return SOCKET_BUSBW
+    rails = [cross_rail_gbps(node, hca) for hca in compute_hcas(node)]
+    return NET_EFF * min(rails) / 8 * len(rails) if rails else SOCKET_BUSBW
+
+
+def _steps(nodes: int, algo: str) -> float:
+    if algo.lower() == "ring":
+        return 2.0 * (nodes - 1)
+    return 2.0 * math.ceil(math.log2(max(nodes, 2)))
+
+
+def group_bandwidth(nodes: list[SimNode], algo: str) -> float:
+    """The bandwidth part of an all-reduce over ``nodes`` (GB/s of busbw): the slowest
+    node's local ring and network share, the spine where the group spans racks."""
+    local = min(allreduce_busbw(n, "ring", False) for n in nodes)
+    band = min(local, *(network_busbw(n) for n in nodes))
+    if len({n.rack for n in nodes}) > 1:
+        band *= min(factor(n, "uplink", 0) for n in nodes)
+    if algo.lower() != "ring" and len(nodes) == 2 and not any(n.socket_fallback
+                                                              for n in nodes):
+        band *= TWO_NODE_TREE_GAIN
+    return band
+
+
+def group_busbw(nodes: list[SimNode], algo: str, size: int, band: float) -> float:
+    """busbw at ``size`` bytes: the bandwidth part slowed by the algorithm's steps."""
+    ranks = sum(len(n.gpus) for n in nodes)
+    moved = size * 2 * (ranks - 1) / ranks
+    seconds = moved / (band * 1e9) + _steps(len(nodes), algo) * RING_STEP_US * 1e-6
+    return moved / seconds / 1e9
+
+
+def imex_channel(node: SimNode) -> bool:
+    return node.profile.imex and node.imex_channel
+
+
+def mnnvl_busbw(trays: list[SimNode]) -> float:
+    """All-reduce over every GPU of ``trays`` over multi-node NVLink: the rack figure
+    (846.8 GB/s over 72 GPUs, coreweave PR #43) bound by the slowest tray's NVLinks and
+    its path into the NVLink switch trays (``mnnvl:0``)."""
+    return rack_busbw(trays) * min(factor(t, "mnnvl", 0) for t in trays)

@@ -51,7 +51,7 @@ from .nccl_faults import (
     nic_wrong_numa,
     peermem_missing,
 )
-from .qualify_faults import slow, socket_fallback, tool_hang
+from .qualify_faults import imex_channel_missing, slow, socket_fallback, tool_hang
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 
@@ -78,6 +78,9 @@ class FaultKind:
     # both not ACTIVE and without a LID). Nothing outside check + also may trip.
     also: tuple[str, ...] = ()
     active: bool = False  # only traffic shows it: caught by clusterdiag qualify, not run
+    # Only traffic between nodes shows it: caught by qualify's pairs, rails, scaling or
+    # rack tests; the node tests pass (tests/integration/test_qualify_cross.py).
+    cross: bool = False
     # A trickle only the agent's long window sees (checks/window.py): one event every few
     # minutes, never enough in one interval. Tests drive agent cycles over simulated time.
     trend: bool = False
@@ -479,6 +482,15 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               (), socket_fallback, profiles=_IB, active=True),
     FaultKind("tool_hang", "qualify.allreduce", "fail", "drain", "node", (), tool_hang,
               active=True),
+    # Cross-node active kinds: every node test passes; pairs, rails, scaling or rack name it.
+    FaultKind("cable_slow", "qualify.rails", "fail", "reseat_cable", "{hca}/1", ("hca",),
+              slow("cable"), options=("factor",), profiles=_IB, active=True, cross=True),
+    FaultKind("uplink_slow", "qualify.scaling", "warn", "investigate", "cluster", (),
+              slow("uplink"), options=("factor",), profiles=_IB, active=True, cross=True),
+    FaultKind("mnnvl_slow", "qualify.rack", "fail", "drain", "node", (), slow("mnnvl"),
+              options=("factor",), profiles=_NVL, active=True, cross=True),
+    FaultKind("imex_channel_missing", "qualify.rack", "fail", "fix_config", "node", (),
+              imex_channel_missing, profiles=_NVL, active=True, cross=True),
     # Cluster-level kinds: each node passes alone; the cross-node view catches them.
     FaultKind("driver_mismatch", "cluster.versions", "warn", "fix_config", "driver",
               ("version",), _driver_version, cluster=True),

@@ -119,6 +119,7 @@ class SimNode:
     slow: dict[str, float] = field(default_factory=dict)
     socket_fallback: bool = False
     tools_hang: bool = False
+    imex_channel: bool = True  # /dev/nvidia-caps-imex-channels/channel0 (NVL72 trays)
 
     @property
     def nvml_gpus(self) -> list[SimGpu]:

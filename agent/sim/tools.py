@@ -12,12 +12,12 @@ import json
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..sources import CommandResult, run_command
 from . import bandwidth as bw
-from .hardware import SimNode
+from .hardware import SimGpu, SimNode
 from .ib import LANE_GBPS
 
 # A parent that starts a child and both sleep: what a hung MPI launcher looks like.
@@ -26,6 +26,15 @@ _HANG = ("import os, subprocess, sys, time\n"
          "with open(sys.argv[1], 'a') as f: f.write(f'{os.getpid()} {child.pid}\\n')\n"
          "time.sleep(3600)\n")
 _RULE = "-" * 87
+IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
+
+
+class _Exit(Exception):
+    """A stand-in ending with a non-zero status and what it printed on stderr."""
+
+    def __init__(self, code: int, stderr: str) -> None:
+        super().__init__(stderr)
+        self.code, self.stderr = code, stderr
 _VALUE_FLAGS = ("-d", "-i", "-s", "-n", "-p", "-x", "-D")
 
 
@@ -53,10 +62,14 @@ class SimTools:
         self.installed = installed  # None: every tool stood in for
         self.calls: Counter[tuple[str, str]] = Counter()
         self.hung_pids: list[int] = []
+        # Simulated duration of each call (the test time a real tool would take), by
+        # (node or comma-joined nodes, command line): bench/qualify_schedule.py adds them up.
+        self.test_seconds: dict[tuple[str, str], float] = {}
         self._tools: dict[str, Callable[[SimNode, list[str], Mapping[str, str], int], str]] = {
             "all_reduce_perf": self._all_reduce, "nvbandwidth": self._nvbandwidth,
             "ib_write_bw": self._ib_write_bw, "gpu_burn": self._gpu_burn,
-            "nvidia-smi": self._nvidia_smi, "ibstat": self._ibstat, "dcgmi": self._dcgmi}
+            "nvidia-smi": self._nvidia_smi, "ibstat": self._ibstat, "dcgmi": self._dcgmi,
+            "ls": self._ls}
 
     def __call__(self, node: str, argv: list[str], env: Mapping[str, str],
                  timeout_s: float) -> CommandResult:
@@ -77,7 +90,33 @@ class SimTools:
                                  result.error)
         key = (node, " ".join(argv) + repr(sorted(env.items())))
         self.calls[key] += 1
-        return CommandResult(argv, 0, tool(sim, argv, env, self.calls[key]))
+        try:
+            text = tool(sim, argv, env, self.calls[key])
+            self.test_seconds[(node, " ".join(argv))] = test_seconds(text)
+            return CommandResult(argv, 0, text)
+        except _Exit as exc:
+            return CommandResult(argv, exc.code, "", exc.stderr)
+
+    def group(self, nodes: Sequence[str], argv: list[str], env: Mapping[str, str],
+              timeout_s: float) -> CommandResult:
+        """One command over several nodes (an MPI job of one rank per node): only
+        ``all_reduce_perf`` spans nodes; rank 0 prints the table, as nccl-tests does."""
+        program = argv[0].rsplit("/", 1)[-1]
+        sims = [self.nodes.get(n) for n in nodes]
+        if any(s is None for s in sims):
+            return CommandResult(argv, None, error=f"{nodes}: no such simulated node")
+        group = [s for s in sims if s is not None]
+        if program != "all_reduce_perf" or (
+                self.installed is not None and program not in self.installed):
+            return CommandResult(argv, None, error=f"{program}: not found")
+        hung = next((s for s in group if s.tools_hang), None)
+        if hung is not None:
+            return self(hung.name, argv, env, timeout_s)
+        key = (",".join(nodes), " ".join(argv) + repr(sorted(env.items())))
+        self.calls[key] += 1
+        result = all_reduce_group(group, argv, env, self.seed, self.calls[key])
+        self.test_seconds[(",".join(nodes), " ".join(argv))] = test_seconds(result.stdout)
+        return result
 
     def _noise(self, node: SimNode, attempt: int, *where: object) -> float:
         return bw.noise(self.seed, node.name, attempt, *where)
@@ -86,6 +125,13 @@ class SimTools:
                     attempt: int) -> str:
         return "".join(f"{g.index}, {g.bdf.upper().replace('0000:', '00000000:', 1)}\n"
                        for g in node.gpus)
+
+    def _ls(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+            attempt: int) -> str:
+        """``ls`` of the IMEX channel directory (the only path qualify lists)."""
+        if argv[-1].rstrip("/") == IMEX_CHANNELS and bw.imex_channel(node):
+            return "channel0\n"
+        raise _Exit(2, f"ls: cannot access '{argv[-1]}': No such file or directory\n")
 
     def _ibstat(self, node: SimNode, argv: list[str], env: Mapping[str, str],
                 attempt: int) -> str:
@@ -107,45 +153,17 @@ class SimTools:
 
     def _all_reduce(self, node: SimNode, argv: list[str], env: Mapping[str, str],
                     attempt: int) -> str:
-        low, high = _size(_opt(argv, "-b", "8")), _size(_opt(argv, "-e", "128M"))
         ranks = int(_opt(argv, "-g", str(len(node.gpus))))
         through_nics = env.get("NCCL_P2P_DISABLE") == "1" and env.get("NCCL_SHM_DISABLE") == "1"
         algo = env.get("NCCL_ALGO", "default")
         peak = bw.allreduce_busbw(node, algo, through_nics) * self._noise(
             node, attempt, "allreduce", algo, through_nics)
-        host = node.name
-        lines = ["# nccl-tests version 2.17.6 nccl-headers=22304 nccl-library=22304",
-                 "# Collective test starting: all_reduce_perf",
-                 f"# nThread 1 nGpus {ranks} minBytes {low} maxBytes {high} step: 2(factor) "
-                 "warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#",
-                 "# Using devices"]
-        for gpu in node.gpus[:ranks]:
-            bus = gpu.bdf[:-2]
-            lines.append(f"#  Rank {gpu.index:2d} Group  0 Pid  {4000 + gpu.index:5d} on {host} "
-                         f"device {gpu.index:2d} [{bus}] {gpu.name}")
+        info = []
         if env.get("NCCL_DEBUG", "").upper() == "INFO":
             network = "Socket" if through_nics and node.socket_fallback else "IB"
-            lines.append(f"{host}:4000:4000 [0] NCCL INFO Using network {network}")
-        lines += ["#", "#                                                              "
-                  "out-of-place                       in-place",
-                  "#       size         count      type   redop    root     time   algbw   "
-                  "busbw #wrong     time   algbw   busbw #wrong",
-                  "#        (B)    (elements)                               (us)  (GB/s)  "
-                  "(GB/s)            (us)  (GB/s)  (GB/s)"]
-        factor = 2 * (ranks - 1) / ranks if ranks > 1 else 1.0
-        total, count, size = 0.0, 0, max(low, 4)
-        while size <= high:
-            busbw = peak * size / (size + (32 << 20))  # small messages are latency-bound
-            algbw = busbw / factor
-            micros = size / (algbw * 1e3) if algbw else 0.0
-            lines.append(f"{size:>12} {size // 4:>13}     float     sum      -1 {micros:8.1f} "
-                         f"{algbw:7.2f} {busbw:7.2f}      0 {micros:8.1f} {algbw:7.2f} "
-                         f"{busbw:7.2f}      0")
-            total, count, size = total + 2 * busbw, count + 2, size * 2
-        lines += ["# Out of bounds values : 0 OK",
-                  f"# Avg bus bandwidth    : {total / max(count, 1):.4f} ", "#",
-                  "# Collective test concluded: all_reduce_perf", "#", ""]
-        return "\n".join(lines)
+            info.append(f"{node.name}:4000:4000 [0] NCCL INFO Using network {network}")
+        return _table(argv, [(node, node.gpus[:ranks])], info,
+                      lambda size: peak * size / (size + (32 << 20)))  # latency-bound below
 
     def _nvbandwidth(self, node: SimNode, argv: list[str], env: Mapping[str, str],
                      attempt: int) -> str:
@@ -203,7 +221,15 @@ class SimTools:
         hca = next((h for h in node.hcas if h.name == device), None)
         if hca is None:
             return f"IB device {device} not found\n Unable to find the Infiniband/RoCE device\n"
-        gbps = bw.nic_gbps(node, device) * self._noise(node, attempt, "nic", device)
+        remote = self.nodes.get(argv[-1]) if client and argv[-1] != "localhost" else None
+        if client and argv[-1] != "localhost" and remote is None:
+            raise _Exit(1, f" Couldn't connect to {argv[-1]}:{_opt(argv, '-p', '18515')}\n"
+                           "Unable to init the socket connection\n")
+        if remote is not None:  # rail i of this node to rail i of the server's node
+            gbps = min(bw.cross_rail_gbps(node, device), bw.cross_rail_gbps(remote, device))
+        else:
+            gbps = bw.nic_gbps(node, device)
+        gbps *= self._noise(node, attempt, "nic", device, *([remote.name] if remote else []))
         port = hca.ports[0]
         lines = []
         if any(a.startswith("--use_cuda") for a in argv):
@@ -293,6 +319,96 @@ class SimTools:
         lines += [f"\tGPU {g.index}: OK" for g in node.gpus]
         return "\n".join(lines) + "\n"
 
+
+
+def test_seconds(text: str) -> float:
+    """How long the printed run took: nccl-tests rows (time in µs, in-place and
+    out-of-place, warm-up and timed iterations), perftest rows (bytes x iterations at the
+    average rate), else nothing measurable (0)."""
+    total = 0.0
+    iters = 25.0
+    for line in text.splitlines():
+        fields = line.split()
+        if line.startswith("# nThread") and "iters:" in fields:
+            iters = float(fields[fields.index("iters:") + 1]) + 5.0
+        elif len(fields) == 13 and fields[0].isdigit() and fields[4] == "-1":
+            total += (float(fields[5]) + float(fields[9])) * 1e-6 * iters
+        elif len(fields) == 5 and fields[0].isdigit() and fields[1].isdigit() and \
+                "Gb/sec" in text:
+            total += int(fields[0]) * int(fields[1]) * 8 / (float(fields[3]) * 1e9 or 1.0)
+    return total
+
+
+def _table(argv: list[str], ranks: list[tuple[SimNode, list[SimGpu]]], info: list[str],
+           busbw_at: Callable[[int], float]) -> str:
+    """nccl-tests' all_reduce_perf output: the banner, one device line per rank, the
+    NCCL lines, one row per size from ``-b`` to ``-e`` and the summary."""
+    low, high = _size(_opt(argv, "-b", "8")), _size(_opt(argv, "-e", "128M"))
+    count = sum(len(gpus) for _, gpus in ranks)
+    lines = ["# nccl-tests version 2.17.6 nccl-headers=22304 nccl-library=22304",
+             "# Collective test starting: all_reduce_perf",
+             f"# nThread 1 nGpus {len(ranks[0][1])} minBytes {low} maxBytes {high} step: "
+             "2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#",
+             "# Using devices"]
+    rank = 0
+    for node, gpus in ranks:
+        for gpu in gpus:
+            lines.append(f"#  Rank {rank:2d} Group  0 Pid  {4000 + gpu.index:5d} on "
+                         f"{node.name} device {gpu.index:2d} [{gpu.bdf[:-2]}] {gpu.name}")
+            rank += 1
+    lines += info
+    lines += ["#", "#                                                              "
+              "out-of-place                       in-place",
+              "#       size         count      type   redop    root     time   algbw   "
+              "busbw #wrong     time   algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  "
+              "(GB/s)            (us)  (GB/s)  (GB/s)"]
+    factor = 2 * (count - 1) / count if count > 1 else 1.0
+    total, rows, size = 0.0, 0, max(low, 4)
+    while size <= high:
+        busbw = busbw_at(size)
+        algbw = busbw / factor
+        micros = size / (algbw * 1e3) if algbw else 0.0
+        lines.append(f"{size:>12} {size // 4:>13}     float     sum      -1 {micros:8.1f} "
+                     f"{algbw:7.2f} {busbw:7.2f}      0 {micros:8.1f} {algbw:7.2f} "
+                     f"{busbw:7.2f}      0")
+        total, rows, size = total + 2 * busbw, rows + 2, size * 2
+    lines += ["# Out of bounds values : 0 OK",
+              f"# Avg bus bandwidth    : {total / max(rows, 1):.4f} ", "#",
+              "# Collective test concluded: all_reduce_perf", "#", ""]
+    return "\n".join(lines)
+
+
+def all_reduce_group(group: list[SimNode], argv: list[str], env: Mapping[str, str],
+                     seed: int, attempt: int) -> CommandResult:
+    """all_reduce_perf as one MPI job over ``group`` (one rank per node, ``-g`` GPUs each):
+    over the NICs (sim/bandwidth.py group_bandwidth), or, with ``NCCL_MNNVL_ENABLE=1`` on
+    NVL72 trays, over multi-node NVLink — which needs every tray's IMEX channel (without
+    one, CUDA's fabric memory calls fail with a permission error and so does NCCL)."""
+    algo = env.get("NCCL_ALGO", "default")
+    host = group[0].name
+    where = ",".join(n.name for n in group)
+    info = []
+    mnnvl = env.get("NCCL_MNNVL_ENABLE") == "1" and all(n.profile.nvl72 for n in group)
+    if mnnvl:
+        lost = next((n for n in group if not bw.imex_channel(n)), None)
+        if lost is not None:
+            text = (f"{lost.name}:4000:4000 [0] NCCL WARN Cuda failure 'operation not "
+                    "permitted' (cuMemExportToShareableHandle, no IMEX channel)\n"
+                    f"{lost.name}: Test NCCL failure common.cu:1279 'unhandled cuda error "
+                    "(run with NCCL_DEBUG=INFO for details) / '\n"
+                    f" .. {lost.name} pid 4000: Test failure common.cu:1154\n")
+            return CommandResult(argv, 1, text)
+        peak = bw.mnnvl_busbw(group) * bw.noise(seed, where, attempt, "mnnvl")
+        info.append(f"{host}:4000:4000 [0] NCCL INFO MNNVL enabled over {len(group)} trays")
+        return CommandResult(argv, 0, _table(argv, [(n, n.gpus) for n in group], info,
+                                             lambda size: peak * size / (size + (32 << 20))))
+    band = bw.group_bandwidth(group, algo) * bw.noise(seed, where, attempt, "group", algo)
+    if env.get("NCCL_DEBUG", "").upper() == "INFO":
+        network = "Socket" if any(n.socket_fallback for n in group) else "IB"
+        info.append(f"{host}:4000:4000 [0] NCCL INFO Using network {network}")
+    return CommandResult(argv, 0, _table(argv, [(n, n.gpus) for n in group], info,
+                                         lambda size: bw.group_busbw(group, algo, size, band)))
 
 
 def simulated_cluster(arg: str, seed: int = 0) -> tuple[dict[str, SimNode], SimTools]:

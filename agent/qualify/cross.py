@@ -1,0 +1,324 @@
+"""The tests between nodes, round by round (the schedule is in schedule.py, the judging in
+checks/qualify_cross.py).
+
+``pairs``: all_reduce_perf over two nodes, every GPU of each, ``NCCL_ALGO=Ring`` (on two
+nodes NCCL's default picks Tree/NVLSTree, whose busbw goes beyond the network: nccl-tests
+#196), ``NCCL_DEBUG=INFO`` so a fall-back to sockets shows; all pairs of a round at once.
+``rails``: ``ib_write_bw --use_cuda`` from rail *i* of one node to rail *i* of its partner
+(rails matched by their position in ``ibstat``), every rail of a pair at once on its own
+port. ``scaling``: all_reduce_perf over the first 2, 4, 8 … N nodes that passed (in rack
+order, so a group fills a rack before it crosses the spine), Ring and NCCL's default at
+each size, one size at a time. ``rack``: on NVL72 racks, the IMEX channel of every tray,
+then all_reduce_perf over every GPU of the rack with ``NCCL_MNNVL_ENABLE=1``; a slow rack
+is localised by pairing its trays over multi-node NVLink, with a second pass.
+
+Nodes the node tests already failed are left out: they would only slow their partners.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from ...checks.finding import Action, Finding, Status
+from ...checks.profile import Profile
+from ...checks.qualify import expectations
+from ...checks.qualify_cross import (
+    Graded,
+    ScalingPoint,
+    attribute,
+    grade,
+    imex_findings,
+    rack_findings,
+    scaling_curve,
+)
+from ..model.qualify import CrossRun, Expectation, ToolRun
+from .launch import GroupRunner, ToolRunner
+from .plan import DEADLINES, NIC_PORT_BASE, Inventory, Step, program
+from .run import QualifyOptions, result_run, run_step
+from .schedule import Pair, first_pairing, scaling_sizes, second_pass
+
+IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
+CROSS_DEADLINES = {"pairs": 300.0, "rails": 120.0, "scaling": 600.0, "rack": 600.0}
+
+
+class Measure(Protocol):
+    """One pair's run(s) in a round; ``only`` limits a second pass to the suspect's rails."""
+
+    def __call__(self, pair: Pair, stage: str, number: int, *,
+                 only: frozenset[str] | None) -> list[CrossRun]: ...
+
+
+@dataclass
+class Round:
+    """One round of the schedule: its runs ran at the same time."""
+
+    test: str
+    stage: str
+    runs: int
+    wall_s: float
+    longest_s: float  # the slowest run of the round, launch to exit
+    parse_s: float  # reading every run's output
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.test, "stage": self.stage, "runs": self.runs,
+                "wall_s": round(self.wall_s, 4), "longest_s": round(self.longest_s, 4),
+                "parse_s": round(self.parse_s, 4)}
+
+
+@dataclass
+class CrossOutcome:
+    runs: list[CrossRun] = field(default_factory=list)
+    graded: list[Graded] = field(default_factory=list)
+    findings: dict[str, list[Finding]] = field(default_factory=dict)
+    cluster: list[Finding] = field(default_factory=list)  # scaling: the cluster's, no node's
+    scaling: list[ScalingPoint] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    judge_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.wall_s for r in self.rounds)
+
+    def add(self, found: Mapping[str, list[Finding]]) -> None:
+        for node, own in found.items():
+            self.findings.setdefault(node, []).extend(own)
+
+    def schedule(self) -> dict[str, Any]:
+        by_test: dict[str, int] = {}
+        for r in self.rounds:
+            by_test[r.test] = by_test.get(r.test, 0) + 1
+        return {"rounds": len(self.rounds), "rounds_by_test": by_test,
+                "seconds": round(self.seconds, 3), "judge_s": round(self.judge_s, 4),
+                "detail": [r.to_dict() for r in self.rounds]}
+
+
+@dataclass
+class Cross:
+    """What the cross-node tests need: the nodes with their inventory and profile, the
+    two runners, the options, and the racks (rack name -> its trays)."""
+
+    nodes: list[str]
+    inventories: Mapping[str, Inventory]
+    profiles: Mapping[str, Profile]
+    runner: ToolRunner
+    group: GroupRunner
+    options: QualifyOptions
+    racks: Mapping[str, list[str]] = field(default_factory=dict)
+    outcome: CrossOutcome = field(default_factory=CrossOutcome)
+    deadline: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.deadline = self.deadline or time.monotonic() + self.options.budget_s
+        self.rack_of = {n: rack for rack, trays in self.racks.items() for n in trays}
+
+    # -- running ---------------------------------------------------------------------
+
+    def _deadline_s(self, test: str) -> float:
+        given = self.options.settings.get("deadline_s") or {}
+        return float(given.get(test, CROSS_DEADLINES[test]))
+
+    def _round(self, test: str, stage: str,
+               jobs: Sequence[Callable[[int], list[CrossRun]]]) -> list[CrossRun]:
+        if not jobs:
+            return []
+        number = len(self.outcome.rounds) + 1
+        started = time.monotonic()
+        workers = max(1, min(len(jobs), int(self.options.settings.get("parallel_nodes", 64))))
+        with ThreadPoolExecutor(workers) as pool:
+            runs = [r for batch in pool.map(lambda job: job(number), jobs) for r in batch]
+        self.outcome.rounds.append(Round(
+            test, stage, len(runs), time.monotonic() - started,
+            max((r.run.seconds for r in runs), default=0.0),
+            sum(r.run.parse_s for r in runs)))
+        self.outcome.runs.extend(runs)
+        return runs
+
+    def _gpus(self, nodes: Sequence[str]) -> int:
+        return min(len(self.inventories[n].gpus) for n in nodes)
+
+    def _allreduce(self, test: str, nodes: Sequence[str], stage: str, number: int,
+                   env: Mapping[str, str]) -> CrossRun:
+        tools = self.options.settings.get("tools") or {}
+        iters = "100" if self.options.level == "full" else "20"
+        argv = [program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
+                "-g", str(self._gpus(nodes)), "-w", "5", "-n", iters]
+        step = Step(test, "nccl-tests", tuple(argv), tuple(sorted(env.items())),
+                    self._deadline_s(test))
+        left = min(step.deadline_s, self.deadline - time.monotonic())
+        if left < 1.0:
+            run = ToolRun("nccl-tests", nodes[0], test, " ".join(argv),
+                          error="no time left in the qualification budget (--budget)")
+        else:
+            started = time.monotonic()
+            result = self.group(list(nodes), argv, dict(env), left)
+            run = result_run(step, nodes[0], result, time.monotonic() - started)
+        return CrossRun(test, tuple(nodes), number, stage, run)
+
+    def _rails(self, pair: Pair, stage: str, number: int, *,
+               only: frozenset[str] | None) -> list[CrossRun]:
+        """Rail i of pair[0] to rail i of pair[1], every rail at once."""
+        client, server = pair
+        tools = self.options.settings.get("tools") or {}
+        theirs = self.inventories[server].rails
+        steps = []
+        for i, rail in enumerate(self.inventories[client].rails[:len(theirs)]):
+            component = f"{rail.hca}/{rail.port}"
+            if only is not None and component not in only:
+                continue
+            other = theirs[i]
+            common = ("-s", "8388608", "-n", "2000", "-F", "--report_gbits", "-p",
+                      str(NIC_PORT_BASE + i))
+            server_argv = (program("ib_write_bw", tools), "-d", other.hca, "-i",
+                           str(other.port), f"--use_cuda={other.gpu}", *common)
+            client_argv = (program("ib_write_bw", tools), "-d", rail.hca, "-i",
+                           str(rail.port), f"--use_cuda={rail.gpu}", *common, server)
+            steps.append(Step("rails", "perftest", client_argv,
+                              deadline_s=self._deadline_s("rails"), server_argv=server_argv,
+                              component=component))
+        if not steps:
+            return []
+        with ThreadPoolExecutor(len(steps)) as pool:
+            runs = list(pool.map(lambda s: run_step(s, client, self.runner, self.deadline,
+                                                    server_node=server), steps))
+        return [CrossRun("rails", pair, number, stage, run) for run in runs]
+
+    # -- pairings --------------------------------------------------------------------
+
+    def _pairwise(self, test: str, nodes: list[str],
+                  measure: Measure,
+                  expectation: Expectation | None) -> list[Graded]:
+        """Round 1 over a disjoint pairing, then the second pass (schedule.py)."""
+        pairs, odd = first_pairing(nodes, self.rack_of)
+        first = self._round(test, "first", [partial(measure, p, "first", only=None)
+                                            for p in pairs])
+        graded = grade(first, expectation, self.options.rule)
+        slow: dict[str, set[str]] = {}
+        for g in graded:
+            if g.status in (Status.FAIL, Status.WARN):
+                for node in g.run.nodes:
+                    slow.setdefault(node, set()).add(g.component)
+        bad_pairs = {g.run.nodes for g in graded if g.status is not Status.PASS}
+        good = [n for p in pairs if p not in bad_pairs for n in p if n not in slow]
+        suspects = sorted(slow) + odd
+        for rounds in second_pass(suspects, good):
+            self._round(test, "second", [
+                partial(measure, p, "odd", only=None) if p[0] in odd else
+                partial(measure, p, "second", only=frozenset(slow[p[0]])) for p in rounds])
+        if suspects and not good:
+            self.outcome.notes.append(f"{test}: no pair passed, so no known-good partner "
+                                      "could tell the slow node of a slow pair")
+        runs = [r for r in self.outcome.runs if r.test == test and r.nodes[0] in nodes
+                and r.stage in ("first", "second", "odd")]
+        started = time.monotonic()
+        graded = grade(runs, expectation, self.options.rule)
+        self.outcome.add(attribute(test, graded, expectation))
+        self.outcome.judge_s += time.monotonic() - started
+        self.outcome.graded.extend(graded)
+        return graded
+
+    def _expect(self, nodes: Sequence[str], test: str) -> Expectation | None:
+        return expectations(self.profiles[nodes[0]]).get(test) if nodes else None
+
+    def pairs(self, nodes: list[str]) -> None:
+        env = {"NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        self._pairwise("pairs", nodes, partial(self._pair, "pairs", env=env),
+                       self._expect(nodes, "pairs"))
+
+    def rails(self, nodes: list[str]) -> None:
+        with_rails = [n for n in nodes if self.inventories[n].rails]
+        self._pairwise("rails", with_rails, self._rails, self._expect(with_rails, "rails"))
+
+    def scaling(self, nodes: list[str]) -> None:
+        ordered = sorted(nodes, key=lambda n: (self.rack_of.get(n, ""), n))
+        runs = []
+        for size in scaling_sizes(len(ordered)):
+            group = ordered[:size]
+            for stage, env in (("ring", {"NCCL_ALGO": "Ring"}), ("default", {})):
+                runs += self._round("scaling", stage, [
+                    partial(self._one, "scaling", group, stage, env=env)])
+        started = time.monotonic()
+        self.outcome.scaling, found = scaling_curve(runs, self.options.rule)
+        self.outcome.cluster.extend(found)
+        self.outcome.judge_s += time.monotonic() - started
+
+    def rack(self, nodes: list[str]) -> None:
+        racks = {rack: [t for t in trays if t in nodes] for rack, trays in self.racks.items()}
+        racks = {r: t for r, t in racks.items() if len(t) >= 2
+                 and all(self.profiles[n].nvl72 for n in t)}
+        if not racks:
+            self.outcome.notes.append("rack: no NVL72 rack with two trays or more among the "
+                                      "nodes (cluster.racks names the racks)")
+            return
+        trays = [t for members in racks.values() for t in members]
+        channels: dict[str, str | None] = {}
+        self._round("rack", "imex", [partial(self._imex, t, channels) for t in trays])
+        self.outcome.add(imex_findings(channels))
+        env = {"NCCL_MNNVL_ENABLE": "1", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        whole = self._round("rack", "rack", [partial(self._one, "rack", m, "rack", env=env)
+                                             for m in racks.values()])
+        expectation = self._expect(trays, "rack")
+        started = time.monotonic()
+        graded = grade(whole, expectation, self.options.rule)
+        self.outcome.graded.extend(graded)
+        self.outcome.judge_s += time.monotonic() - started
+        for (rack, members), g in zip(racks.items(), graded, strict=True):
+            missing = [t for t in members if channels.get(t) is not None]
+            if g.status is Status.PASS:
+                self.outcome.add(rack_findings(rack, g, members))
+            elif missing:  # the trays without a channel are named; the rest are not at fault
+                self.outcome.add({t: [Finding(
+                    Status.PASS, "node", f"IMEX channel present; the rack-wide all-reduce "
+                    f"failed while {', '.join(missing)} has none", g.why, None, Action.NONE,
+                    "qualify.rack")] for t in members if t not in missing})
+            else:
+                self._pairwise("rack", members, partial(self._pair, "rack", env=env), None)
+                if not any(f.status is Status.FAIL and f.check == "qualify.rack"
+                           for t in members for f in self.outcome.findings.get(t, [])):
+                    self.outcome.add(rack_findings(rack, g, members))
+
+    def _one(self, test: str, nodes: Sequence[str], stage: str, number: int,
+             env: Mapping[str, str]) -> list[CrossRun]:
+        return [self._allreduce(test, nodes, stage, number, env)]
+
+    def _pair(self, test: str, pair: Pair, stage: str, number: int, *,
+              only: frozenset[str] | None, env: Mapping[str, str]) -> list[CrossRun]:
+        return self._one(test, pair, stage, number, env)
+
+    def _imex(self, tray: str, channels: dict[str, str | None], number: int
+              ) -> list[CrossRun]:
+        result = self.runner(tray, ["ls", IMEX_CHANNELS], {}, DEADLINES["inventory"])
+        listed = result.returncode == 0 and "channel" in result.stdout
+        with self._lock:
+            channels[tray] = None if listed else (
+                (result.stderr or result.error or f"ls exited {result.returncode}").strip()[:200])
+        return []
+
+    def run(self, tests: frozenset[str], excluded: set[str]) -> CrossOutcome:
+        nodes = [n for n in self.nodes if n not in excluded and self.inventories.get(n)
+                 and self.inventories[n].gpus]
+        if excluded:
+            self.outcome.notes.append(f"left out of the tests between nodes (failed their "
+                                      f"node tests): {', '.join(sorted(excluded))}")
+        for test in ("pairs", "rails"):
+            if test in tests and len(nodes) >= 2:
+                getattr(self, test)(nodes)
+        convicted = {n for n, own in self.outcome.findings.items()
+                     if any(f.status in (Status.FAIL, Status.ERROR) for f in own)}
+        passed = [n for n in nodes if n not in convicted]
+        if "scaling" in tests and len(passed) >= 2:
+            self.scaling(passed)
+        if "rack" in tests:
+            self.rack(nodes)
+        for test in tests & {"pairs", "rails", "scaling"}:
+            if len(nodes if test != "scaling" else passed) < 2:
+                self.outcome.notes.append(f"{test}: needs two nodes or more that passed "
+                                          "their node tests")
+        return self.outcome

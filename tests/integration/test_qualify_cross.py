@@ -1,0 +1,234 @@
+"""``clusterdiag qualify --tests pairs,rails,scaling,rack`` on simulated clusters: each fault
+that only traffic between nodes shows is named on its node (or port, or tray) by the second
+pass and by nothing else; the partner it was first paired with is cleared; the schedule
+costs the same few rounds at any N; the scaling curve says where it breaks; the report
+validates. The simulated tools stand in for nccl-tests and perftest across nodes
+(agent/sim/tools.py), never for clusterdiag's own code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.qualify.command import Request, run
+from clusterdiag.agent.sim.faults import FAULTS
+from clusterdiag.agent.sim.ib_faults import example_hca
+from clusterdiag.checks.finding import Status
+from clusterdiag.reports.qualify import QualifyReport
+from tests.conftest import REPO, run_cli
+
+SCHEMA = REPO / "reports/schema/qualify-report.v1.json"
+CROSS = sorted(k for k, f in FAULTS.items() if f.cross)
+
+
+def _spec(tmp_path: Path, nodes: list[dict[str, Any]], faults: list[dict[str, Any]]) -> str:
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps({"nodes": nodes, "faults": faults}))
+    return str(path)
+
+
+def _run(tmp_path: Path, faults: list[dict[str, Any]], tests: str = "pairs,rails",
+         names: str = "q[1-8]", profile: str = "dgx-h100",
+         nodes: list[dict[str, Any]] | None = None) -> QualifyReport:
+    spec = _spec(tmp_path, nodes or [{"names": names, "profile": profile}], faults)
+    return run(Request(simulate=spec, tests=tests), Config())
+
+
+def _bad(report: QualifyReport) -> list[tuple[str, str, str, Status]]:
+    return sorted((node, f.check, f.component, f.status) for node, own in report.findings.items()
+                  for f in own if f.status not in (Status.PASS, Status.SKIP))
+
+
+def _rounds(report: QualifyReport) -> dict[str, int]:
+    return dict(report.schedule["rounds_by_test"])
+
+
+def test_healthy_cluster_passes_in_one_round_per_test(tmp_path: Path) -> None:
+    report = _run(tmp_path, [], "pairs,rails,scaling")
+    assert not _bad(report), _bad(report)
+    assert report.ready
+    assert _rounds(report) == {"pairs": 1, "rails": 1, "scaling": 6}  # sizes 2, 4, 8
+    checks = {f.check for own in report.findings.values() for f in own}
+    assert {"qualify.pairs", "qualify.rails"} <= checks
+    pairs = [g for g in report.cross if g.run.test == "pairs"]
+    assert len(pairs) == 4
+    assert all(g.basis == "peers' median" for g in pairs)
+
+
+def test_slow_cable_is_named_on_its_node_and_port_and_the_partner_is_cleared(
+        tmp_path: Path) -> None:
+    """q3's mlx5_4 cable delivers 80 %: its own loopback (node tests) passes, the pair
+    q3-q4 is slow, the second pass convicts q3 (with known-good q1) and clears q4."""
+    report = _run(tmp_path, [{"node": "q3", "kind": "cable_slow", "hca": "mlx5_4"}],
+                  "node,pairs,rails")
+    assert _bad(report) == [("q3", "qualify.pairs", "node", Status.FAIL),
+                            ("q3", "qualify.rails", "mlx5_4/1", Status.FAIL)]
+    assert report.bad_nodes == ["q3"]
+    nic = [f for f in report.findings["q3"] if f.check == "qualify.nic"]
+    assert nic
+    assert all(f.status is Status.PASS for f in nic)
+    (rail,) = [f for f in report.findings["q3"] if f.check == "qualify.rails"]
+    assert rail.observed["first"]["partner"] == "q4"
+    (second,) = rail.observed["second"]
+    assert second["partner"] not in ("q3", "q4")
+    assert second["status"] == "fail"
+    assert second["value"] < 0.85 * rail.expected["reference"]
+    assert "second pass" in rail.message
+    assert "q4" in rail.message
+    cleared = [f for f in report.findings["q4"] if f.check == "qualify.rails"]
+    assert [f.status for f in cleared] == [Status.PASS]
+    assert "cleared" in cleared[0].message
+    assert _rounds(report) == {"pairs": 2, "rails": 2}
+
+
+def test_the_server_side_of_a_rail_is_found_too(tmp_path: Path) -> None:
+    """In pair q3-q4 q4 is the server; the second pass makes it a client of a good node."""
+    report = _run(tmp_path, [{"node": "q4", "kind": "cable_slow", "hca": "mlx5_9"}], "rails")
+    assert _bad(report) == [("q4", "qualify.rails", "mlx5_9/1", Status.FAIL)]
+
+
+def test_the_odd_node_is_tested_with_a_known_good_partner(tmp_path: Path) -> None:
+    report = _run(tmp_path, [{"node": "q5", "kind": "cable_slow", "hca": "mlx5_0"}],
+                  "pairs", names="q[1-5]")
+    assert _bad(report) == [("q5", "qualify.pairs", "node", Status.FAIL)]
+    (finding,) = [f for f in report.findings["q5"] if f.check == "qualify.pairs"]
+    assert "odd node" in finding.message
+    assert _rounds(report) == {"pairs": 2}
+
+
+def test_socket_fallback_between_nodes_is_named(tmp_path: Path) -> None:
+    report = _run(tmp_path, [{"node": "q6", "kind": "nccl_socket_fallback"}], "pairs")
+    assert _bad(report) == [("q6", "qualify.pairs", "node", Status.FAIL)]
+    (finding,) = [f for f in report.findings["q6"] if f.check == "qualify.pairs"]
+    assert "Socket" in str(finding.observed)
+
+
+def test_a_node_the_node_tests_failed_is_left_out(tmp_path: Path) -> None:
+    report = _run(tmp_path, [{"node": "q2", "kind": "hbm_slow", "gpu": 1}], "node,pairs")
+    assert {n for n, *_ in _bad(report)} == {"q2"}
+    assert not [g for g in report.cross if "q2" in g.run.nodes]
+    assert any("q2" in n and "left out" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("count", [16, 64])
+def test_rounds_do_not_grow_with_the_cluster(tmp_path: Path, count: int) -> None:
+    faults = [{"node": "q3", "kind": "cable_slow", "hca": "mlx5_10"},
+              {"node": "q10", "kind": "cable_slow", "hca": "mlx5_6"}]
+    report = _run(tmp_path, faults, "pairs", names=f"q[1-{count}]")
+    assert _bad(report) == [("q10", "qualify.pairs", "node", Status.FAIL),
+                            ("q3", "qualify.pairs", "node", Status.FAIL)]
+    assert _rounds(report) == {"pairs": 2}
+
+
+def test_scaling_breaks_where_the_group_crosses_a_slow_spine(tmp_path: Path) -> None:
+    """Racks r1 (q1-q4) and r2 (q5-q8), r2's uplinks at 70 %: 2 and 4 nodes stay in r1 and
+    scale; 8 nodes cross the spine and break. Nobody is excluded for it."""
+    nodes = [{"names": "q[1-4]", "profile": "dgx-h100", "rack": "r1"},
+             {"names": "q[5-8]", "profile": "dgx-h100", "rack": "r2"}]
+    faults = [{"node": "q[5-8]", "kind": "uplink_slow", "factor": 0.7}]
+    report = _run(tmp_path, faults, "pairs,scaling", nodes=nodes)
+    assert not _bad(report)
+    assert report.ready
+    assert report.verdict is Status.WARN
+    assert [p.nodes for p in report.scaling] == [2, 4, 8]
+    assert [p.status for p in report.scaling] == [Status.PASS, Status.PASS, Status.FAIL]
+    eight = report.scaling[-1]
+    assert eight.efficiency is not None
+    assert 0.65 < eight.efficiency < 0.75
+    assert report.scaling[0].default is not None
+    assert report.scaling[0].ring is not None
+    assert report.scaling[0].default > 1.1 * report.scaling[0].ring  # NVLSTree on 2 nodes
+    (broken,) = [c.finding for c in report.cluster.findings
+                 if c.finding.check == "qualify.scaling"]
+    assert broken.status is Status.WARN
+    assert "at 8 nodes" in broken.message
+
+
+NVL72 = [{"names": "t[01-18]", "profile": "gb200-nvl72", "rack": "r1"},
+         {"names": "u[01-18]", "profile": "gb200-nvl72", "rack": "r2"}]
+
+
+def test_healthy_racks_pass_against_the_rack_figure(tmp_path: Path) -> None:
+    report = _run(tmp_path, [], "rack", nodes=NVL72)
+    assert not _bad(report)
+    racks = [g for g in report.cross if g.run.stage == "rack"]
+    assert len(racks) == 2
+    assert all(g.basis == "expected" and g.reference == 846.8
+                                   for g in racks)
+    assert _rounds(report) == {"rack": 2}  # the IMEX channels, then both racks at once
+
+
+def test_a_slow_tray_is_named_and_a_missing_imex_channel_too(tmp_path: Path) -> None:
+    faults = [{"node": "t05", "kind": "mnnvl_slow"},
+              {"node": "u07", "kind": "imex_channel_missing"}]
+    report = _run(tmp_path, faults, "rack", nodes=NVL72)
+    assert _bad(report) == [("t05", "qualify.rack", "node", Status.FAIL),
+                            ("u07", "qualify.rack", "node", Status.FAIL)]
+    (imex,) = [f for f in report.findings["u07"] if f.status is Status.FAIL]
+    assert imex.action.value == "fix_config"
+    assert "IMEX" in imex.message
+    (tray,) = [f for f in report.findings["t05"] if f.status is Status.FAIL]
+    assert "second pass" in tray.message
+
+
+def _cross_fault(kind: str) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    spec = FAULTS[kind]
+    if spec.profiles and "dgx-h100" not in spec.profiles:
+        return NVL72, {"node": "t03", "kind": kind}, "rack"
+    fault: dict[str, Any] = {"node": "q3", "kind": kind}
+    if "hca" in spec.keys:
+        fault["hca"] = example_hca("dgx-h100", kind)
+    nodes = [{"names": "q[1-4]", "profile": "dgx-h100", "rack": "r1"},
+             {"names": "q[5-8]", "profile": "dgx-h100", "rack": "r2"}]
+    return nodes, fault, "node,pairs,rails,scaling"
+
+
+@pytest.mark.parametrize("kind", CROSS)
+def test_cross_fault_is_named_by_its_check_only(tmp_path: Path, kind: str) -> None:
+    spec = FAULTS[kind]
+    nodes, fault, tests = _cross_fault(kind)
+    report = _run(tmp_path, [fault], tests, nodes=nodes)
+    if spec.component == "cluster":  # how the fabric scales: the cluster's finding
+        hits = [c.finding for c in report.cluster.findings if c.finding.check == spec.check
+                and c.finding.status.value == spec.status]
+        assert hits, report.cluster.findings
+        assert not _bad(report)
+        return
+    bad = _bad(report)
+    assert {n for n, *_ in bad} == {fault["node"]}, bad
+    assert not [b for b in bad if b[1].removeprefix("qualify.") not in
+                ("pairs", "rails", "rack")], bad  # the node tests all pass
+    hits = [f for f in report.findings[fault["node"]] if f.check == spec.check
+            and f.status.value == spec.status]
+    assert spec.component.format(**fault) in {f.component for f in hits}, bad
+    assert spec.action in {f.action.value for f in hits}
+
+
+def test_report_json_validates_with_the_cross_section(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, [{"names": "q[1-6]", "profile": "dgx-h100"}],
+                 [{"node": "q2", "kind": "cable_slow", "hca": "mlx5_3"}])
+    out = tmp_path / "report.json"
+    proc = run_cli("qualify", "--simulate", spec, "--tests", "pairs,rails,scaling", "--format",
+                   "json", "--output", str(out), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
+    assert data["bad_nodes"] == "q2"
+    cross = data["qualify"]["cross"]
+    assert cross["schedule"]["rounds_by_test"]["pairs"] == 2
+    assert [p["nodes"] for p in cross["scaling"]] == [2, 4, 5]
+    seconds = [f for f in cross["figures"] if f["stage"] == "second"]
+    assert seconds
+    assert all(f["nodes"][0] in ("q1", "q2") for f in seconds)
+
+
+def test_one_node_cannot_be_paired_exit_3(tmp_path: Path) -> None:
+    proc = run_cli("qualify", "--simulate", "dgx-h100", "--tests", "pairs", timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "no test between nodes could run" in proc.stderr
+    assert "Traceback" not in proc.stderr
