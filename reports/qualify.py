@@ -51,6 +51,7 @@ class QualifyReport:
     cross: list[Graded] = field(default_factory=list)
     scaling: list[ScalingPoint] = field(default_factory=list)
     schedule: dict[str, Any] = field(default_factory=dict)
+    fail_pct: float = 10.0  # the straggler rule's fail line, drawn on the scaling curve
 
     @property
     def verdict(self) -> Status:

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from ..checks.finding import Status
 from ..checks.qualify import TEST_NAMES, Judged
+from . import render_qualify_svg as svg
 from .cluster import fold
 from .qualify import QualifyReport
 
@@ -172,6 +173,18 @@ def render_md(report: QualifyReport) -> str:
                 _n(exp.expected if exp else None)]) + " |")
     else:
         out.append("None.")
+    if report.schedule:
+        out += ["", "## Between nodes", "", _md(schedule_line(report)), ""]
+        out += [f"- {_md(g.status.value.upper())} {_md(g.run.test)} "
+                f"{_md(' - '.join(g.run.nodes))} `{_md(g.component)}` ({g.run.stage} pass, "
+                f"round {g.run.round}): {_n(g.value)} {_md(g.unit)} vs {_md(g.basis)} "
+                f"{_n(g.reference)}" for g in report.cross if g.status is not Status.PASS]
+        if report.scaling:
+            out += ["", "| nodes | Ring busbw | default busbw | Ring efficiency | status |",
+                    "|---|---|---|---|---|"]
+            out += [f"| {p.nodes} | {_n(p.ring)} | {_n(p.default)} | "
+                    f"{'-' if p.efficiency is None else f'{100 * p.efficiency:.1f} %'} | "
+                    f"{p.status.value} |" for p in report.scaling]
     out += ["", "## Figures by test", "", "| " + " | ".join(_SUMMARY_HEAD) + " |",
             "|" + "---|" * len(_SUMMARY_HEAD)]
     out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in _summary_rows(report)]
@@ -205,6 +218,44 @@ def _bar(j: Judged) -> str:
     return (f"<div class=bar title='{_e(f'{share * 100:.1f} % of the median')}'>"
             f"<span class='b-{j.status.value}' style='width:{share * 80:.1f}%'></span>"
             f"<i style='left:80%'></i></div>")
+
+
+def _cross_html(report: QualifyReport) -> list[str]:
+    """The tests between nodes: the schedule, the pair heatmaps, the scaling curve and
+    every figure that was not a pass, with the pass and round it came from."""
+    if not report.schedule:
+        return []
+    parts = ["<h2>Between nodes</h2>", f"<p>{_e(schedule_line(report))}</p>"]
+    for test, title in (("pairs", "Pairs: two-node all-reduce (NCCL_ALGO=Ring)"),
+                        ("rails", "Rails: ib_write_bw rail to rail (worst rail per pair)"),
+                        ("rack", "Rack: tray pairs over multi-node NVLink")):
+        picture = svg.pair_heatmap(report.cross, test)
+        if picture:
+            parts.append(f"<h2>{_e(title)}</h2><p class=muted>one cell per pair that ran, "
+                         "either pass; green pass, amber warn, red fail</p>" + picture)
+    curve = svg.scaling_curve(report.scaling, report.fail_pct)
+    if curve:
+        parts.append("<h2>Scaling: all-reduce bus bandwidth by node count</h2>" + curve)
+        parts.append("<table><tr><th>nodes</th><th>Ring busbw</th><th>default busbw</th>"
+                     "<th>Ring efficiency vs 2 nodes</th><th>status</th></tr>")
+        for p in report.scaling:
+            eff = "-" if p.efficiency is None else f"{100 * p.efficiency:.1f} %"
+            parts.append(f"<tr><td>{p.nodes}</td><td>{_n(p.ring)}</td><td>{_n(p.default)}</td>"
+                         f"<td>{eff}</td><td class={p.status.value}>{p.status.value}</td></tr>")
+        parts.append("</table>")
+    slow = [g for g in report.cross if g.status is not Status.PASS]
+    if slow:
+        parts.append("<h2>Slow or failed runs between nodes</h2><table><tr><th>status</th>"
+                     "<th>test</th><th>nodes</th><th>component</th><th>pass</th><th>round</th>"
+                     "<th>value</th><th>reference</th><th>why</th></tr>")
+        for g in slow:
+            parts.append(f"<tr><td class={g.status.value}>{g.status.value.upper()}</td>"
+                         f"<td>{_e(g.run.test)}</td><td>{_e(' – '.join(g.run.nodes))}</td>"
+                         f"<td><code>{_e(g.component)}</code></td><td>{_e(g.run.stage)}</td>"
+                         f"<td>{g.run.round}</td><td>{_n(g.value)} {_e(g.unit)}</td>"
+                         f"<td>{_n(g.reference)} ({_e(g.basis)})</td><td>{_e(g.why)}</td></tr>")
+        parts.append("</table>")
+    return parts
 
 
 def render_html(report: QualifyReport) -> str:
@@ -245,6 +296,7 @@ def render_html(report: QualifyReport) -> str:
                          f"<td>{_bar(j)}</td><td class={j.status.value}>{j.status.value}</td>"
                          "</tr>")
         parts.append("</table>")
+    parts += _cross_html(report)
     if report.bad_nodes:
         parts.append(f"<h2>Exclude</h2><pre>{_e(fold(report.bad_nodes))}</pre>")
     parts.append("</main></body></html>\n")

@@ -212,6 +212,7 @@ def run(request: Request, config: Config) -> QualifyReport:
         report.cross = cross.graded
         report.scaling = cross.scaling
         report.schedule = cross.schedule()
+        report.fail_pct = options.rule.fail_pct
     if request.baseline is not None:
         saved = baseline.load(request.baseline)
         if saved is None:

@@ -8,6 +8,7 @@ validates. The simulated tools stand in for nccl-tests and perftest across nodes
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from clusterdiag.agent.qualify.command import Request, run
 from clusterdiag.agent.sim.faults import FAULTS
 from clusterdiag.agent.sim.ib_faults import example_hca
 from clusterdiag.checks.finding import Status
+from clusterdiag.reports import render_qualify_svg as svg
 from clusterdiag.reports.qualify import QualifyReport
 from tests.conftest import REPO, run_cli
+from tests.integration.test_html_render import CHROMIUM, FLAGS, png_rows
 
 SCHEMA = REPO / "reports/schema/qualify-report.v1.json"
 CROSS = sorted(k for k, f in FAULTS.items() if f.cross)
@@ -232,3 +235,39 @@ def test_one_node_cannot_be_paired_exit_3(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert "no test between nodes could run" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _hex(colour: str) -> tuple[int, int, int]:
+    return (int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")
+def test_html_heatmap_and_scaling_curve_render_in_chromium(tmp_path: Path) -> None:
+    """The page is one file (inline SVG, no script, nothing fetched); in Chromium the
+    heatmap shows the slow pairs' red cells beside green ones and the curve its Ring line."""
+    nodes = [{"names": "q[1-4]", "profile": "dgx-h100", "rack": "r1"},
+             {"names": "q[5-8]", "profile": "dgx-h100", "rack": "r2"}]
+    spec = _spec(tmp_path, nodes, [{"node": "q3", "kind": "cable_slow", "hca": "mlx5_4"},
+                                   {"node": "q[5-8]", "kind": "uplink_slow", "factor": 0.7}])
+    page = tmp_path / "q.html"
+    proc = run_cli("qualify", "--simulate", spec, "--tests", "pairs,scaling", "--format",
+                   "html", "--output", str(page), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    text = page.read_text()
+    assert "<script" not in text
+    assert "href=" not in text
+    assert "src=" not in text
+    assert text.count("<svg") == 2  # the pairs heatmap, the scaling curve
+    assert "q3–q4" in text  # the convicting first-pass cell's tooltip
+    shot = tmp_path / "q.png"
+    flags = [f for f in FLAGS if not f.startswith("--window-size")]
+    subprocess.run([str(CHROMIUM), *flags, "--window-size=1280,2000",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
+                    page.as_uri()], capture_output=True, timeout=90, check=False)
+    assert shot.is_file(), "chromium wrote no screenshot"
+    _, _height, rows = png_rows(shot.read_bytes(), limit=2000)
+    seen = {px for row in rows for px in row}
+    for colour in (svg.HEAT_FAIL, svg.HEAT_PASS, svg.RING):
+        assert _hex(colour) in seen, f"{colour} is nowhere on the page"
+    fail_pixels = sum(px == _hex(svg.HEAT_FAIL) for row in rows for px in row)
+    assert fail_pixels > 4 * 8 * 8  # q3's cells with q4 and q1, both ways, and a marker

@@ -133,3 +133,15 @@ def test_group_commands_run_one_task_per_node_under_a_timeout() -> None:
     mpi = group_argv("ssh", ["n1", "n2"], ["all_reduce_perf"], {"NCCL_ALGO": "Ring"}, 60)
     assert mpi[:5] == ["mpirun", "--host", "n1,n2", "-np", "2"]
     assert mpi[mpi.index("-x") + 1] == "NCCL_ALGO=Ring"
+
+
+def test_heatmap_escapes_node_names_and_draws_each_pair_both_ways() -> None:
+    from clusterdiag.reports.render_qualify_svg import HEAT_FAIL, pair_heatmap
+
+    hostile = "<script>x</script>"
+    runs = [_run(("a", hostile), "first", 290.0), *FIRST[:3]]
+    picture = pair_heatmap(grade(runs, Expectation("pairs", "GB/s", "t", 370.0), RULE))
+    assert "<script>" not in picture
+    assert "&lt;script&gt;" in picture
+    assert picture.count(f"fill='{HEAT_FAIL}'") == 2
+    assert picture.count("<rect") == 1 + 2 * 4
