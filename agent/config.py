@@ -34,19 +34,20 @@ timeout with action reboot, and the prolog drained the node):
 from __future__ import annotations
 
 import copy
+import errno
 import math
+import os
 import reprlib
-import string
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import yaml
 
 from .errors import ConfigError
 
-DEFAULT_PATH = Path("/etc/clusterdiag/config.yaml")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
+DEFAULT_PATH = "/etc/clusterdiag/config.yaml"
 # A real config is a few kilobytes and a few hundred values.
 MAX_BYTES = 1 << 20
 MAX_VALUES = 10_000
@@ -199,6 +200,8 @@ def seconds_problem(value: float, low: float, high: float = MAX_SECONDS) -> str 
 def _template_problem(template: str) -> str | None:
     """Why ``agent_url`` is no template of ``{node}`` alone: ``str.format`` would raise
     on a stray brace, index by position or reach into attributes."""
+    import string
+
     try:
         fields = [f for _, f, spec, conv in string.Formatter().parse(template)
                   if f is not None or spec or conv]
@@ -296,12 +299,25 @@ def _item_types(default: Any) -> tuple[type, ...]:
     return kinds.pop() if len(kinds) == 1 else ()
 
 
-@dataclass
 class Config:
-    """The merged settings; ``path`` is the file they came from, if any."""
+    """The merged settings; ``path`` is the file they came from, if any. A plain class, not
+    a dataclass: the prolog loads it on every node for every job (issue 15)."""
 
-    data: dict[str, Any] = field(default_factory=lambda: _defaults(SCHEMA))
-    path: str | None = None
+    __slots__ = ("data", "path")
+
+    def __init__(self, data: dict[str, Any] | None = None, path: str | None = None) -> None:
+        self.data: dict[str, Any] = _defaults(SCHEMA) if data is None else data
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Config(path={self.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return (self.data, self.path) == (other.data, other.path)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     def section(self, name: str) -> dict[str, Any]:
         section: dict[str, Any] = self.data[name]
@@ -309,6 +325,11 @@ class Config:
 
     def enabled(self, check_id: str) -> bool:
         return bool((self.data["checks"].get(check_id) or {}).get("enabled", True))
+
+    def disabled(self) -> dict[str, bool]:
+        """``{check id: False}`` for each check the config turns off."""
+        return {check_id: False for check_id in self.data["checks"]
+                if not self.enabled(check_id)}
 
     def check_params(self, check_id: str, defaults: Mapping[str, Any],
                      profile_thresholds: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -319,29 +340,54 @@ class Config:
         return params
 
 
-def _read(path: Path, where: str) -> str:
+def _read(path: str | Path, where: str) -> str:
     """The file's text: a regular file of at most MAX_BYTES, opened without blocking."""
-    from .sysfs import open_regular
+    from ..reports.safefile import read_regular
 
     try:
-        with open_regular(path) as handle:
-            raw = handle.read(MAX_BYTES + 1)
+        raw = read_regular(path, MAX_BYTES, follow=True)
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file") from None
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise ConfigError(f"{where}: larger than {MAX_BYTES >> 20} MiB") from None
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{where}: larger than {MAX_BYTES >> 20} MiB")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: cannot read: {exc}") from None
 
 
-def read_yaml(path: Path, where: str) -> Any:
+def _json_document(text: str) -> Any:
+    """The document when ``text`` is plain JSON (which is YAML too), else None: parsing it
+    with ``json`` spares the prolog PyYAML's import, which costs as much as three
+    interpreter starts (issue 15). ``NaN`` and ``Infinity`` are not JSON (YAML reads
+    them as strings), so a text using them is left to YAML."""
+    import json
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        return json.loads(stripped, parse_constant=refuse)
+    except (ValueError, RecursionError):
+        return None
+
+
+def read_yaml(path: str | Path, where: str) -> Any:
     """The YAML document in ``path``, read bounded and refused when malformed, too big or
-    too deep (``where`` starts each message); an empty file is an empty mapping."""
+    too deep (``where`` starts each message); an empty file is an empty mapping. A file
+    of plain JSON is read as JSON, which gives the same document."""
     text = _read(path, where)
+    data = _json_document(text)
+    if data is not None:
+        _walk_bounded(data, where)
+        return data
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -360,11 +406,11 @@ def read_yaml(path: Path, where: str) -> Any:
 def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]]) -> Config:
     """Load ``path`` (or the default file when it exists); defaults when neither."""
     if path is None:
-        if not DEFAULT_PATH.is_file():
+        if not os.path.isfile(DEFAULT_PATH):
             return Config()
         path = DEFAULT_PATH
     where = f"config {path}"
-    data = read_yaml(Path(path), where)
+    data = read_yaml(path, where)
     _validate_section(data, SCHEMA, where, "")
     problem = _template_problem(data.get("cluster", {}).get("agent_url", "{node}"))
     if problem:

@@ -11,11 +11,13 @@ parses and answers exactly as before, usage errors included.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import NoReturn
 
 from .errors import ClusterdiagError
 from .slurm.trouble import spare_the_node
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 SLURM_PROGRAMS = ("prolog", "epilog", "healthcheck")
 _PATH_FLAGS = {"--config": "config_path", "--root": "root", "--kernel-log": "kernel_log"}
@@ -25,7 +27,8 @@ _LEVELS = ("quick", "full")
 
 
 def slurm_flags(args: list[str]) -> dict[str, object] | None:
-    """The source flags as ``Inputs`` fields, or None when click should parse ``args``."""
+    """The source flags as ``Inputs`` fields, or None when click should parse ``args``.
+    Paths stay strings: ``pathlib`` is not needed on the prolog's fast path."""
     values: dict[str, object] = {}
     rest = list(args)
     while rest:
@@ -37,7 +40,7 @@ def slurm_flags(args: list[str]) -> dict[str, object] | None:
         if not value or (flag == "--level" and value not in _LEVELS):
             return None
         if flag in _PATH_FLAGS:
-            values[_PATH_FLAGS[flag]] = Path(value)
+            values[_PATH_FLAGS[flag]] = value
         elif flag in _TEXT_FLAGS:
             values[_TEXT_FLAGS[flag]] = value
         else:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from .. import checks as catalog
+from ..checks import index
 from ..checks.detect import detect_profile
 from ..checks.finding import Finding, Status
 from ..checks.profile import Profile, load_profile
@@ -35,25 +35,11 @@ class RunOptions:
 
 
 def plan(config: Config, options: RunOptions) -> tuple[list[CheckSpec], list[Finding]]:
-    """The checks to run, and the skip findings for those selected but not run."""
-    run: list[CheckSpec] = []
-    skipped: list[Finding] = []
-    for spec in catalog.select(options.patterns):
-        reason = None
-        if not config.enabled(spec.id):
-            reason = "disabled in config"
-        elif options.level not in spec.levels:
-            reason = ("judges counters over time: needs two samples (--level full)" if spec.rate
-                      else "active test: runs at --level full")
-        elif options.mode in spec.skip_in:
-            reason = f"does not apply in the {options.mode}"
-        elif spec.active and options.mode == "agent":
-            reason = "active test: the agent never loads the GPUs (run it with clusterdiag run)"
-        if reason:
-            skipped.append(replace(Finding.skip("node", reason), check=spec.id))
-        else:
-            run.append(spec)
-    return run, skipped
+    """The checks to run, and the skip findings for those selected but not run; only the
+    families of the checks that run are imported (checks/index.py)."""
+    entries, skipped = index.plan(options.patterns, config.disabled(), options.level,
+                                  options.mode)
+    return index.specs(entries), skipped
 
 
 def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str]:
@@ -61,11 +47,6 @@ def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str]:
         return load_profile(name), "config", "set by configuration"
     found = detect_profile(snap)
     return load_profile(found.name), ("detected" if found.confident else "ambiguous"), found.reason
-
-
-# The checks that judge NVML being unusable; every other NVML check skips then, pointing
-# at them, so a node without a working driver shows one clear failure, not thirty errors.
-NVML_DOWN_JUDGES = frozenset({"gpu.responsive", "gpu.count"})
 
 
 def _nvml_down(snap: Snapshot) -> str | None:
@@ -79,28 +60,27 @@ def _nvml_down(snap: Snapshot) -> str | None:
 
 def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
     down = _nvml_down(ctx.snapshot) if "nvml" in spec.needs else None
-    if down and spec.id not in NVML_DOWN_JUDGES:
-        return [replace(Finding.skip("node", f"NVML unavailable ({down}): see gpu.responsive"),
-                        check=spec.id)]
+    if down and spec.id not in index.NVML_DOWN_JUDGES:
+        return [index.nvml_down_skip(spec.id, down)]
     missing = [n for n in spec.needs if n in SOURCES and getattr(ctx.snapshot, n) is None]
     never = [n for n in missing if n not in ctx.snapshot.sources]
     if never:
         # Only a saved snapshot lacks a source entirely: it was taken without (or before)
         # that source, which says nothing about the node.
-        return [replace(Finding.skip("node", f"the snapshot has no {', '.join(never)} data"),
-                        check=spec.id)]
+        return [Finding.skip("node", f"the snapshot has no {', '.join(never)} data").replace(
+            check=spec.id)]
     if missing:
         why = "; ".join(f"{n}: {ctx.snapshot.sources[n].error or ctx.snapshot.sources[n].status}"
                         for n in missing if n in ctx.snapshot.sources)
-        return [replace(Finding.error("node", f"source not collected ({why or 'skipped'})"),
-                        check=spec.id)]
+        return [Finding.error("node", f"source not collected ({why or 'skipped'})").replace(
+            check=spec.id)]
     try:
         findings = list(spec.func(ctx))
     except Exception as exc:  # noqa: BLE001 - a broken check is a finding, not a crash
-        return [replace(Finding.error("node", f"check raised {one_line(exc)}"), check=spec.id)]
+        return [Finding.error("node", f"check raised {one_line(exc)}").replace(check=spec.id)]
     if not findings:
         findings = [Finding.error("node", "check produced no finding")]
-    return [replace(f, check=spec.id) for f in findings]
+    return [f.replace(check=spec.id) for f in findings]
 
 
 def sources_for(specs: Iterable[CheckSpec], profile: str) -> set[str]:

@@ -8,13 +8,16 @@ importing this module cheap: the prolog's start time counts (DESIGN §2).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import os
 
 from .errors import CollectError, UsageError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
     from .config import Config
     from .runner import RunOptions
     from .sources import SourceEnv
@@ -22,10 +25,10 @@ if TYPE_CHECKING:
 
 def check_defaults() -> dict[str, Mapping[str, Any]]:
     """Every check's default parameters by id: what the config's ``checks:`` section is
-    validated and completed against."""
-    from .. import checks
+    validated and completed against, from the catalog's manifest (no family imported)."""
+    from ..checks.index import ENTRIES
 
-    return {spec.id: spec.params for spec in checks.REGISTRY.values()}
+    return {check_id: entry.params for check_id, entry in ENTRIES.items()}
 
 
 def load(config_path: str | Path | None) -> Config:
@@ -47,44 +50,68 @@ def site_profile(config: Config, name: str) -> str:
     """Register the site profiles (``profile_dir``, and ``name`` when it is a file) and
     return the name to run with. Nothing is imported when there is none: the prolog's
     start time counts."""
-    directory = Path(config.data["profile_dir"])
-    extra = Path(name) if is_profile_file(name) else None
-    if extra is None and not directory.is_dir():
+    directory = config.data["profile_dir"]
+    if not is_profile_file(name) and not os.path.isdir(directory):
         return name
+    from pathlib import Path
+
+    extra = Path(name) if is_profile_file(name) else None
     from ..checks.profile import add_site_profiles
     from .site_profiles import load_site_profiles
 
-    loaded = load_site_profiles(directory, extra)
+    loaded = load_site_profiles(Path(directory), extra)
     add_site_profiles({n: site.profile for n, site in loaded.items()})
     return extra.name.rsplit(".", 1)[0] if extra is not None else name
 
 
-def setup(config_path: Path | None, root: Path | None, kernel_log: Path | None,
-          simulate: str | None, node: str | None) -> tuple[Config, SourceEnv]:
+def setup(config_path: str | Path | None, root: str | Path | None,
+          kernel_log: str | Path | None, simulate: str | None, node: str | None
+          ) -> tuple[Config, SourceEnv]:
     """The config and where the node is read from: the live machine, a captured tree
     (``--root``), a kernel-log file, or the simulator."""
+    config = load(config_path)
+    return config, source_env(config, root, kernel_log, simulate, node)
+
+
+def check_places(root: str | Path | None, kernel_log: str | Path | None) -> None:
+    """Refuse a ``--root`` that is no directory, a ``--kernel-log`` that is no file."""
+    if root is not None and not os.path.isdir(root):
+        raise CollectError(f"--root {root}: not a readable directory")
+    if kernel_log is not None and not os.path.isfile(kernel_log):
+        raise UsageError(f"--kernel-log {kernel_log}: no such file")
+
+
+def node_name(config: Config, node: str | None) -> str:
+    """The node's name: the config's ``node_name``, else ``node`` (a flag, Slurm's
+    SLURMD_NODENAME), else the host name."""
+    if config.data.get("node_name"):
+        return str(config.data["node_name"])
+    if node:
+        return node
+    import socket
+
+    return socket.gethostname()
+
+
+def source_env(config: Config, root: str | Path | None, kernel_log: str | Path | None,
+               simulate: str | None, node: str | None) -> SourceEnv:
+    """Where the node is read from (see ``setup``)."""
+    from pathlib import Path
+
     from .sources import SourceEnv
 
-    config = load(config_path)
     if simulate is not None:
         from .sim.node import simulated_env
 
         env = simulated_env(simulate, node, config)
     else:
-        env = SourceEnv()
-        if node:
-            env.node = node
-        if config.data.get("node_name"):
-            env.node = config.data["node_name"]
+        env = SourceEnv(node=node_name(config, node))
+    check_places(root, kernel_log)
     if root is not None:
-        if not root.is_dir():
-            raise CollectError(f"--root {root}: not a readable directory")
-        env.root = root
+        env.root = Path(root)
     if kernel_log is not None:
-        if not kernel_log.is_file():
-            raise UsageError(f"--kernel-log {kernel_log}: no such file")
-        env.kernel_log_file = kernel_log
-    return config, env
+        env.kernel_log_file = Path(kernel_log)
+    return env
 
 
 def check_patterns(patterns: str | None) -> tuple[str, ...]:

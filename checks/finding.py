@@ -1,11 +1,19 @@
-"""The Finding: one judgement about one component, in a form that groups across nodes."""
+"""The Finding: one judgement about one component, in a form that groups across nodes.
+
+The Slurm prolog reads findings from the agent's report on every node for every job, so
+this module imports nothing but ``enum`` (which ``json`` loads anyway): ``Finding`` is a
+plain class rather than a dataclass, since importing ``dataclasses`` alone costs as much
+as starting the interpreter (issue 15).
+"""
 
 from __future__ import annotations
 
 import enum
 import sys
-from dataclasses import dataclass
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _MAX_BRIEF = 40  # characters of an observed value that still read as a few words
 
@@ -56,19 +64,64 @@ class Action(StrEnum):
     INVESTIGATE = "investigate"
 
 
-@dataclass(frozen=True)
+_FIELDS = ("status", "component", "message", "observed", "expected", "action", "check")
+
+
 class Finding:
     """``message`` is stable text with no per-node noise (no counts that differ between
     nodes, no timestamps): identical problems must group across a cluster. Numbers go in
-    ``observed``/``expected``."""
+    ``observed``/``expected``.
+
+    Immutable and compared by value, as a frozen dataclass would be; ``replace`` returns
+    a copy with some fields changed (``dataclasses.replace`` does not apply here)."""
+
+    __slots__ = _FIELDS
+    __match_args__ = ("status", "component", "message", "observed", "expected", "action",
+                      "check")
 
     status: Status
     component: str
     message: str
-    observed: Any = None
-    expected: Any = None
-    action: Action = Action.NONE
-    check: str = ""
+    observed: Any
+    expected: Any
+    action: Action
+    check: str
+
+    def __init__(self, status: Status, component: str, message: str, observed: Any = None,
+                 expected: Any = None, action: Action = Action.NONE, check: str = "") -> None:
+        for name, value in zip(_FIELDS, (status, component, message, observed, expected,
+                                         action, check), strict=True):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FIELDS)
+
+    def replace(self, **changes: Any) -> Finding:
+        unknown = set(changes) - set(_FIELDS)
+        if unknown:
+            raise TypeError(f"Finding has no field {', '.join(sorted(unknown))}")
+        return Finding(**{name: changes.get(name, getattr(self, name)) for name in _FIELDS})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: a Finding is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: a Finding is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS)
+        return f"Finding({fields})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Finding, self._values())
 
     @classmethod
     def passed(cls, component: str, message: str, observed: Any = None,

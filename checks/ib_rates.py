@@ -16,7 +16,6 @@ not zero.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
 from ..agent.model import Snapshot
@@ -218,8 +217,8 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
             else None
         window = windows.get((finding.component, str(counter)))
         if window is not None and not finding.observed.get("lower_bound"):
-            finding = replace(finding, observed={"counter": counter, **window.to_dict(),
-                                                 "window": "agent"})
+            finding = finding.replace(observed={"counter": counter, **window.to_dict(),
+                                               "window": "agent"})
         yield finding
 
 

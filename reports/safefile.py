@@ -16,9 +16,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
-StrPath = str | Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    StrPath = str | Path
 
 
 def open_regular_fd(path: StrPath, *, dir_fd: int | None = None, follow: bool = False) -> int:

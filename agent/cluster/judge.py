@@ -101,5 +101,7 @@ def run_cluster(config_path: Path | None, nodes_arg: str | None, via: str | None
     if extra:
         section = dict(config.section("cluster"))
         section["remote_command"] = " ".join([section["remote_command"], *extra])
-        config = replace(config, data={**config.data, "cluster": section})
+        from ..config import Config
+
+        config = Config({**config.data, "cluster": section}, config.path)
     return gather_and_judge(config, names, via, need)

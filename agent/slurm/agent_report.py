@@ -10,30 +10,67 @@ says how much to trust it), and the rename makes a torn read impossible.
 
 Fresh means younger than ``max_age_s`` when configured, else two agent intervals,
 counted from the end of the collection (``started_at`` + ``duration_s``).
+
+The report is read into ``AgentReport``, what the prolog and the health check use of it,
+not into ``NodeReport``, whose module loads the snapshot model: the prolog reads this
+file on every node for every job (issue 15).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
+from ...checks.finding import Finding
 from ...reports.hostname import same_host
-from ...reports.node import NodeReport
 from ...reports.safefile import read_regular
-from ..config import Config
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..config import Config
 
 
-@dataclass
+class AgentReport:
+    """The fields of the agent's report (``NodeReport.to_dict()``) that the Slurm programs
+    read; ``from_dict`` refuses what ``NodeReport.from_dict`` refuses."""
+
+    __slots__ = ("duration_s", "findings", "level", "node", "profile", "started_at")
+
+    def __init__(self, node: str, profile: dict[str, Any], started_at: str,
+                 duration_s: float, level: str, findings: list[Finding]) -> None:
+        self.node = node
+        self.profile = profile
+        self.started_at = started_at
+        self.duration_s = duration_s
+        self.level = level
+        self.findings = findings
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AgentReport:
+        if "version" not in data:
+            raise KeyError("version")
+        for unread in ("inventory", "sources"):  # a NodeReport would refuse them
+            dict(data.get(unread) or {})
+        return cls(node=str(data["node"]), profile=dict(data["profile"]),
+                   started_at=str(data["started_at"]), duration_s=float(data["duration_s"]),
+                   level=str(data.get("level", "quick")),
+                   findings=[Finding.from_dict(f) for f in data["findings"]])
+
+
 class Cached:
     """``report`` is None when there is none to use; ``why`` says why, for the log."""
 
-    report: NodeReport | None
-    why: str
-    age_s: float | None = None
+    __slots__ = ("age_s", "report", "why")
+
+    def __init__(self, report: AgentReport | None, why: str,
+                 age_s: float | None = None) -> None:
+        self.report = report
+        self.why = why
+        self.age_s = age_s
 
 
 # A dgx-h100 report is ~0.2 MB; far more is not the agent's, and must not cost the prolog
@@ -41,15 +78,15 @@ class Cached:
 MAX_REPORT_BYTES = 16 << 20
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: str) -> Any:
     """Root reads a file in the service user's directory: no link followed, no FIFO
     waited on, nothing but a small regular file (safefile.py)."""
     return json.loads(read_regular(path, MAX_REPORT_BYTES))
 
 
-def _interval(state_dir: Path, default_s: float) -> float:
+def _interval(state_dir: str, default_s: float) -> float:
     try:
-        value = _read_json(state_dir / "agent.json")["interval_s"]
+        value = _read_json(os.path.join(state_dir, "agent.json"))["interval_s"]
     except (OSError, ValueError, KeyError, TypeError):
         return default_s
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
@@ -57,10 +94,11 @@ def _interval(state_dir: Path, default_s: float) -> float:
     return default_s
 
 
-def load_fresh(state_dir: Path, node: str, *, max_age_s: float | None,
+def load_fresh(state_dir: str | os.PathLike[str], node: str, *, max_age_s: float | None,
                default_interval_s: float, now: float | None = None) -> Cached:
     now = time.time() if now is None else now
-    path = state_dir / "report.json"
+    state_dir = os.fspath(state_dir)
+    path = os.path.join(state_dir, "report.json")
     try:
         data = _read_json(path)
     except FileNotFoundError:
@@ -69,7 +107,7 @@ def load_fresh(state_dir: Path, node: str, *, max_age_s: float | None,
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         return Cached(None, f"agent report {path} unreadable: {type(exc).__name__}: {why}")
     try:
-        report = NodeReport.from_dict(data)
+        report = AgentReport.from_dict(data)
         started = report.started_at.replace("Z", "+00:00")  # 3.10 cannot read "Z"
         finished = dt.datetime.fromisoformat(started).timestamp() + report.duration_s
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -89,6 +127,6 @@ def load_trusted(config: Config, node: str) -> Cached:
     """The report as the prolog trusts it (``prolog.max_report_age_s``, else two agent
     intervals); the health check uses the same, to see what the next prolog will."""
     agent = config.section("agent")
-    return load_fresh(Path(agent["state_dir"]), node,
+    return load_fresh(agent["state_dir"], node,
                       max_age_s=config.section("prolog")["max_report_age_s"],
                       default_interval_s=float(agent["interval_s"]))

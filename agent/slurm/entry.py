@@ -5,66 +5,114 @@ meaning only: the node failed a check. clusterdiag's own trouble (a bad config, 
 that could not run, a crash) exits 0 with a loud line on stderr, unless ``fail_closed``
 says a node we cannot vouch for must not take jobs. On a fail the node is drained with a
 reason of our own (``clusterdiag: ...``), never over one an operator or Slurm set.
+
+The prolog runs this on every node for every job, so what its passing path does not use
+is imported where it is used: scontrol only for a drain, the sources (``SourceEnv``)
+only when a check must collect; the classes here are plain ones, since importing
+``dataclasses`` alone costs as much as starting the interpreter (issue 15).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from ...checks.finding import Finding, Status
-from ..config import Config
+from ...checks.finding import Status
 from ..errors import ClusterdiagError
-from ..sources import SourceEnv
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
 from .reason import EPILOG, OWN_ERROR, PREFIX, clip, drain_reason, owned, parse
-from .scontrol import DEFAULT_TIMEOUT_S, Scontrol, SlurmError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
+    from ...checks.finding import Finding
+    from ..config import Config
+    from ..sources import SourceEnv
+    from .scontrol import Scontrol
+
+    Body = Callable[["Run"], "Outcome"]
+    Act = Callable[["Run", "Outcome", float], int]
 
 EXIT_OK, EXIT_FAIL = 0, 1
 SCONTROL_CALLS = 2  # drain() and resume_if_ours(): show node, then update
 
 
-@dataclass
 class Inputs:
     """The command line, as the source flags give it (DESIGN §3)."""
 
-    config_path: Path | None = None
-    root: Path | None = None
-    kernel_log: Path | None = None
-    simulate: str | None = None
-    node: str | None = None
-    profile: str | None = None
-    level: str | None = None
+    __slots__ = ("config_path", "kernel_log", "level", "node", "profile", "root", "simulate")
+
+    def __init__(self, config_path: str | Path | None = None, root: str | Path | None = None,
+                 kernel_log: str | Path | None = None, simulate: str | None = None,
+                 node: str | None = None, profile: str | None = None,
+                 level: str | None = None) -> None:
+        self.config_path = config_path
+        self.root = root
+        self.kernel_log = kernel_log
+        self.simulate = simulate
+        self.node = node
+        self.profile = profile
+        self.level = level
 
 
-@dataclass
 class Outcome:
     """What a program concluded: its findings and where they came from."""
 
-    findings: list[Finding]
-    source: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("extra", "findings", "source")
+
+    def __init__(self, findings: list[Finding], source: str,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.findings = findings
+        self.source = source
+        self.extra: dict[str, Any] = {} if extra is None else extra
 
 
-@dataclass
 class Run:
-    program: str
-    config: Config
-    env: SourceEnv
-    job: JobEnv
-    log: Log
-    deadline: float  # monotonic; the whole program, scontrol included
-    inputs: Inputs
+    """One program's run. ``env`` (where the node is read from) is made when first asked
+    for: with a fresh agent report the prolog may never need it."""
+
+    def __init__(self, program: str, config: Config, env: SourceEnv | None, job: JobEnv,
+                 log: Log, deadline: float, inputs: Inputs, node: str | None = None) -> None:
+        if node is None:
+            if env is None:
+                raise ValueError("a Run needs the node's name or its sources")
+            node = env.node
+        self.program = program
+        self.config = config
+        self.node = node
+        self.job = job
+        self.log = log
+        self.deadline = deadline  # monotonic; the whole program, scontrol included
+        self.inputs = inputs
+        self._env = env
+
+    @property
+    def env(self) -> SourceEnv:
+        if self._env is None:
+            from .. import session
+
+            self._env = session.source_env(self.config, self.inputs.root,
+                                           self.inputs.kernel_log, None, self.node)
+        return self._env
+
+    def uses_real_nvml(self) -> bool:
+        """Whether NVML is read through the real pynvml (not the simulator's)."""
+        if self._env is None:
+            return True  # the sources made for this run will be the host's
+        from ..sources import real_nvml
+
+        return self._env.nvml is real_nvml
 
     @property
     def settings(self) -> dict[str, Any]:
         return self.config.section(self.program)
 
     def scontrol(self) -> Scontrol:
+        from .scontrol import DEFAULT_TIMEOUT_S, Scontrol
+
         return Scontrol(self.config.section("prolog").get("scontrol"),
                         timeout_s=DEFAULT_TIMEOUT_S, deadline=self.deadline - 0.1)
 
@@ -72,11 +120,11 @@ class Run:
         """What is left for collecting once scontrol's timeouts are set aside: a drain or
         a resume is two calls (``show`` to protect an operator's reason, then ``update``),
         and an update cut short leaves Slurm to drain with its generic "Prolog error"."""
+        from .scontrol import DEFAULT_TIMEOUT_S
+
         return max(0.5, self.deadline - time.monotonic() - SCONTROL_CALLS * DEFAULT_TIMEOUT_S)
 
 
-Body = Callable[[Run], Outcome]
-Act = Callable[[Run, Outcome, float], int]
 
 
 def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) -> int:
@@ -86,14 +134,14 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
     log = Log(program, job=job.job_id, user=job.user, node=inputs.node or job.node)
     log("start")
     try:
-        config, env = _setup(inputs, job)
+        config, node, env = _setup(inputs, job)
     except ClusterdiagError as exc:
         log("ERROR cannot start, exiting 0 so the node is not drained for it", error=exc)
         return EXIT_OK
-    log.fields["node"] = env.node
+    log.fields["node"] = node
     budget = float(config.section(program)["budget_s"])
     deadline = time.monotonic() - seconds_since_process_start() + budget
-    run = Run(program, config, env, job, log, deadline, inputs)
+    run = Run(program, config, env, job, log, deadline, inputs, node)
     started = time.monotonic()
     try:
         outcome = body(run)
@@ -102,12 +150,19 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
     return (act or decide)(run, outcome, time.monotonic() - started)
 
 
-def _setup(inputs: Inputs, job: JobEnv) -> tuple[Config, SourceEnv]:
+def _setup(inputs: Inputs, job: JobEnv) -> tuple[Config, str, SourceEnv | None]:
+    """The config, the node's name, and the simulator's sources when simulating (else
+    the sources are made when a check needs them: ``Run.env``)."""
     from .. import session
 
-    config, env = session.setup(inputs.config_path, inputs.root, inputs.kernel_log,
-                                inputs.simulate, inputs.node or job.node)
-    return config, env
+    node = inputs.node or job.node
+    if inputs.simulate is not None:
+        config, env = session.setup(inputs.config_path, inputs.root, inputs.kernel_log,
+                                    inputs.simulate, node)
+        return config, env.node, env
+    config = session.load(inputs.config_path)
+    session.check_places(inputs.root, inputs.kernel_log)
+    return config, session.node_name(config, node), None
 
 
 def own_error(run: Run, error: str) -> int:
@@ -147,8 +202,10 @@ def drain(run: Run, reason: str) -> None:
     """Drain with ``reason`` unless the node carries a reason that is not ours, or the
     epilog's, which only a person lifts (reason.py): another program's newer reason
     would hide it, and the health check would resume the node once that one passes."""
+    from .scontrol import SlurmError
+
     scontrol = run.scontrol()
-    name = run.env.node
+    name = run.node
     try:
         state = scontrol.show_node(name)
         if not owned(state.reason):

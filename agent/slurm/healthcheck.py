@@ -73,7 +73,7 @@ def resume_if_ours(run: Run, findings: list[Finding]) -> None:
         return
     try:
         scontrol = run.scontrol()
-        state = scontrol.show_node(run.env.node)
+        state = scontrol.show_node(run.node)
         if not state.drained or not state.reason:
             return
         if not owned(state.reason):
@@ -81,11 +81,11 @@ def resume_if_ours(run: Run, findings: list[Finding]) -> None:
                     state=state.state, existing=state.reason)
             return
         resume, why = may_resume(state.reason, findings,
-                                 load_trusted(run.config, run.env.node))
+                                 load_trusted(run.config, run.node))
         if not resume:
             run.log("not resuming", existing=state.reason, why=why)
             return
-        scontrol.resume(run.env.node)
+        scontrol.resume(run.node)
     except SlurmError as exc:
         run.log("ERROR could not resume the node", error=exc)
         return

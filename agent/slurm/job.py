@@ -19,18 +19,31 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
-@dataclass(frozen=True)
 class JobEnv:
-    job_id: str | None
-    user: str | None
-    node: str | None
-    gpus: tuple[str, ...] | None  # minor numbers or GPU- UUIDs; None: unknown
-    start_time: float | None  # epoch, when the environment says
-    shared: bool = False  # gres/shard or gres/mps: other jobs' processes are expected
+    """A plain class, not a dataclass: the prolog reads it on every node for every job
+    (issue 15)."""
+
+    __slots__ = ("gpus", "job_id", "node", "shared", "start_time", "user")
+
+    def __init__(self, job_id: str | None, user: str | None, node: str | None,
+                 gpus: tuple[str, ...] | None, start_time: float | None,
+                 shared: bool = False) -> None:
+        self.job_id = job_id
+        self.user = user
+        self.node = node
+        self.gpus = gpus  # minor numbers or GPU- UUIDs; None: unknown
+        self.start_time = start_time  # epoch, when the environment says
+        self.shared = shared  # gres/shard or gres/mps: other jobs' processes are expected
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"JobEnv({fields})"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobEnv:

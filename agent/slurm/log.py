@@ -7,8 +7,11 @@ line must stand alone and name the program, the job and the user.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 
 def _value(value: Any) -> str:

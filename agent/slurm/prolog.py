@@ -13,17 +13,16 @@ commands off the passing path as SchedMD asks.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ... import checks as catalog
-from ...checks.finding import Finding, Status
-from ...checks.profile import UnknownProfileError, load_profile
-from ...reports.node import NodeReport
+from ...checks import index
 from ..config import Config
-from ..runner import RunOptions, plan, run_node
-from .agent_report import load_trusted
+from .agent_report import AgentReport, load_trusted
 from .entry import Inputs, Outcome, Run, execute
-from .job import JobEnv
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ...checks.finding import Finding
+    from ..runner import RunOptions
+    from .job import JobEnv
 
 # The agent's verdict on these does not hold for the job. gpu.processes only notes
 # processes in the agent (they may belong to the running job) and fails them before a job,
@@ -50,6 +49,8 @@ def job_config(config: Config, job: JobEnv) -> Config:
 
 
 def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
+    from dataclasses import replace
+
     from .. import session
 
     opts = session.run_options(run.config, run.inputs.level or "quick", run.inputs.profile,
@@ -59,23 +60,46 @@ def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
 
 def check_node(run: Run) -> Outcome:
     run.config = job_config(run.config, run.job)
-    cached = load_trusted(run.config, run.env.node)
+    cached = load_trusted(run.config, run.node)
     if cached.report is None:
+        from ..runner import run_node
+
         run.log("running the quick checks", why=cached.why)
         report = run_node(run.env, run.config, options(run))
         return Outcome(report.findings, "own checks")
     findings, rerun = from_agent(run.config, cached.report)
     if rerun:
-        report = run_node(run.env, run.config, rerun_options(run, cached.report, rerun))
-        findings.extend(report.findings)
+        findings.extend(rerun_findings(run, cached.report, rerun))
     extra = {"reran": ",".join(sorted(rerun)) or None}
     return Outcome(findings, cached.why, extra)
 
 
-def rerun_options(run: Run, report: NodeReport, checks: set[str]) -> RunOptions:
+def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Finding]:
+    """The checks the prolog runs on top of the agent's report. When they all need NVML
+    and its library cannot be loaded, each would skip pointing at gpu.responsive (the
+    runner's rule, ``index.nvml_down_skip``): said without importing pynvml and the
+    collectors (agent/nvml_library.py)."""
+    known = index.known()
+    entries = [known[c] for c in sorted(checks)]
+    if run.uses_real_nvml() and all("nvml" in e.needs and e.id not in index.NVML_DOWN_JUDGES
+                                    for e in entries):
+        from .. import nvml_library
+
+        if nvml_library.missing():
+            return [index.nvml_down_skip(e.id, nvml_library.NOT_FOUND) for e in entries]
+    from ..runner import run_node
+
+    return run_node(run.env, run.config, rerun_options(run, report, checks)).findings
+
+
+def rerun_options(run: Run, report: AgentReport, checks: set[str]) -> RunOptions:
     """Options for the checks run on top of the agent's report. The agent's resolved
     profile replaces ``auto``: detecting it again would collect PCI and host data too,
     where gpu.processes needs NVML alone."""
+    from dataclasses import replace
+
+    from ...checks.profile import UnknownProfileError, load_profile
+
     opts = options(run, tuple(sorted(checks)))
     name = report.profile.get("name") if isinstance(report.profile, dict) else None
     if opts.profile != "auto" or not isinstance(name, str):
@@ -88,14 +112,16 @@ def rerun_options(run: Run, report: NodeReport, checks: set[str]) -> RunOptions:
     return replace(opts, profile=name)
 
 
-def from_agent(config: Config, report: NodeReport) -> tuple[list[Finding], set[str]]:
+def from_agent(config: Config, report: AgentReport) -> tuple[list[Finding], set[str]]:
     """The agent's findings for the checks a prolog runs, and the checks the prolog must
-    run itself: privileged ones the agent skipped, and every job-dependent one."""
-    specs, not_run = plan(config, RunOptions(level=report.level, mode="prolog"))
-    wanted = {spec.id for spec in specs}
+    run itself: privileged ones the agent skipped, and every job-dependent one. Planned
+    from the catalog's manifest: no check family is imported."""
+    from ...checks.finding import Status
+
+    entries, not_run = index.plan((), config.disabled(), report.level, "prolog")
+    wanted = {entry.id: entry for entry in entries}
     rerun = {f.check for f in report.findings
-             if f.status is Status.SKIP and f.check in wanted
-             and catalog.REGISTRY[f.check].privileged}
-    rerun |= JOB_DEPENDENT & wanted
+             if f.status is Status.SKIP and f.check in wanted and wanted[f.check].privileged}
+    rerun |= JOB_DEPENDENT & wanted.keys()
     kept = [f for f in report.findings if f.check in wanted and f.check not in rerun]
     return [*not_run, *kept], rerun

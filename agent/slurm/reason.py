@@ -16,10 +16,13 @@ error ...``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from ...checks.finding import Status
 
-from ...checks.finding import Finding, Status
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ...checks.finding import Finding
 
 PREFIX = "clusterdiag:"
 # Slurm 22.05 stored a 2,000-character reason in our test, but `sinfo -R` shows 20 by
@@ -29,13 +32,26 @@ EPILOG = "epilog"  # the program whose reasons are marked: see the module docstr
 OWN_ERROR = "error"
 
 
-@dataclass(frozen=True)
 class Parsed:
     """What one of our reasons says: the check that failed (None for our own error) and
     whether the epilog set it."""
 
-    check: str | None
-    epilog: bool
+    __slots__ = ("check", "epilog")
+
+    def __init__(self, check: str | None, epilog: bool) -> None:
+        self.check = check
+        self.epilog = epilog
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Parsed):
+            return NotImplemented
+        return (self.check, self.epilog) == (other.check, other.epilog)
+
+    def __hash__(self) -> int:
+        return hash((self.check, self.epilog))
+
+    def __repr__(self) -> str:
+        return f"Parsed(check={self.check!r}, epilog={self.epilog!r})"
 
 
 def parse(reason: str | None) -> Parsed | None:

@@ -10,7 +10,10 @@ CLI and the click-free launcher (``agent/launch.py``), so both say it the same w
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def spare_the_node(program: str, trouble: str) -> NoReturn:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import replace
 from typing import TypeVar
 
 from ...checks.finding import Finding
@@ -44,4 +43,4 @@ def observed_sets(odd: dict[T, list[str]], show: Callable[[T], object] = str) ->
 
 
 def tagged(check: str, finding: Finding, nodes: Iterable[str] = ()) -> ClusterFinding:
-    return ClusterFinding(replace(finding, check=check), tuple(sorted(set(nodes))))
+    return ClusterFinding(finding.replace(check=check), tuple(sorted(set(nodes))))

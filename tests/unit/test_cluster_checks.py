@@ -3,7 +3,6 @@ and what it leaves alone."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -207,9 +206,9 @@ def test_ib_rails_does_not_repeat_a_port_the_node_already_failed() -> None:
     a rail slower than its peers that the node's profile did not catch is still named."""
     nodes = [node(f"n{i}", rails=rails()) for i in range(4)]
     nodes[1].facts.rails = rails(odd_gpu=2, odd={"rate_gbps": 200.0})
-    nodes[1].problems = [replace(Finding.fail("mlx5_2/1", "link trained at a lower speed",
-                                              200.0, ">= 400 Gb/s", Action.RESEAT_CABLE),
-                                 check="ib.rate")]
+    nodes[1].problems = [Finding.fail("mlx5_2/1", "link trained at a lower speed", 200.0,
+                                      ">= 400 Gb/s", Action.RESEAT_CABLE).replace(
+                                          check="ib.rate")]
     nodes[2].facts.rails = rails(odd_gpu=6, odd={"rate_gbps": 200.0})
     found = ib_rails(nodes)
     assert {(c.finding.component, c.nodes) for c in found} == {("gpu6 rail", ("n2",))}

@@ -19,6 +19,7 @@ from clusterdiag.agent.slurm.log import Log, format_line
 from clusterdiag.agent.slurm.prolog import JOB_DEPENDENT, check_node, from_agent, rerun_options
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.index import ENTRIES
 from clusterdiag.reports.node import NodeReport, iso
 
 PRIVILEGED = "gpu.pcie_link"  # stands in for a check that reads PCI config space
@@ -27,6 +28,7 @@ PRIVILEGED = "gpu.pcie_link"  # stands in for a check that reads PCI config spac
 @pytest.fixture
 def privileged(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(REGISTRY, PRIVILEGED, replace(REGISTRY[PRIVILEGED], privileged=True))
+    monkeypatch.setattr(ENTRIES[PRIVILEGED], "privileged", True)  # what the prolog plans by
 
 
 def _agent_report(findings: list[Finding], node: str = "n1") -> NodeReport:
@@ -36,7 +38,7 @@ def _agent_report(findings: list[Finding], node: str = "n1") -> NodeReport:
 
 
 def _f(check: str, status: Status, component: str = "node") -> Finding:
-    return replace(Finding(status, component, f"{check} said {status.value}"), check=check)
+    return Finding(status, component, f"{check} said {status.value}", check=check)
 
 
 def test_privileged_skips_are_rerun_and_everything_else_is_taken_as_is(

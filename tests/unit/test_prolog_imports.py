@@ -2,9 +2,12 @@
 every job, so the set may shrink but must not grow unnoticed (issue 15).
 
 The launcher (agent/launch.py) must reach the prolog without click or any other
-command's module; the prolog itself, run with no agent report on an empty tree (its
-widest path: every quick check), may import only the modules listed here. A change that
-needs another module on this path adds it below, on purpose.
+command's module. With a fresh agent report (the common path) the prolog reads the
+report and judges it: no check family, no snapshot model, no collector, no PyYAML or
+pynvml, and none of ``dataclasses``, ``typing``, ``pathlib``, whose imports alone cost
+as much as the interpreter's start. Run with no agent report on an empty tree (its
+widest path: every quick check) it may import only the modules listed here. A change
+that needs another module on either path adds it below, on purpose.
 """
 
 from __future__ import annotations
@@ -12,11 +15,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
+
+from clusterdiag.agent import nvml_library
 
 _PROLOG = """
 import json, sys
-sys.argv = ["clusterdiag", "prolog", "--root", sys.argv[1], "--config", sys.argv[2]]
+sys.argv = ["clusterdiag", "prolog", "--root", sys.argv[1], "--config", sys.argv[2],
+            *sys.argv[3:]]
 from clusterdiag.agent.launch import main
 try:
     main()
@@ -29,6 +38,18 @@ LAUNCHER = frozenset({
     "clusterdiag", "clusterdiag.agent", "clusterdiag.agent.errors", "clusterdiag.agent.launch",
     "clusterdiag.agent.slurm", "clusterdiag.agent.slurm.trouble",
 })
+
+FRESH_REPORT = LAUNCHER | {f"clusterdiag.{name}" for name in (
+    "agent.config", "agent.nvml_library", "agent.session", "agent.slurm.agent_report",
+    "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log", "agent.slurm.prolog",
+    "agent.slurm.reason", "checks", "checks.finding", "checks.index", "checks.manifest",
+    "reports", "reports.hostname", "reports.safefile")}
+# What the fresh-report path must not load: each costs a sizeable part of an interpreter
+# start, or stands for a whole layer it does not need.
+NOT_ON_THE_FRESH_PATH = frozenset({
+    "dataclasses", "typing", "pathlib", "inspect", "yaml", "pynvml", "click", "socket",
+    "subprocess", "clusterdiag.agent.model", "clusterdiag.checks.registry",
+    "clusterdiag.agent.collect", "clusterdiag.reports.node"})
 
 PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.collect", "agent.collectors", "agent.collectors.allreduce", "agent.collectors.host",
@@ -43,6 +64,7 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.slurm.prolog", "agent.slurm.reason", "agent.slurm.scontrol", "agent.sources",
     "agent.sysfs", "agent.worker", "checks", "checks.detect", "checks.fabric",
     "checks.finding", "checks.gpu", "checks.gpu_memory", "checks.host", "checks.ib",
+    "checks.index", "checks.manifest", "agent.nvml_library",
     "checks.ib_rates", "checks.nccl", "checks.nccl_env", "checks.nccl_host", "checks.nvlink",
     "checks.profile", "checks.profiles", "checks.rates", "checks.registry", "checks.topology",
     "checks.window", "checks.xid_catalog", "reports", "reports.facts", "reports.hostname",
@@ -66,6 +88,31 @@ def test_the_launcher_imports_nothing_but_itself() -> None:
     assert "click" not in got
 
 
+def _fresh_report(state: Path, node: str) -> None:
+    state.mkdir()
+    started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    (state / "report.json").write_text(json.dumps({
+        "node": node, "profile": {"name": "dgx-h100"}, "version": "0.1.0",
+        "started_at": started, "duration_s": 1.0, "level": "quick", "mode": "agent",
+        "findings": []}))
+
+
+def test_with_a_fresh_report_the_prolog_reads_it_and_judges_nothing_more(
+        tmp_path: Path) -> None:
+    if not nvml_library.missing():
+        pytest.skip("NVML's library loads here: gpu.processes needs pynvml and the "
+                    "collectors (the path this test pins is the one without NVML)")
+    _fresh_report(tmp_path / "state", "n1")
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"agent": {"state_dir": str(tmp_path / "state")},
+                                  "prolog": {"drain": False}}))
+    baseline = _modules("import json, sys; print(json.dumps(sorted(sys.modules)))")
+    got = _modules(_PROLOG, str(tmp_path), str(config), "--node", "n1") - baseline
+    ours = {m for m in got if m.startswith("clusterdiag")}
+    assert ours == FRESH_REPORT
+    assert got & NOT_ON_THE_FRESH_PATH == set()
+
+
 def test_the_prolog_imports_only_the_allowed_modules(tmp_path: Path) -> None:
     baseline = _modules("import json, sys; print(json.dumps(sorted(sys.modules)))")
     config = tmp_path / "config.yaml"
@@ -84,7 +131,7 @@ def test_the_launcher_parses_the_source_flags_and_leaves_the_rest_to_click() -> 
     from clusterdiag.agent.launch import slurm_flags
 
     assert slurm_flags(["--root", "/r", "--level=full", "--node", "n1"]) == {
-        "root": Path("/r"), "level": "full", "node": "n1"}
+        "root": "/r", "level": "full", "node": "n1"}
     assert slurm_flags([]) == {}
     for args in (["--help"], ["--root"], ["--level", "slow"], ["--bogus", "x"], ["--root="]):
         assert slurm_flags(args) is None, args

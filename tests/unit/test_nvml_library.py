@@ -1,0 +1,52 @@
+"""The prolog's NVML probe loads what pynvml loads and, where that fails, says what the
+runner would have said after importing pynvml and collecting."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from clusterdiag.agent import nvml_library
+from clusterdiag.agent.config import Config
+from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.slurm.entry import Inputs, Run
+from clusterdiag.agent.slurm.job import JobEnv
+from clusterdiag.agent.slurm.log import Log
+from clusterdiag.agent.slurm.prolog import AgentReport, rerun_findings
+from clusterdiag.agent.sources import SourceEnv
+
+
+def test_the_probe_loads_the_library_pynvml_loads() -> None:
+    assert f'CDLL("{nvml_library.LIBRARY}")' in inspect.getsource(pynvml._LoadNvmlLibrary)
+
+
+def test_the_probe_agrees_with_nvml_init() -> None:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        assert nvml_library.missing()
+        return
+    except pynvml.NVMLError:
+        pass  # the library loaded; the driver said something else
+    assert not nvml_library.missing()
+
+
+def test_without_the_library_the_prolog_says_what_a_collection_would(tmp_path: Path) -> None:
+    if not nvml_library.missing():
+        pytest.skip("NVML's library loads here: the prolog collects as always")
+    config = Config()
+    collected = run_node(SourceEnv(node="n1", root=tmp_path), config,
+                         RunOptions(patterns=("gpu.processes",), mode="prolog",
+                                    profile="dgx-h100")).findings
+    run = Run("prolog", config, None, JobEnv(None, None, None, None, None), Log("prolog"),
+              time.monotonic() + 8, Inputs(root=str(tmp_path)), node="n1")
+    report = AgentReport("n1", {"name": "dgx-h100"}, "2026-01-01T00:00:00+00:00", 1.0,
+                         "quick", [])
+    said = rerun_findings(run, report, {"gpu.processes"})
+    assert said == collected
+    assert json.dumps([f.to_dict() for f in said])  # a finding like any other
