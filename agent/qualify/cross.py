@@ -200,6 +200,10 @@ class Cross:
         first = self._round(test, "first", [partial(measure, p, "first", only=None)
                                             for p in pairs])
         graded = grade(first, expectation, self.options.rule)
+        if graded and all(g.reference is None for g in graded):
+            self.outcome.notes.append(
+                f"{test}: {len(graded)} figure(s), too few for a peers' median and no expected "
+                "figure in the profile (--profile): only failed runs and floors were judged")
         slow: dict[str, set[str]] = {}
         for g in graded:
             if g.status in (Status.FAIL, Status.WARN):

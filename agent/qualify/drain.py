@@ -36,10 +36,11 @@ def _figure(finding: Finding) -> str:
 
 
 def qualify_reason(findings: Iterable[Finding]) -> str | None:
-    # The part's own test first: a slow collective only says which part slowed it.
+    # The part's own test first: a slow collective (a pair's all-reduce too) only says
+    # which part slowed it.
     fails = sorted((f for f in findings if f.status is Status.FAIL),
-                   key=lambda f: (f.check.removeprefix("qualify.") in COLLECTIVES, f.check,
-                                  f.component))
+                   key=lambda f: (f.check.removeprefix("qualify.") in (*COLLECTIVES, "pairs"),
+                                  f.check, f.component))
     if not fails:
         return None
     first = fails[0]

@@ -326,3 +326,60 @@ def test_a_job_sharing_a_node_is_not_failed_for_the_other_jobs_gpu_process(
         cluster.cmd("scancel", first_id)
         cluster.wait("n4 idle again", lambda: cluster.node("n4")[0] == "IDLE", 40)
         cluster.cmd("scontrol", "update", "NodeName=n4", "State=RESUME")
+
+
+QUALIFY_SPEC = ("nodes:\n  - {names: \"n[1-4]\", profile: dgx-h100}\nfaults:\n"
+                "  - {node: n3, kind: cable_slow, hca: mlx5_4}\n")
+TOOLS = ("all_reduce_perf", "ib_write_bw", "nvidia-smi", "ibstat")
+
+
+def test_qualify_inside_an_allocation_names_the_bad_node_and_drains_it(
+        cluster: Cluster) -> None:
+    """``clusterdiag qualify --tests pairs,rails --drain`` inside ``salloc -N4``: every
+    tool is launched by srun on its slurmd node (a wrapper on PATH runs the simulated tool
+    for SLURMD_NODENAME; a two-node step prints nccl-tests' table from rank 0). n3's
+    mlx5_4 cable is slow: the pairs and the rails name n3, not its partner n4, and n3 is
+    drained with the rail's figure while n4 stays up."""
+    cluster.use("healthy")
+    cluster.health(False)
+    base = cluster.base
+    bin_dir = base / "qualify-bin"
+    bin_dir.mkdir(exist_ok=True)
+    for tool in TOOLS:
+        wrapper = bin_dir / tool
+        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m "
+                           f"clusterdiag.agent.sim.tool_main {tool} \"$@\"\n")
+        wrapper.chmod(0o755)
+    (base / "qualify.yaml").write_text(QUALIFY_SPEC)
+    (base / "qualify-config.yaml").write_text(json.dumps(
+        {"qualify": {"srun_mpi": "none", "deadline_s": {"pairs": 120, "rails": 120}}}))
+    out = base / "qualify.json"
+    env = {**cluster.env, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "CLUSTERDIAG_SIM_SPEC": str(base / "qualify.yaml")}
+    clusterdiag = Path(sys.executable).parent / "clusterdiag"
+    try:
+        proc = subprocess.run(
+            ["salloc", "-N4", "--time=10", str(clusterdiag), "qualify", "--tests",
+             "pairs,rails", "--profile", "dgx-h100", "--drain", "--config",
+             str(base / "qualify-config.yaml"), "--format", "json", "--output", str(out)],
+            capture_output=True, text=True, timeout=600, env=env, check=False)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        data = json.loads(out.read_text())
+        assert data["via"] == "srun"
+        assert data["bad_nodes"] == "n3", data["groups"]
+        findings = {(f["check"], f["component"], f["status"])
+                    for n in data["nodes"] if n["node"] == "n3" for f in n["findings"]}
+        assert ("qualify.rails", "mlx5_4/1", "fail") in findings
+        assert ("qualify.pairs", "node", "fail") in findings
+        schedule = data["qualify"]["cross"]["schedule"]["rounds_by_test"]
+        assert schedule == {"pairs": 2, "rails": 2}
+        (drained,) = data["qualify"]["drained"]
+        assert (drained["node"], drained["drained"]) == ("n3", True)
+        state, reason = cluster.node("n3")
+        assert "DRAIN" in state
+        assert reason is not None
+        assert reason.startswith("clusterdiag: qualify rails mlx5_4/1 ")
+        assert "DRAIN" not in cluster.node("n4")[0]
+    finally:
+        for name in NODES:
+            cluster.cmd("scontrol", "update", f"NodeName={name}", "State=RESUME")

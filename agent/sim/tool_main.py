@@ -1,0 +1,53 @@
+"""A simulated tool as a program, for a real launcher: ``python -m clusterdiag.agent.sim.
+tool_main all_reduce_perf -b 1G ...`` prints what the stand-in in tools.py prints for the
+node it runs on. Under ``srun`` that node is ``SLURMD_NODENAME`` (the slurmd's name, one
+per simulated node on one machine); a step over several nodes (``SLURM_STEP_NUM_NODES``
+> 1) is one nccl-tests job whose rank 0 (``SLURM_PROCID``) prints the table over
+``SLURM_STEP_NODELIST``, the others print nothing — as nccl-tests' ranks do. The cluster is
+the spec file ``CLUSTERDIAG_SIM_SPEC`` names (noise seed ``CLUSTERDIAG_SIM_SEED``).
+
+The integration test under a real Slurm (tests/integration/test_slurm.py) puts one small
+wrapper per tool name on PATH; ``clusterdiag qualify`` launches them with ``srun`` exactly
+as it launches the real tools.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+from ..model.nodeset import expand
+
+
+def main(argv: list[str]) -> int:
+    from .tools import simulated_cluster
+
+    if not argv:
+        print("usage: python -m clusterdiag.agent.sim.tool_main PROGRAM [ARG...]",
+              file=sys.stderr)
+        return 2
+    spec = os.environ.get("CLUSTERDIAG_SIM_SPEC")
+    if not spec:
+        print("CLUSTERDIAG_SIM_SPEC is not set (the simulation spec file)", file=sys.stderr)
+        return 2
+    _, tools = simulated_cluster(spec, int(os.environ.get("CLUSTERDIAG_SIM_SEED", "0")))
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    env = dict(os.environ)
+    if int(os.environ.get("SLURM_STEP_NUM_NODES", "1")) > 1:
+        if os.environ.get("SLURM_PROCID", "0") != "0":
+            return 0
+        nodes = expand(os.environ.get("SLURM_STEP_NODELIST", node))
+        result = tools.group(nodes, argv, env, 3600.0)
+    else:
+        result = tools(node, argv, env, 3600.0)
+    if result.error is not None:
+        print(f"{argv[0]}: {result.error}", file=sys.stderr)
+        return 127
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    return result.returncode or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
