@@ -37,6 +37,7 @@ BENCHES: dict[str, bool] = {
     "prolog_time.py": False,
     "agent_load.py": True,
     "agent_http_load.py": True,
+    "qualify_schedule.py": True,
 }
 
 
