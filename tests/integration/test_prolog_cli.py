@@ -583,3 +583,55 @@ def test_a_wrapper_whose_log_cannot_be_opened_logs_to_stderr_and_keeps_the_verdi
     assert "cannot write" in proc.stderr
     assert f"clusterdiag {program}: FAIL node not ready" in proc.stderr
     assert [u[3] for u in slurm.updates()] == [f"Reason={reason}"]
+
+
+def _prolog_started_seconds_ago(root: Path, node: str, seconds: float
+                                ) -> subprocess.CompletedProcess[str]:
+    """The prolog as slurmd runs it, but its process started ``seconds`` before the
+    prolog's code does (a shell that sleeps, then execs it: the same process, so the
+    same start time): its budget counts from Slurm's start, as on a node where slurmd
+    itself was slow to start it."""
+    environ = {"SLURMD_NODENAME": node, "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+               "SLURM_JOB_ID": "4711", "SLURM_JOB_USER": "alice"}
+    return subprocess.run(
+        ["/bin/sh", "-c", f'sleep {seconds}; exec "$0" "$@"', sys.executable, "-m",
+         "clusterdiag.agent", "prolog", "--simulate", str(root / "spec.yaml"), "--config",
+         str(root / "config.yaml")],
+        capture_output=True, text=True, timeout=90, env=environ, check=False, cwd="/")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 (6): the prolog's own spent budget shows "
+                   "as a gpu.responsive timeout fail and drains the node")
+def test_a_spent_budget_is_our_error_never_a_gpu_timeout(site: tuple[Path, Slurm]) -> None:
+    """Started 6 s into its 8 s budget, the prolog keeps 6 s for scontrol, so NVML gets
+    the 0.5 s floor and no reader sleeps in a call long enough to call a GPU hung: even
+    the hung gpu4 is not judged. Each unanswered GPU is an error naming our budget, the
+    prolog exits 0 loudly and Slurm is never asked to drain."""
+    root, slurm = site
+    slurm.node("n3", "ALLOCATED")
+    proc = _prolog_started_seconds_ago(root, "n3", 6)
+    _ok(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert slurm.updates() == []
+    assert 'reason="clusterdiag: gpu.responsive' not in proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines()
+              if "ERROR check could not run" in ln and "check=gpu.responsive" in ln]
+    assert errors, proc.stderr
+    assert all("budget" in ln for ln in errors), errors
+    assert "exiting 0 (fail_closed is false)" in proc.stderr
+
+
+def test_a_hung_gpu_with_time_to_answer_still_fails_and_drains(site: tuple[Path, Slurm]
+                                                               ) -> None:
+    """The other side: with a budget that leaves NVML its 6 s, the hung gpu4's reader
+    sleeps in the call for seconds; that is the GPU (a fail and a drain naming gpu4),
+    and the seven GPUs that answered pass."""
+    root, slurm = site
+    write_config(root, slurm, prolog={"budget_s": 20})
+    slurm.node("n3", "ALLOCATED")
+    proc = slurm_run("prolog", root, "n3")
+    _ok(proc)
+    assert proc.returncode == 1, proc.stderr
+    assert 'reason="clusterdiag: gpu.responsive gpu4' in proc.stderr
+    assert [u[:3] for u in slurm.updates()] == [["update", "NodeName=n3", "State=DRAIN"]]
+    assert "budget" not in proc.stderr
