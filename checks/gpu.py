@@ -176,7 +176,9 @@ _LIBRARY_HINTS = {
 def responsive(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU answers NVML, and the driver answers at all where PCI shows GPUs.
 
-    A GPU that does not answer within the deadline is a fail, never a hang (DESIGN.md §1).
+    A GPU that does not answer within the deadline is a fail, never a hang (DESIGN.md §1),
+    unless the miss was our own deadline (a starved or budget-less reader, see
+    agent/collectors/nvml_budget.py): that is an error naming the budget, never a reboot.
     With no working NVML, PCI decides: GPUs there mean the driver is broken (fail),
     none means this is not a GPU node (skip).
     """
@@ -204,6 +206,10 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
             hint = _LIBRARY_HINTS.get(str(error), str(error))
             yield skip_finding(NODE, f"no NVIDIA GPU on this node (PCI) and no driver ({hint})",
                                observed)
+        return
+    if "deadline" in nvml.errors:
+        yield error_finding(NODE, "NVML not judged: no answer within clusterdiag's own budget",
+                            nvml.errors["deadline"])
         return
     if "init" in nvml.errors:
         yield Finding.fail(NODE, "NVML did not initialise within the deadline",
@@ -234,6 +240,9 @@ def _responsive_gpu(gpu: Gpu, unanswered: bool) -> Finding:
     if gpu.lost == "ResetRequired":
         return Finding.fail(comp, "GPU requires a reset (ResetRequired)", gpu.lost,
                             "answers NVML", Action.RESET_GPU)
+    if (unanswered or gpu.lost == "timeout") and "deadline" in gpu.errors:
+        return error_finding(comp, "GPU not judged: no answer within clusterdiag's own budget",
+                             gpu.errors["deadline"])
     if unanswered or gpu.lost == "timeout":
         return Finding.fail(comp, "GPU did not answer NVML within the deadline", "timeout",
                             "an answer", Action.REBOOT)

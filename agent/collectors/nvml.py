@@ -4,7 +4,8 @@ NVML calls can block forever (a GPU off the bus leaves the caller in uninterrupt
 sleep). The worker is forked before the other sources start, closes every inherited
 descriptor except its result pipe (so it never holds Slurm's stdout/stderr open), reads
 each GPU in its own thread and streams one JSON line per finished GPU. The parent reads
-until the deadline, then SIGKILLs the worker and names the GPUs that never answered.
+until the deadline, then SIGKILLs the worker and names the GPUs that never answered,
+each with whether the miss was the GPU's hang or our own deadline (nvml_budget.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..serde import from_jsonable, to_jsonable
 from ..sources import SourceEnv
 from ..sysfs import read_text
 from ..worker import fork_worker, stop_worker
+from .nvml_budget import ThreadTimes, from_dict, own_deadline, thread_times
 from .nvml_read import (
     CountingNvml,
     GpuReader,
@@ -70,6 +72,11 @@ def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None],
         left = None if deadline is None else max(0.0, deadline - _P2P_RESERVE_S - time.monotonic())
         t.join(left)
     answered = [r for r, t in zip(readers, threads, strict=False) if not t.is_alive()]
+    for reader, thread in zip(readers, threads, strict=True):
+        if thread.is_alive():  # how its time went: the GPU's hang or our deadline
+            times = nv.clock.in_call(thread.native_id) if thread.native_id else None
+            emit({"t": "stuck", "gpu": reader.gpu.index,
+                  "times": times.to_dict() if times else None})
     emit({"t": "p2p", "data": read_p2p(nv, answered)})
     emit({"t": "end", "calls": nv.calls})
 
@@ -82,6 +89,8 @@ class PendingNvml:
     fd: int
     started: float
     lines: list[dict[str, Any]] = field(default_factory=list)
+    given_s: float = 0.0  # what NVML had, start to deadline
+    silent: ThreadTimes | None = None  # the worker's main thread when it said nothing
 
     def result(self, stats: SourceStats, deadline: float) -> NvmlInfo:
         buffer = b""
@@ -100,6 +109,9 @@ class PendingNvml:
             *complete, buffer = buffer.split(b"\n")
             self.lines.extend(json.loads(line) for line in complete if line.strip())
         os.close(self.fd)
+        self.given_s = max(0.0, deadline - self.started)
+        if not eof and not self.lines:  # still in nvmlInit, or never got a CPU to reach it
+            self.silent = thread_times(self.pid, self.pid)
         stop_worker(self.pid, kill=not eof)
         stats.seconds = round(time.monotonic() - self.started, 4)
         return self._assemble(stats, finished=eof)
@@ -107,6 +119,7 @@ class PendingNvml:
     def _assemble(self, stats: SourceStats, finished: bool) -> NvmlInfo:
         info = NvmlInfo()
         gpus: dict[int, Gpu] = {}
+        stuck: dict[int, ThreadTimes | None] = {}
         for msg in self.lines:
             kind = msg.get("t")
             if kind == "system":
@@ -116,13 +129,18 @@ class PendingNvml:
                 gpus[gpu.index] = gpu
             elif kind == "p2p":
                 info.p2p_nvlink = dict(msg["data"])
+            elif kind == "stuck":
+                stuck[int(msg["gpu"])] = from_dict(msg.get("times"))
             elif kind == "end":
                 stats.calls = int(msg["calls"])
             elif kind == "crash":
                 stats.status = "error"
                 stats.error = info.errors["worker"] = str(msg["error"])
         if not finished and not self.lines:
-            info.errors["init"] = "NVML did not answer (nvmlInit hung)"
+            ours = own_deadline(self.silent, self.given_s)
+            info.errors["init"] = f"NVML did not answer ({ours or 'nvmlInit hung'})"
+            if ours:
+                info.errors["deadline"] = ours
         info.unanswered = sorted(set(range(info.device_count or 0)) - set(gpus))
         if info.unanswered or not finished:
             stats.status = "timeout"
@@ -130,6 +148,9 @@ class PendingNvml:
                            if info.unanswered else "NVML did not finish in time")
         for index in info.unanswered:
             gpus[index] = Gpu(index=index, responsive=False, lost="timeout")
+            ours = own_deadline(stuck.get(index), self.given_s)
+            if ours:
+                gpus[index].errors["deadline"] = ours
         info.gpus = [gpus[i] for i in sorted(gpus)]
         return info
 

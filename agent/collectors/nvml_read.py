@@ -23,6 +23,7 @@ from typing import Any
 
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
 from ..serde import SerdeError, from_jsonable, to_jsonable
+from .nvml_budget import CallClock
 
 # Error names that mean "this part or driver does not have it", not "broken".
 UNSUPPORTED = frozenset({"NotSupported", "FunctionNotFound", "NoPermission",
@@ -73,13 +74,18 @@ class CountingNvml:
         self._module = module
         self._counter = itertools.count()
         self.calls = 0
+        self.clock = CallClock()  # each thread's call in progress: a hang, or our deadline
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._module, name)
         if name.startswith("nvml") and callable(value):
             def counted(*args: Any) -> Any:
                 self.calls = next(self._counter) + 1
-                return value(*args)
+                self.clock.begin()
+                try:
+                    return value(*args)
+                finally:
+                    self.clock.end()
             return counted
         return value
 

@@ -42,6 +42,14 @@ faults:
 """
 
 
+# The prolog budget of the tests that need the hung GPU failed: the default 8 s leaves the
+# GPU readers under a second, which a loaded machine may spend before a reader reaches the
+# hung call, and then the prolog rightly blames its own budget, not the GPU
+# (agent/collectors/nvml_budget.py). 10 s leaves NVML seconds and still cannot hold a
+# collection and two 2.4 s scontrol calls if only one call were kept back.
+HUNG_GPU_BUDGET_S = 10.0
+
+
 class Slurm:
     """The stand-in scontrol's files."""
 
@@ -246,7 +254,7 @@ def test_a_hung_gpu_and_a_hung_scontrol_fit_the_budget_and_hold_no_pipe(
     hung = slurm.dir / "hung-scontrol"
     hung.write_text("#!/bin/sh\nsleep 60 &\nwait\n")
     hung.chmod(0o755)
-    write_config(root, slurm, prolog={"scontrol": str(hung)})
+    write_config(root, slurm, prolog={"scontrol": str(hung), "budget_s": HUNG_GPU_BUDGET_S})
     environ = {"SLURMD_NODENAME": "n3", "SLURM_JOB_ID": "1", "SLURM_JOB_USER": "bob"}
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -272,7 +280,7 @@ def test_a_hung_gpu_and_a_hung_scontrol_fit_the_budget_and_hold_no_pipe(
     proc.stderr.close()
     assert still_open == 0, "a child of the prolog still holds its stdout/stderr"
     assert code == 1
-    assert exited < 8.0, f"prolog took {exited:.1f} s, over its 8 s budget"
+    assert exited < HUNG_GPU_BUDGET_S, f"prolog took {exited:.1f} s, over its budget"
     text = stderr.decode()
     assert 'reason="clusterdiag: gpu.responsive gpu4' in text
     assert "ERROR could not drain the node" in text
@@ -401,7 +409,7 @@ def test_a_hung_gpu_leaves_time_for_both_scontrol_calls_of_a_slow_slurmctld(
     slow = slurm.dir / "slow-scontrol"
     slow.write_text(f"#!/bin/sh\nsleep 2.4\nexec {slurm.program} \"$@\"\n")
     slow.chmod(0o755)
-    write_config(root, slurm, prolog={"scontrol": str(slow)})
+    write_config(root, slurm, prolog={"scontrol": str(slow), "budget_s": HUNG_GPU_BUDGET_S})
     slurm.node("n3", "ALLOCATED")
     started = time.monotonic()
     proc = slurm_run("prolog", root, "n3")
@@ -412,7 +420,7 @@ def test_a_hung_gpu_leaves_time_for_both_scontrol_calls_of_a_slow_slurmctld(
     assert 'clusterdiag prolog: drained job=4711 user=alice node=n3 reason="clusterdiag: ' \
            'gpu.responsive gpu4' in proc.stderr
     assert [u[:3] for u in slurm.updates()] == [["update", "NodeName=n3", "State=DRAIN"]]
-    assert took < 8.0, f"prolog took {took:.1f} s, over its 8 s budget"
+    assert took < HUNG_GPU_BUDGET_S, f"prolog took {took:.1f} s, over its budget"
 
 
 @pytest.mark.parametrize(("reason", "why"), [
@@ -600,8 +608,6 @@ def _prolog_started_seconds_ago(root: Path, node: str, seconds: float
         capture_output=True, text=True, timeout=90, env=environ, check=False, cwd="/")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (6): the prolog's own spent budget shows "
-                   "as a gpu.responsive timeout fail and drains the node")
 def test_a_spent_budget_is_our_error_never_a_gpu_timeout(site: tuple[Path, Slurm]) -> None:
     """Started 6 s into its 8 s budget, the prolog keeps 6 s for scontrol, so NVML gets
     the 0.5 s floor and no reader sleeps in a call long enough to call a GPU hung: even
