@@ -412,7 +412,8 @@ def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]
     where = f"config {path}"
     data = read_yaml(path, where)
     _validate_section(data, SCHEMA, where, "")
-    problem = _template_problem(data.get("cluster", {}).get("agent_url", "{node}"))
+    url = data.get("cluster", {}).get("agent_url")
+    problem = None if url is None else _template_problem(url)  # the default is a template
     if problem:
         raise ConfigError(f"{where}: key 'cluster.agent_url' {problem}")
     validate_check_params(data.get("checks", {}), where, catalog)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 
-_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
+_NODE_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}"  # compiled on first use (re caches it)
 
 
 def is_node_name(name: object) -> bool:
-    return isinstance(name, str) and _NODE_NAME.fullmatch(name) is not None
+    return isinstance(name, str) and re.fullmatch(_NODE_NAME, name) is not None
 
 
 def same_host(a: str, b: str) -> bool:

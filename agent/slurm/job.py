@@ -60,7 +60,9 @@ class JobEnv:
         )
 
 
-_UUID = re.compile(r"GPU-[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
+# Compiled on first use (re's cache): most jobs name no GPU UUID, and the prolog's start
+# counts.
+_UUID = r"GPU-[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"
 
 
 def _gpu_list(value: str | None) -> tuple[str, ...] | None:
@@ -68,7 +70,7 @@ def _gpu_list(value: str | None) -> tuple[str, ...] | None:
     if not value:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items or not all((v.isascii() and v.isdigit()) or _UUID.fullmatch(v)
+    if not items or not all((v.isascii() and v.isdigit()) or re.fullmatch(_UUID, v)
                             for v in items):  # not "²"
         return None
     return tuple(dict.fromkeys(items))
@@ -88,9 +90,9 @@ def seconds_since_process_start() -> float:
     """How long ago this process was exec'd: the budget counts the interpreter's start
     and imports too, which Slurm's timeout also counts. 0 when /proc cannot tell."""
     try:
-        with open("/proc/self/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        with open("/proc/uptime", encoding="ascii") as f:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as f:
             uptime = float(f.read().split()[0])
         started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
