@@ -2,19 +2,20 @@
 
 pynvml's ``nvmlInit`` first loads ``libnvidia-ml.so.1`` with ``ctypes.CDLL`` and raises
 ``NVMLError_LibraryNotFound`` when that fails. Importing pynvml costs about four
-interpreter starts (a few thousand lines of ctypes structures), so the prolog, which on a
-node with a fresh agent report only needs NVML for ``gpu.processes``, first makes the
-same ``dlopen`` itself: when it fails, the NVML source would say ``LibraryNotFound`` and
-every check needing it would skip, and the prolog says so without the import. When it
+interpreter starts (a few thousand lines of ctypes structures), so the prolog (which with
+a fresh agent report needs NVML only for ``gpu.processes``) and the NVML collector first
+make the same ``dlopen`` themselves: when it fails, the NVML source says
+``LibraryNotFound`` as pynvml would have, without the import or the worker. When it
 succeeds pynvml is imported as always, and its own ``CDLL`` finds the library loaded.
 """
 
 from __future__ import annotations
 
-# What pynvml's _LoadNvmlLibrary loads on Linux (tests/unit/test_nvml_library.py reads it
-# there) and the name ``error_name`` gives its failure.
+# What pynvml's _LoadNvmlLibrary loads on Linux, the name ``error_name`` gives its
+# failure, and its message (tests/unit/test_nvml_library.py reads them from pynvml).
 LIBRARY = "libnvidia-ml.so.1"
 NOT_FOUND = "LibraryNotFound"
+NOT_FOUND_MESSAGE = "NVML Shared Library Not Found"
 
 
 def missing() -> bool:

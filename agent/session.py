@@ -88,9 +88,9 @@ def node_name(config: Config, node: str | None) -> str:
         return str(config.data["node_name"])
     if node:
         return node
-    import socket
+    from .sources import host_name
 
-    return socket.gethostname()
+    return host_name()
 
 
 def source_env(config: Config, root: str | Path | None, kernel_log: str | Path | None,

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -182,6 +181,14 @@ def python_site_dirs() -> list[str]:
     return [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 
 
+def host_name() -> str:
+    """The host's name; ``socket`` is imported only when no name was given (the Slurm
+    programs are given SLURMD_NODENAME, and their start counts)."""
+    import socket
+
+    return socket.gethostname()
+
+
 def real_nvml() -> ModuleType:
     import pynvml
 
@@ -194,7 +201,7 @@ class SourceEnv:
     """Everything collectors may read. ``params`` gives collectors the check parameters
     that say what to look at (paths to watch, services to ask about)."""
 
-    node: str = field(default_factory=socket.gethostname)
+    node: str = field(default_factory=host_name)
     root: Path = Path("/")
     kernel_log_file: Path | None = None
     nvml: Callable[[], Any] = real_nvml

@@ -178,9 +178,12 @@ def read_netdevs(env: SourceEnv, info: NcclInfo, counter: FileCounter) -> None:
 
 
 def read_topo_files(env: SourceEnv, info: NcclInfo, counter: FileCounter) -> None:
+    values = sorted(_all_values(info, "NCCL_TOPO_FILE"))
+    if not values:
+        return
     import xml.etree.ElementTree as ET  # only with NCCL_TOPO_FILE set: not on every start
 
-    for value in sorted(_all_values(info, "NCCL_TOPO_FILE")):
+    for value in values:
         text, reason = read_text(under(env.root, value), counter, limit=_TOPO_LIMIT)
         if text is None:
             info.topo_files[value] = reason or "unreadable"

@@ -93,6 +93,9 @@ class PendingNvml:
     silent: ThreadTimes | None = None  # the worker's main thread when it said nothing
 
     def result(self, stats: SourceStats, deadline: float) -> NvmlInfo:
+        if self.pid == NO_WORKER:
+            stats.seconds = round(time.monotonic() - self.started, 4)
+            return self._assemble(stats, finished=True)
         buffer = b""
         eof = False
         while not eof:
@@ -155,8 +158,30 @@ class PendingNvml:
         return info
 
 
+NO_WORKER = 0  # PendingNvml.pid when there was nothing for a worker to ask
+
+
+def _library_missing(env: SourceEnv) -> PendingNvml | None:
+    """What the worker would say when the real pynvml cannot load NVML's library: its
+    ``nvmlInit`` failed, nothing else was asked. Said without importing pynvml (about
+    four interpreter starts) or forking: agent/nvml_library.py makes pynvml's dlopen."""
+    from .. import nvml_library
+    from ..sources import real_nvml
+
+    if env.nvml is not real_nvml or not nvml_library.missing():
+        return None
+    info = NvmlInfo(library_error=nvml_library.NOT_FOUND,
+                    library_message=nvml_library.NOT_FOUND_MESSAGE)
+    return PendingNvml(pid=NO_WORKER, fd=-1, started=time.monotonic(),
+                       lines=[{"t": "system", "data": to_jsonable(info)},
+                              {"t": "end", "calls": 1}])  # the nvmlInit that failed
+
+
 def start(env: SourceEnv, deadline: float | None = None) -> PendingNvml:
     """Fork the worker. Call before starting threads: the child must not inherit locks."""
+    pending = _library_missing(env)
+    if pending is not None:
+        return pending
     module = env.nvml()  # imported in the parent, so the child imports nothing
     pid, read_fd = fork_worker(lambda emit: read_all(module, emit, deadline))
     return PendingNvml(pid=pid, fd=read_fd, started=time.monotonic())

@@ -12,8 +12,12 @@ import pynvml
 import pytest
 
 from clusterdiag.agent import nvml_library
+from clusterdiag.agent.collectors.nvml import collect
+from clusterdiag.agent.collectors.nvml_read import error_name
 from clusterdiag.agent.config import Config
+from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.serde import to_jsonable
 from clusterdiag.agent.slurm.entry import Inputs, Run
 from clusterdiag.agent.slurm.job import JobEnv
 from clusterdiag.agent.slurm.log import Log
@@ -23,6 +27,26 @@ from clusterdiag.agent.sources import SourceEnv
 
 def test_the_probe_loads_the_library_pynvml_loads() -> None:
     assert f'CDLL("{nvml_library.LIBRARY}")' in inspect.getsource(pynvml._LoadNvmlLibrary)
+
+
+def test_the_names_are_pynvmls() -> None:
+    error = pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    assert error_name(error) == nvml_library.NOT_FOUND
+    assert str(error) == nvml_library.NOT_FOUND_MESSAGE
+
+
+def test_without_the_library_the_collector_says_what_its_worker_would(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if not nvml_library.missing():
+        pytest.skip("NVML's library loads here: the worker asks it")
+    env = SourceEnv(node="n1")
+    said = collect(env, SourceStats(), time.monotonic() + 30)
+    monkeypatch.setattr(nvml_library, "missing", lambda: False)  # ask pynvml in a worker
+    stats = SourceStats()
+    asked = collect(env, stats, time.monotonic() + 30)
+    assert to_jsonable(said) == to_jsonable(asked)
+    assert said.library_error == nvml_library.NOT_FOUND
+    assert stats.calls == 1
 
 
 def test_the_probe_agrees_with_nvml_init() -> None:
