@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 LEVELS = ("quick", "full")
 MANIFEST = "manifest.py"
+PROFILE_DATA = "profile_data.py"
 COMMAND = "python -m clusterdiag.checks.index --write"
 
 
@@ -154,21 +155,38 @@ def render(registry: Mapping[str, CheckSpec]) -> str:
             f'a check, run ``{COMMAND}``."""\n\nCHECKS = {body}\n')
 
 
+def render_profiles(profiles: Mapping[str, Any]) -> str:
+    """``profile_data.py``'s text for the built-in profile files as YAML reads them."""
+    import pprint
+
+    body = pprint.pformat(dict(profiles), width=90, sort_dicts=False)
+    return ('"""The built-in profiles (checks/profiles/*.yaml) as YAML reads them, so that\n'
+            "loading one needs no PyYAML (checks/profile.py). Generated: do not edit; after\n"
+            f'changing a profile file, run ``{COMMAND}``."""\n\nPROFILES = {body}\n')
+
+
+def generated() -> dict[str, str]:
+    """Each generated file's name and the text it must have."""
+    from . import REGISTRY
+    from .profile import read_builtin_files
+
+    return {MANIFEST: render(REGISTRY), PROFILE_DATA: render_profiles(read_builtin_files())}
+
+
 def _main(argv: list[str]) -> int:
     from pathlib import Path
 
-    from . import REGISTRY
-
-    path = Path(__file__).with_name(MANIFEST)
-    text = render(REGISTRY)
+    files = {Path(__file__).with_name(name): text for name, text in generated().items()}
     if argv == ["--write"]:
-        path.write_text(text)
-        print(f"wrote {path} ({len(REGISTRY)} checks)")
+        for path, text in files.items():
+            path.write_text(text)
+            print(f"wrote {path}")
         return 0
     if argv == ["--check"]:
-        fresh = path.read_text() == text
-        print(f"{path}: {'fresh' if fresh else f'stale: run {COMMAND}'}")
-        return 0 if fresh else 1
+        stale = [path for path, text in files.items() if path.read_text() != text]
+        for path in files:
+            print(f"{path}: {f'stale: run {COMMAND}' if path in stale else 'fresh'}")
+        return 1 if stale else 0
     print(f"usage: {COMMAND} | --check", file=sys.stderr)
     return 2
 

@@ -1,17 +1,19 @@
 """Platform profiles: what a healthy node of a given kind has, loaded from YAML data.
 
 Profiles are data, not code, so a site can read them (``clusterdiag profiles show``)
-and the numbers carry their sources as comments in the YAML files.
+and the numbers carry their sources as comments in the YAML files. What runs reads them
+from ``profile_data.py``, generated from those files (``python -m clusterdiag.checks.index
+--write``; a test fails while it is stale): PyYAML's import alone costs the prolog about
+three interpreter starts.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, cast
 
 # The profiles package's directory: importlib.resources would do the same for a plain install
 # and cost the prolog ~10 ms of imports (tempfile, zipfile, random) on every start.
@@ -91,7 +93,17 @@ def add_site_profiles(profiles: dict[str, Profile]) -> None:
 
 
 def builtin_names() -> tuple[str, ...]:
-    return tuple(sorted(f.name[:-5] for f in PROFILE_DIR.iterdir() if f.name.endswith(".yaml")))
+    from .profile_data import PROFILES
+
+    return tuple(sorted(PROFILES))
+
+
+def read_builtin_files() -> dict[str, Any]:
+    """Every built-in profile file as its YAML reads: what ``profile_data.py`` holds."""
+    import yaml
+
+    return {f.name[:-5]: yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            for f in sorted(PROFILE_DIR.iterdir()) if f.name.endswith(".yaml")}
 
 
 @cache
@@ -114,8 +126,9 @@ def load_builtin(name: str, _chain: tuple[str, ...] = ()) -> Profile:
         raise UnknownProfileError(name)
     if name in _chain:
         raise ValueError(f"profile {name}: extends itself ({' -> '.join((*_chain, name))})")
-    text = (PROFILE_DIR / f"{name}.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
+    from .profile_data import PROFILES
+
+    data = cast("dict[str, Any]", copy.deepcopy(PROFILES[name]))
     known = {f.name for f in fields(Profile)}
     base_name = data.pop("extends", None)
     unknown = set(data) - known

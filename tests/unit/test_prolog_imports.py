@@ -65,14 +65,13 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.slurm.prolog", "agent.slurm.reason", "agent.slurm.scontrol", "agent.sources",
     "agent.sysfs", "agent.worker", "checks", "checks.detect", "checks.fabric",
     "checks.finding", "checks.gpu", "checks.gpu_memory", "checks.host", "checks.ib",
-    "checks.index", "checks.manifest", "agent.nvml_library",
+    "checks.index", "checks.manifest", "checks.profile_data", "agent.nvml_library",
     "checks.ib_rates", "checks.nccl", "checks.nccl_env", "checks.nccl_host", "checks.nvlink",
     "checks.profile", "checks.profiles", "checks.rates", "checks.registry", "checks.topology",
     "checks.window", "checks.xid_catalog", "reports", "reports.facts", "reports.hostname",
     "reports.node", "reports.safefile")}
-# Third-party packages the prolog may load: NVML's bindings, and PyYAML for profiles
-# (its C loader is built with Cython, which registers cython_runtime).
-THIRD_PARTY = frozenset({"pynvml", "yaml", "cython_runtime"})
+# Third-party packages the prolog may load: NVML's bindings, where the library loads.
+THIRD_PARTY = frozenset({"pynvml"})
 
 
 def _modules(code: str, *args: str) -> set[str]:
