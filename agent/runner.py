@@ -14,6 +14,7 @@ from typing import Any
 from ..checks import index
 from ..checks.detect import detect_profile
 from ..checks.finding import Finding, Status
+from ..checks.ib_roles import assign
 from ..checks.profile import Profile, load_profile
 from ..checks.registry import CheckContext, CheckSpec
 from ..reports.node import NodeReport, inventory, iso
@@ -112,6 +113,14 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
     return evaluate(snap, config, options, previous=previous, started=started)
 
 
+def assign_roles(snap: Snapshot, config: Config, profile: Profile) -> None:
+    """Every RDMA device's role for judging under ``profile`` (checks/ib_roles.py), with
+    the config's compute/storage/management lists."""
+    spec = catalog.REGISTRY["ib.hca_count"]
+    assign(snap, profile, config.check_params(spec.id, spec.params,
+                                              profile.thresholds.get(spec.id)))
+
+
 def evaluate(snap: Snapshot, config: Config, options: RunOptions,
              previous: Snapshot | None = None, started: float | None = None,
              history: Mapping[str, Any] | None = None, now: float | None = None) -> NodeReport:
@@ -124,6 +133,7 @@ def evaluate(snap: Snapshot, config: Config, options: RunOptions,
     started = time.time() if started is None else started
     specs, findings = plan(config, options)
     profile, source, reason = resolve_profile(options.profile, snap)
+    assign_roles(snap, config, profile)
     for spec in specs:
         ctx = CheckContext(
             snapshot=snap, profile=profile, level=options.level, mode=options.mode,

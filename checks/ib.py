@@ -1,10 +1,10 @@
 """InfiniBand/RoCE checks on one sample: HCA count, port state, rate, link layer, subnet
 manager, NIC PCIe link, firmware, and mlx5 kernel-log errors (rates: ib_rates.py).
 
-Only compute devices (``IbDevice.role``, decided by the collector from the PCI tree or
-config) are judged as NCCL rails. Storage and management ports are never counted as
-failed compute rails; ``ib.port_state`` still warns when one is down, because storage
-that cannot be reached hurts jobs too.
+Only compute devices (``IbDevice.role``, decided when judging by checks/ib_roles.py from
+the snapshot's facts, the profile and config) are judged as NCCL rails. Storage and
+management ports are never counted as failed compute rails; ``ib.port_state`` still warns
+when one is down, because storage that cannot be reached hurts jobs too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from ..agent.model.ib import IbDevice, IbPort
+from ..agent.model.ib import DPU_TYPES, IbDevice, IbPort
 from ..agent.model.pci import MELLANOX_VENDOR
 from .finding import Action, Finding, Status
 from .registry import CheckContext, check
@@ -65,22 +65,48 @@ def _pci_without_rdma(ctx: CheckContext) -> list[str]:
                   and d.bdf not in known)
 
 
+def _wrong_mode_rails(ctx: CheckContext, compute: list[IbDevice]) -> list[IbDevice]:
+    """Devices that are not compute but sit beside a GPU, of the rails' model, on another
+    link layer than the fabric's: a rail whose port was set to the wrong mode (mlxconfig
+    LINK_TYPE), as opposed to a storage card of another model under the same switch (with no
+    rail left to compare models with, any such device)."""
+    layer = ctx.profile.hca_link_layer
+    models = {d.hca_type for d in compute if d.hca_type}
+    return [d for d in devices(ctx) if d.role == "storage" and d.gpu_hops and layer
+            and (not models or d.hca_type in models) and d.hca_type not in DPU_TYPES
+            and layer not in {p.link_layer for p in d.ports}]
+
+
+def _gpus_without_a_rail(ctx: CheckContext, compute: list[IbDevice]) -> list[str]:
+    """GPUs on PCI that no compute NIC shares a PCIe bridge with, on boards where the
+    rails sit beside their GPUs (some compute NIC does): where the missing NIC belonged."""
+    if not any(d.gpu_hops for d in compute):
+        return []
+    near = {g for d in compute for g in d.gpu_hops}
+    return sorted(d.bdf for d in ctx.snapshot.pci or [] if d.is_nvidia_gpu and d.bdf not in near)
+
+
 @check("ib.hca_count", needs=("infiniband",),
        params={"compute_hcas": [], "storage_hcas": [], "management_hcas": []},
        remedy="A compute HCA without an RDMA device: check `dmesg | grep mlx5` for a "
               "firmware or driver failure, `lspci -d 15b3:` for the card, and reboot; a card "
-              "that stays missing needs reseating or an RMA. When the count is right but the "
-              "roles are not, name the compute HCAs (names or GUIDs) in config: "
-              "checks: {ib.hca_count: {compute_hcas: [...]}}.",
-       actions=(Action.REBOOT, Action.INVESTIGATE))
+              "that stays missing needs reseating or an RMA. A rail on the wrong link layer "
+              "(its port set to Ethernet on an InfiniBand fabric, or back): `mlxconfig -d "
+              "DEV set LINK_TYPE_P1=1` (InfiniBand) or 2 (Ethernet) and reboot. When the "
+              "count is right but the roles are not, recognise the compute NICs in the site "
+              "profile (compute_ibdevs, compute_netdevs, compute_pci, compute_models) or "
+              "name them in config: checks: {ib.hca_count: {compute_hcas: [...]}}.",
+       actions=(Action.REBOOT, Action.FIX_CONFIG, Action.INVESTIGATE))
 def hca_count(ctx: CheckContext) -> Iterator[Finding]:
-    """The node has as many compute HCAs as its platform (8 on DGX H100, 4 on GB200)."""
+    """The node has as many compute HCAs as its platform (8 on DGX H100, 4 on GB200);
+    roles come from checks/ib_roles.py, each with its reason in the inventory."""
     expected = ctx.profile.compute_hcas
     if expected is None:
         yield Finding.skip(NODE, "profile expects no compute HCAs")
         return
     devs = devices(ctx)
-    compute = sorted(d.name for d in devs if d.role == "compute")
+    compute_devs = [d for d in devs if d.role == "compute"]
+    compute = sorted(d.name for d in compute_devs)
     observed: dict[str, Any] = {"compute": compute, "count": len(compute)}
     unknown = sorted(d.name for d in devs if d.role == "unknown")
     if unknown:
@@ -95,13 +121,30 @@ def hca_count(ctx: CheckContext) -> Iterator[Finding]:
                             for d in devs if d.role == "unknown")
         yield Finding.error(NODE, f"could not tell the compute HCAs: {reasons}")
     elif len(compute) < expected:
-        yield Finding.fail(NODE, "fewer compute HCAs than the platform has", observed,
-                           expected, Action.REBOOT)
+        yield _too_few(ctx, compute_devs, observed, expected)
     elif len(compute) > expected:
-        yield Finding.warn(NODE, "more compute HCAs than the platform has: set "
-                                 "compute_hcas in config", observed, expected)
+        yield Finding.warn(NODE, "more compute HCAs than the platform has: recognise them in "
+                                 "the site profile (compute_*) or set compute_hcas in config",
+                           observed, expected)
     else:
         yield Finding.passed(NODE, "compute HCA count as expected", observed, expected)
+
+
+def _too_few(ctx: CheckContext, compute: list[IbDevice], observed: dict[str, Any],
+             expected: int) -> Finding:
+    """The fail, naming where the missing rails belong and what is there instead."""
+    wrong = _wrong_mode_rails(ctx, compute)
+    lonely = _gpus_without_a_rail(ctx, compute)
+    if lonely:
+        observed["gpus_without_a_compute_nic"] = lonely
+    if wrong:
+        observed["wrong_link_layer"] = {d.name: d.role_reason for d in wrong}
+        names = ", ".join(f"{d.name} ({d.role_reason})" for d in wrong)
+        return Finding.fail(NODE, f"fewer compute HCAs than the platform has: {names}",
+                            observed, expected, Action.FIX_CONFIG)
+    where = f": no compute NIC beside GPU {', '.join(lonely)}" if lonely else ""
+    return Finding.fail(NODE, f"fewer compute HCAs than the platform has{where}", observed,
+                        expected, Action.REBOOT)
 
 
 # -- ib.port_state ----------------------------------------------------------------------

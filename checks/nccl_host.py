@@ -247,6 +247,10 @@ def gpu_nic_affinity(ctx: CheckContext) -> Iterator[Finding]:
                 yield Finding.skip(gpu.name, "its NIC is on the bus without an RDMA device "
                                    "(see ib.hca_count)")
                 continue
+            if any(acceptable(pair(gpu, n)) for n in all_nics if n.role != "compute"):
+                yield Finding.skip(gpu.name, "the NIC beside it is not a compute rail (see "
+                                   "ib.hca_count)")
+                continue
             yield Finding.fail(gpu.name, "no compute NIC at the PCIe distance this platform "
                                "expects", distance, list(expected), Action.INVESTIGATE)
         elif None not in (_numa(gpu), _numa(nic)) and _numa(gpu) != _numa(nic):

@@ -52,6 +52,14 @@ class Profile:
     hca_link_layer: str | None = None
     nic_pcie_gen: int | None = None
     nic_pcie_width: int | None = None
+    # How compute NICs are recognised (checks/ib_roles.py): when any is set, a device is a
+    # compute rail exactly when it matches one (PCI address, node GUID, ibdev or netdev name
+    # as shell globs, hca_type such as MT4129).
+    compute_pci: tuple[str, ...] = ()
+    compute_guids: tuple[str, ...] = ()
+    compute_ibdevs: tuple[str, ...] = ()
+    compute_netdevs: tuple[str, ...] = ()
+    compute_models: tuple[str, ...] = ()
     # A RoCE compute fabric (hca_link_layer: Ethernet; checks/roce.py): the one lossless
     # priority (PFC and ECN on it, NCCL_IB_TC mapped to it), how the NICs classify traffic
     # into priorities (dscp | pcp), and the least MTU of the compute netdevs.
@@ -76,7 +84,8 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-_TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_nic_distance"}
+_TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_nic_distance", "compute_pci",
+                 "compute_guids", "compute_ibdevs", "compute_netdevs", "compute_models"}
 
 
 # Site profiles (agent/site_profiles.py: YAML files that extend these), by name. A run

@@ -188,7 +188,7 @@ def _pfc(comp: str, port: IbPort, prio: int | None, trust: str | None) -> Iterat
         yield Finding.passed(comp, "PFC and trust as the fabric expects", observed, expected)
 
 
-@check("roce.pfc", needs=("infiniband",),
+@check("roce.pfc", needs=("infiniband",), params={"read_tools": True},
        remedy="Turn PFC on for the lossless priority and set the trust mode the switches use: "
               "`dcb pfc set dev DEV prio-pfc all:off PRIO:on` and DSCP entries with `dcb app` "
               "(trust dscp), or `mlnx_qos -i DEV --pfc 0,0,0,1,0,0,0,0 --trust dscp`; make "
@@ -196,7 +196,8 @@ def _pfc(comp: str, port: IbPort, prio: int | None, trust: str | None) -> Iterat
        actions=(FIX,))
 def pfc(ctx: CheckContext) -> Iterator[Finding]:
     """PFC is on for the lossless priority and the NIC trusts the profile's field
-    (read from ``dcb``, else ``mlnx_qos``)."""
+    (read from ``dcb``, else ``mlnx_qos``; ``read_tools: false`` keeps the IB source from
+    running either)."""
     if (reason := not_roce(ctx)) is not None:
         yield reason
         return

@@ -28,6 +28,7 @@ class Endpoint:
     bdf: str
     pci: PciDevice | None
     role: str = "gpu"  # gpu | compute | storage | management | unknown
+    role_reason: str = ""  # why the NIC has its role (checks/ib_roles.py)
 
 
 def _natural(name: str) -> list[object]:
@@ -49,15 +50,13 @@ def nics(snap: Snapshot) -> list[Endpoint]:
     """One NIC per RDMA device (nvidia-smi's NIC legend), by ibdev name; without an
     InfiniBand view, every Mellanox network function on the bus."""
     by_bdf = {d.bdf: d for d in snap.pci or []}
-    named: list[tuple[str, str, str]] = []
-    for dev in snap.infiniband or []:
-        if dev.pci_bdf:
-            named.append((dev.name, dev.pci_bdf, str(getattr(dev, "role", None) or "unknown")))
-    named.sort(key=lambda n: _natural(n[0]))
+    named = sorted((d for d in snap.infiniband or [] if d.pci_bdf),
+                   key=lambda d: _natural(d.name))
     if not named:
         return pci_nics(snap)
-    return [Endpoint(f"NIC{i}", name, bdf, by_bdf.get(bdf), role)
-            for i, (name, bdf, role) in enumerate(named)]
+    return [Endpoint(f"NIC{i}", d.name, d.pci_bdf or "", by_bdf.get(d.pci_bdf or ""),
+                     d.role or "unknown", d.role_reason)
+            for i, d in enumerate(named)]
 
 
 def pci_nics(snap: Snapshot) -> list[Endpoint]:

@@ -40,7 +40,7 @@ def _common_depth(a: list[str], b: list[str]) -> int:
 
 
 def _compute_devices(snap: Snapshot) -> list[IbDevice]:
-    return sorted((d for d in snap.infiniband or [] if not d.excluded and d.ports
+    return sorted((d for d in snap.infiniband or [] if d.role == "compute" and d.ports
                    and d.ports[0].link_layer in (None, "InfiniBand")),
                   key=lambda d: d.pci_bdf or d.name)
 

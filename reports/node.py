@@ -82,7 +82,8 @@ def inventory(snap: Snapshot) -> dict[str, Any]:
     if snap.infiniband is not None:
         inv["hcas"] = [{"name": d.name, "firmware": d.fw_ver,
                         "rate_gbps": [p.rate_gbps for p in d.ports],
-                        "role": d.role, "type": d.hca_type, "pci_bdf": d.pci_bdf}
+                        "role": d.role, "role_reason": d.role_reason, "type": d.hca_type,
+                        "pci_bdf": d.pci_bdf}
                        for d in snap.infiniband]
     if snap.nccl is not None:
         inv["nccl"] = snap.nccl.version

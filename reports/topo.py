@@ -45,7 +45,8 @@ class TopoMatrix:
             "gpus": [{"label": g.label, "bus_id": g.bdf,
                       "cpu_affinity": self.cpu_affinity[g.label],
                       "numa_affinity": self.numa_affinity[g.label]} for g in self.gpus],
-            "nics": [{"label": n.label, "name": n.name, "bus_id": n.bdf, "role": n.role}
+            "nics": [{"label": n.label, "name": n.name, "bus_id": n.bdf, "role": n.role,
+                      "role_reason": n.role_reason}
                      for n in self.nics],
             "matrix": self.cells,
         }
@@ -86,6 +87,11 @@ def render_text(matrix: TopoMatrix) -> str:
     lines += ["", "Legend:", "", *LEGEND]
     if matrix.nics:
         lines += ["", "NIC Legend:", "", *(f"  {n.label}: {n.name}" for n in matrix.nics)]
+        # After nvidia-smi's own blocks and not in their "NICn:" form, so tools that parse
+        # its layout still can.
+        lines += ["", "Roles of the NICs (clusterdiag):", "",
+                  *(f"  {n.name} ({n.label}): {n.role}" + (f", {n.role_reason}" if n.role_reason
+                                                           else "") for n in matrix.nics)]
     return "\n".join(lines) + "\n"
 
 
@@ -139,4 +145,5 @@ def render_wrapped(matrix: TopoMatrix, width: int, colour: bool = False) -> str:
 
 
 def nic_legend(matrix: TopoMatrix) -> str:
-    return "\n".join(f"  {n.label}: {n.name} ({n.role})" for n in matrix.nics)
+    return "\n".join(f"  {n.label}: {n.name} ({n.role}" + (f": {n.role_reason})" if n.role_reason
+                                                           else ")") for n in matrix.nics)

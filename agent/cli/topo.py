@@ -31,6 +31,7 @@ def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     from ...reports.topo import build, render_text, render_wrapped
     from ..collect import SOURCES, collect_snapshot
     from ..errors import CollectError
+    from ..runner import assign_roles, resolve_profile
 
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     options = session.run_options(config, level, profile, budget, None)
@@ -39,6 +40,7 @@ def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     if snap.pci is None:
         stats = snap.sources.get("pci")
         raise CollectError(f"topo: PCI tree not read ({stats.error if stats else 'skipped'})")
+    assign_roles(snap, config, resolve_profile(options.profile, snap)[0])
     matrix = build(snap)
     if fmt == "json":
         data = {"node": snap.node, "simulated": snap.simulated, **matrix.to_dict()}

@@ -1,12 +1,18 @@
-"""The InfiniBand/RoCE source: every device in /sys/class/infiniband, its ports, its role.
+"""The InfiniBand/RoCE source: every device in /sys/class/infiniband and its ports, as facts.
+
+Roles (compute rail, storage, management) are not decided here: checks/ib_roles.py
+decides them when judging, from these facts and the profile, so a snapshot re-judged
+under another profile re-derives them. What the collector records for that: each port's
+link layer, the PCIe hops to every GPU the device shares a bridge with, model, GUID and
+names.
 
 Ethernet (RoCE) ports also get their GID table, ECN settings and, on compute rails, PFC
 and trust from the tools (collectors/roce.py).
 
-Counters are read only for compute devices. On DGX/GB200-class systems reading the
-PMA counters of a firmware-restricted function makes mlx5 send ACCESS_REG commands that
-fail and flood the kernel log (node_exporter#3434, gpud#1164; hardware.md §3.3), and a
-storage or management port's counters say nothing about NCCL's rails anyway.
+Counters are read for every device but the BlueField DPUs and those config names storage
+or management: on DGX/GB200-class systems reading the PMA counters of a firmware-restricted
+function makes mlx5 send ACCESS_REG commands that fail and flood the kernel log
+(node_exporter#3434, gpud#1164; hardware.md §3.3).
 
 PHY health (pre-/post-FEC BER, FEC corrections, module temperature, voltage and optical
 power, as ``mlxlink -d <pci> -c -e -m`` and ``ethtool -m <netdev>`` print them) is not
@@ -26,12 +32,11 @@ import time
 from pathlib import Path
 
 from ..model import SourceStats
-from ..model.ib import IbDevice, RoceQos
+from ..model.ib import DPU_TYPES, IbDevice, RoceQos
 from ..model.pci import NVIDIA_VENDOR
 from ..sources import SourceEnv
 from ..sysfs import FileCounter, list_present, parse_int, read_int, read_text, under
 from .ib_port import read_port
-from .ib_role import Candidate, decide
 from .roce import read_qos
 
 _BDF_LEN = len("0000:00:00.0")
@@ -121,6 +126,38 @@ def _wanted(env: SourceEnv, key: str) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
+def gpu_hops(path: tuple[str, ...], gpus: list[tuple[str, ...]]) -> dict[str, int]:
+    """PCIe hops from the function at the end of ``path`` to each GPU it shares a bridge
+    with, through their deepest shared bridge (a fact about the tree, not a role)."""
+    hops = {}
+    for gpu in gpus:
+        shared = 0
+        while shared < min(len(path), len(gpu)) - 1 and path[shared] == gpu[shared]:
+            shared += 1
+        if shared:
+            hops[gpu[-1]] = (len(path) - shared) + (len(gpu) - shared)
+    return hops
+
+
+def _named(dev: IbDevice, names: list[str]) -> bool:
+    guid = (dev.node_guid or "").lower().replace(":", "")
+    return dev.name in names or bool(
+        guid and guid in {n.lower().replace(":", "").removeprefix("0x") for n in names})
+
+
+def _skip_counters(dev: IbDevice, env: SourceEnv) -> bool:
+    """Whether not to read the device's counters: a BlueField DPU's firmware-restricted
+    functions answer PMA reads with failing ACCESS_REG commands that flood the kernel log,
+    and config may keep a port out (named storage or management, or not among the
+    compute_hcas it lists)."""
+    if dev.hca_type in DPU_TYPES:
+        return True
+    if _named(dev, [*_wanted(env, "storage_hcas"), *_wanted(env, "management_hcas")]):
+        return True
+    compute = _wanted(env, "compute_hcas")
+    return bool(compute) and not _named(dev, compute)
+
+
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevice]:
     counter = FileCounter()
     class_dir = under(env.root, "/sys/class/infiniband")
@@ -131,23 +168,13 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
     if not found:
         stats.files_read += counter.count
         return []
-    # Ports are read twice in the worst case (link layer for the role, then the rest):
-    # the link layer alone is one small file per port.
-    cands = []
-    for dev, base, path in found:
-        layers = []
-        for number in _port_numbers(base, dev):
-            text, _ = read_text(f"{base}/ports/{number}/link_layer", counter)
-            layers.append(text if text in ("InfiniBand", "Ethernet") else None)
-        cands.append(Candidate(dev.name, dev.node_guid, dev.hca_type, path, tuple(layers)))
-    roles = decide(cands, gpu_paths(env.root, counter), _wanted(env, "compute_hcas"),
-                   _wanted(env, "storage_hcas"), _wanted(env, "management_hcas"))
+    gpus = gpu_paths(env.root, counter)
     devices = []
     qos: dict[str, RoceQos] = {}  # by netdev: a bond's ports share one
-    for dev, base, _ in found:
-        role = roles[dev.name]
-        dev.role, dev.role_reason = role.role, role.reason
-        dev.excluded = role.role != "compute"
+    read_tools = bool(env.wants("roce.pfc", "read_tools", True))
+    for dev, base, path in found:
+        dev.gpu_hops = gpu_hops(path, gpus) if path else {}
+        dev.excluded = _skip_counters(dev, env)
         if time.monotonic() > deadline:
             dev.unknown["ports"] = "not read: the source's deadline passed"
         else:
@@ -157,7 +184,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
             if port.link_layer == "Ethernet" and port.netdev is not None:
                 if port.netdev not in qos:
                     qos[port.netdev] = read_qos(env, port.netdev, counter, deadline,
-                                                tools=not dev.excluded)
+                                                tools=read_tools and not dev.excluded)
                 port.qos = qos[port.netdev]
         devices.append(dev)
     stats.files_read += counter.count

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 
 # Roles a device can have on the node; only "compute" devices are NCCL rails.
 ROLES = ("compute", "storage", "management", "unknown")
+# hca_type is "MT" + the PCI device id in decimal: 0xa2d6 BlueField-2, 0xa2dc BlueField-3
+# (hardware.md §3.1: MT41692 = BlueField-3 on the real H100 node).
+DPU_TYPES = frozenset({"MT41686", "MT41692"})
 
 # Width of each narrow PortCounters field (kernel sysfs.c PORT_PMA_ATTR; hardware.md §3.3).
 # The data and packet counters come from PortCountersExtended (64-bit) on every ConnectX,
@@ -101,9 +104,14 @@ class IbDevice:
     board_id: str | None = None
     node_desc: str | None = None
     pci_bdf: str | None = None
+    # Decided when judging (checks/ib_roles.py) from the facts here and the profile: a
+    # snapshot as collected says "unknown".
     role: str = "unknown"  # compute | storage | management | unknown (ROLES)
     role_reason: str = ""
-    excluded: bool = False  # not a compute rail: counters not read
+    excluded: bool = False  # counters not read: a BlueField DPU, or config names it storage
+    # PCIe hops between this function and each GPU it shares a bridge (switch or root port)
+    # with, through their deepest shared bridge: 4 = on two ports of one PCIe switch.
+    gpu_hops: dict[str, int] = field(default_factory=dict)
     numa_node: int | None = None
     pcie_speed_gts: float | None = None
     pcie_width: int | None = None

@@ -398,8 +398,17 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("hca",), rate_degraded, options=("port",), profiles=_IB),
     FaultKind("ib_width_degraded", "ib.rate", "fail", "reseat_cable", "{hca}/{port}",
               ("hca",), width_degraded, options=("port",), profiles=_IB),
-    FaultKind("ib_link_layer_ethernet", "ib.link_layer", "fail", "fix_config", "{hca}/{port}",
+    # A rail whose port was set to Ethernet is not the compute fabric: it loses its role,
+    # and ib.hca_count names it where the rail is missing (checks/ib_roles.py).
+    FaultKind("ib_link_layer_ethernet", "ib.hca_count", "fail", "fix_config", "node",
               ("hca",), link_layer_ethernet, options=("port",), profiles=_HGX),
+    # The same port where config names the compute rails: it stays a rail, on the wrong
+    # link layer.
+    FaultKind("ib_named_rail_ethernet", "ib.link_layer", "fail", "fix_config", "{hca}/{port}",
+              ("hca",), link_layer_ethernet, options=("port",), profiles=("dgx-h100",),
+              config={"ib.hca_count": {"compute_hcas": [
+                  "mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10",
+                  "mlx5_11"]}}),
     FaultKind("sm_missing", "ib.subnet_manager", "fail", "investigate", "{hca}/{port}",
               ("hca",), sm_missing, options=("port",), profiles=_IB,
               also=("ib.port_state",)),

@@ -37,13 +37,16 @@ def test_a_site_profile_file_judges_the_node(tmp_path: Path) -> None:
                       str(profiles / "our-h100.yaml"), "--format", "json")
     assert healthy.returncode == 0, healthy.stdout
     assert json.loads(healthy.stdout)["profile"]["name"] == "our-h100"
-    # An InfiniBand node judged against a RoCE profile: every compute port's link layer.
+    # An InfiniBand node judged against a RoCE profile: its InfiniBand rails are not the
+    # compute fabric (roles are the judge's, from the profile), and ib.hca_count names all
+    # eight beside their GPUs as running the wrong link layer.
     roce = run_cli("run", "--simulate", "dgx-h100", "--profile",
                    str(profiles / "roce-h100.yaml"), "--format", "json")
     assert roce.returncode == 1
-    fails = _fails(roce.stdout)
-    assert {check for check, _ in fails} == {"ib.link_layer"}
-    assert len(fails) == 8
+    assert _fails(roce.stdout) == {("ib.hca_count", "node")}
+    (count,) = [f for f in json.loads(roce.stdout)["findings"] if f["check"] == "ib.hca_count"]
+    assert count["action"] == "fix_config"
+    assert len(count["observed"]["wrong_link_layer"]) == 8
 
 
 def test_the_config_names_a_profile_of_its_directory_or_a_file(tmp_path: Path) -> None:
@@ -117,4 +120,4 @@ def test_the_agent_judges_with_a_site_profile_file(tmp_path: Path) -> None:
     finally:
         agent.stop()
     assert report["profile"]["name"] == "roce-h100"
-    assert {f["check"] for f in report["findings"] if f["status"] == "fail"} == {"ib.link_layer"}
+    assert {f["check"] for f in report["findings"] if f["status"] == "fail"} == {"ib.hca_count"}

@@ -7,16 +7,21 @@ import time
 import pytest
 
 from clusterdiag.agent.collect import collect_snapshot
+from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
+from clusterdiag.agent.runner import assign_roles
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.checks.profile import load_profile
 from clusterdiag.reports.facts import cluster_facts
 
 
 @pytest.fixture(scope="module")
 def h100() -> Snapshot:
     env = env_for(NodeSpec("n1", "dgx-h100"))
-    return collect_snapshot(env, ["pci", "nvml", "host", "infiniband"], time.monotonic() + 20)
+    snap = collect_snapshot(env, ["pci", "nvml", "host", "infiniband"], time.monotonic() + 20)
+    assign_roles(snap, Config(), load_profile("dgx-h100"))  # as a report's judge does
+    return snap
 
 
 def _with(snap: Snapshot, corrected: int, uptime_h: float) -> Snapshot:

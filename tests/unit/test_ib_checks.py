@@ -17,6 +17,7 @@ from clusterdiag.agent.model.kernel import KernelEvent, KernelLog
 from clusterdiag.agent.sources import SourceEnv
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.ib_roles import assign
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext
 
@@ -295,6 +296,8 @@ def test_real_h100_tree_through_the_checks() -> None:
     devs = ib_collector.collect(env, SourceStats(), time.monotonic() + 10)
     first = _snap(devs, 1000.0)
     second = _snap(ib_collector.collect(env, SourceStats(), time.monotonic() + 10), 1003.0)
+    for snap in (first, second):  # judge-time roles, as evaluate gives them
+        assign(snap, load_profile("dgx-h100"), {})
     for check_id in ("ib.hca_count", "ib.port_state", "ib.rate", "ib.link_layer",
                      "ib.firmware"):
         assert _statuses(_run(check_id, second)) == {Status.PASS}, check_id

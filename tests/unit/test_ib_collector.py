@@ -13,9 +13,11 @@ import pytest
 from clusterdiag.agent import sysfs
 from clusterdiag.agent.collectors import ib
 from clusterdiag.agent.collectors.ib_port import parse_rate, parse_state
-from clusterdiag.agent.model import SourceStats
+from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.sources import SourceEnv
+from clusterdiag.checks.ib_roles import assign
+from clusterdiag.checks.profile import load_profile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ib"
 H100 = FIXTURES / "gpud-h100"
@@ -116,8 +118,17 @@ def test_h100_tree_values_and_saturation() -> None:
     assert (bond.ports[0].width, bond.ports[0].speed) == ("2X", "NDR")
 
 
+def _roles(devs: dict[str, IbDevice], profile: str,
+           params: dict[str, object] | None = None) -> None:
+    """Judge-time roles (checks/ib_roles.py) over the collected facts."""
+    assign(Snapshot(node="n1", taken_at=1.0, infiniband=list(devs.values())),
+           load_profile(profile), params or {})
+
+
 def test_h100_roles_compute_rails_and_bond_excluded() -> None:
     devs, _ = _collect(H100)
+    assert {d.role for d in devs.values()} == {"unknown"}  # facts only, as collected
+    _roles(devs, "dgx-h100")
     compute = sorted(n for n, d in devs.items() if d.role == "compute")
     assert compute == ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8",
                        "mlx5_9"]
@@ -154,8 +165,9 @@ def test_excluded_counters_are_never_opened(tmp_path: Path,
 
 
 def test_config_names_compute_hcas_by_name_or_guid(tmp_path: Path) -> None:
-    devs, _ = _collect(PROCFS, {"ib.hca_count": {"compute_hcas": ["mlx4_0",
-                                                                  "0x0a7fbc1245efd23b"]}})
+    params: dict[str, object] = {"compute_hcas": ["mlx4_0", "0x0a7fbc1245efd23b"]}
+    devs, _ = _collect(PROCFS, {"ib.hca_count": params})
+    _roles(devs, "generic", params)
     assert devs["mlx4_0"].role == "compute"
     assert devs["mlx5_0"].role == "compute"
     assert devs["hfi1_0"].role == "storage"

@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 from clusterdiag.agent.collectors import host, nvml, pci
 from clusterdiag.agent.collectors.ib import read_device
 from clusterdiag.agent.collectors.ib_port import parse_rate, parse_state, read_port
-from clusterdiag.agent.collectors.ib_role import Candidate, decide
 from clusterdiag.agent.model import SourceStats
-from clusterdiag.agent.model.ib import ROLES
+from clusterdiag.agent.model.ib import ROLES, IbDevice, IbPort
 from clusterdiag.agent.serde import to_jsonable
 from clusterdiag.agent.sim.hardware import SimNode
 from clusterdiag.agent.sim.node import build
@@ -31,6 +30,8 @@ from clusterdiag.agent.sim.nvml import build_module
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.agent.sysfs import FileCounter
+from clusterdiag.checks.ib_roles import decide
+from clusterdiag.checks.profile import load_profile
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -127,19 +128,19 @@ bdfs = st.sampled_from(["0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03
 
 
 @SETTINGS
-@given(cands=st.lists(st.builds(
-    Candidate, names, st.one_of(st.none(), st.text(max_size=20)),
-    st.one_of(st.none(), st.sampled_from(["MT4129", "MT41692", ""])),
-    st.lists(bdfs, max_size=3).map(tuple),
-    st.lists(st.sampled_from(["InfiniBand", "Ethernet", None]), max_size=2).map(tuple)),
-    max_size=4, unique_by=lambda c: c.name),
-    gpus=st.lists(st.lists(bdfs, min_size=1, max_size=3).map(tuple), max_size=3),
+@given(devs=st.lists(st.builds(
+    IbDevice, names, node_guid=st.one_of(st.none(), st.text(max_size=20)),
+    hca_type=st.one_of(st.none(), st.sampled_from(["MT4129", "MT41692", ""])),
+    gpu_hops=st.dictionaries(bdfs, st.integers(2, 8), max_size=2),
+    ports=st.lists(st.builds(IbPort, st.just(1), link_layer=st.sampled_from(
+        ["InfiniBand", "Ethernet", None])), max_size=2)),
+    max_size=4, unique_by=lambda d: d.name),
+    profile=st.sampled_from(["dgx-h100", "generic", "gb200-nvl72"]),
     config=st.lists(st.text(max_size=8), max_size=2))
-def test_role_decision_gives_every_device_a_role(cands: list[Candidate],
-                                                 gpus: list[tuple[str, ...]],
+def test_role_decision_gives_every_device_a_role(devs: list[IbDevice], profile: str,
                                                  config: list[str]) -> None:
-    roles = decide(cands, gpus, config, [], [])
-    assert set(roles) == {c.name for c in cands}
+    roles = decide(devs, load_profile(profile), {"compute_hcas": config})
+    assert set(roles) == {d.name for d in devs}
     assert all(r.role in ROLES and r.reason for r in roles.values())
 
 

@@ -173,13 +173,19 @@ def test_healthy_roce_node_passes_every_roce_check_on_every_rail() -> None:
     assert not [f for f in report.findings if f.status in (Status.FAIL, Status.ERROR)]
 
 
-def test_an_infiniband_profile_skips_the_roce_checks_and_fails_the_link_layer() -> None:
-    """The same RoCE node judged as a DGX H100 (InfiniBand): ib.link_layer fails every
-    rail, and the RoCE checks do not add to it."""
+def test_an_infiniband_profile_skips_the_roce_checks_and_names_the_wrong_mode_rails() -> None:
+    """The same RoCE node judged as a DGX H100 (InfiniBand): its Ethernet ports are not the
+    compute fabric, so it has no rails, and ib.hca_count says where the eight are and
+    why (fix_config); the RoCE checks do not add to it."""
     report = _judge(_roce_env(), "dgx-h100")
     for check in ROCE_CHECKS:
         assert {f.status for f in _findings(report, check)} == {Status.SKIP}, check
-    assert len([f for f in _findings(report, "ib.link_layer") if f.status is Status.FAIL]) == 8
+    (count,) = _findings(report, "ib.hca_count")
+    assert count.status is Status.FAIL
+    assert count.action.value == "fix_config"
+    assert len(count.observed["wrong_link_layer"]) == 8
+    assert "mlx5_4 (runs Ethernet (beside GPU 0000:52:00.0), not the compute fabric's " \
+           "InfiniBand)" in count.message
 
 
 def test_no_infiniband_only_check_fails_a_roce_port() -> None:

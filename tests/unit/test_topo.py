@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from clusterdiag.agent.collect import collect_snapshot
+from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.pci import PciDevice
+from clusterdiag.agent.runner import assign_roles
 from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
@@ -75,6 +77,7 @@ def parse_capture(text: str) -> Parsed:
 def _sim(profile: str) -> TopoMatrix:
     env = env_for(NodeSpec("n1", profile, rack="r1" if "nvl72" in profile else None))
     snap = collect_snapshot(env, ["pci", "nvml", "infiniband"], time.monotonic() + 20)
+    assign_roles(snap, Config(), load_profile(profile))  # as clusterdiag topo does
     return build(snap)
 
 
@@ -219,7 +222,10 @@ def test_terminal_table_shows_the_same_classes() -> None:
     gpu0 = next(row for row in rows if row[:1] == ["GPU0"] and "X" in row)
     assert gpu0[1:4] == ["X", "NV18", "NV18"]
     assert "PIX" in gpu0
-    assert nic_legend(matrix).splitlines()[0] == "  NIC0: mlx5_0 (compute)"
+    assert nic_legend(matrix).splitlines()[0] == ("  NIC0: mlx5_0 (compute: InfiniBand link "
+                                                  "layer, the compute fabric's)")
+    assert "mlx5_1 (storage: runs Ethernet, not the compute fabric's InfiniBand)" in \
+        nic_legend(matrix)
 
 
 @pytest.mark.parametrize("profile", ["dgx-h100", "gb200-nvl72", "hgx-h100-pcie"])
