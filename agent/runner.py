@@ -14,7 +14,6 @@ from typing import Any
 from ..checks import index
 from ..checks.detect import detect_profile
 from ..checks.finding import Finding, Status
-from ..checks.ib_roles import assign
 from ..checks.profile import Profile, load_profile
 from ..checks.registry import CheckContext, CheckSpec
 from ..reports.node import NodeReport, inventory, iso
@@ -116,9 +115,13 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
 def assign_roles(snap: Snapshot, config: Config, profile: Profile) -> None:
     """Every RDMA device's role for judging under ``profile`` (checks/ib_roles.py), with
     the config's compute/storage/management lists."""
-    spec = catalog.REGISTRY["ib.hca_count"]
-    assign(snap, profile, config.check_params(spec.id, spec.params,
-                                              profile.thresholds.get(spec.id)))
+    if snap.infiniband is None:
+        return
+    from ..checks.ib_roles import assign  # only where there are RDMA devices to judge
+
+    entry = index.ENTRIES["ib.hca_count"]
+    assign(snap, profile, config.check_params(entry.id, entry.params,
+                                              profile.thresholds.get(entry.id)))
 
 
 def evaluate(snap: Snapshot, config: Config, options: RunOptions,

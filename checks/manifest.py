@@ -531,4 +531,4 @@ CHECKS = {'fabric.clique': {'family': 'fabric',
               'active': False,
               'skip_in': (),
               'privileged': False,
-              'params': {}}}
+              'params': {'read_tools': True}}}
