@@ -4,6 +4,7 @@ other check; every healthy profile is all pass; the fault table and the catalog 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.site_profiles import load_site_profiles
+from clusterdiag.checks import profile as profile_module
 from clusterdiag.checks.finding import Status
 from clusterdiag.checks.profile import add_site_profiles
 from clusterdiag.checks.qualify import CATALOG as QUALIFY_CATALOG
@@ -36,9 +38,16 @@ ROCE_PROFILE = Path(__file__).parent.parent / "fixtures" / "profiles" / "roce-h1
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _roce_profile() -> None:
-    add_site_profiles({n: s.profile for n, s in
-                       load_site_profiles(ROCE_PROFILE.parent, ROCE_PROFILE).items()})
+def _roce_profile() -> Iterator[None]:
+    """The RoCE site profile registered for this module only: a registered site profile
+    takes part in detection (it outranks its base), which would change other modules'
+    DGX H100 verdicts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(profile_module, "_SITE", {})
+        add_site_profiles({n: s.profile for n, s in
+                           load_site_profiles(ROCE_PROFILE.parent, ROCE_PROFILE).items()})
+        yield
+    profile_module.profile_names.cache_clear()
 
 
 def _run(profile: str, faults: list[dict[str, object]], level: str,

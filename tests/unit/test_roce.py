@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.agent.sysfs import FileCounter
 from clusterdiag.checks import REGISTRY
+from clusterdiag.checks import profile as profile_module
 from clusterdiag.checks.finding import Finding, Status
 from clusterdiag.checks.profile import add_site_profiles, load_profile
 from clusterdiag.checks.registry import CheckContext
@@ -44,9 +46,16 @@ ROCE_CHECKS = ("roce.mtu", "roce.gid", "roce.ecn", "roce.pfc", "roce.nccl")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _roce_profile() -> None:
-    add_site_profiles({n: s.profile for n, s in
-                       load_site_profiles(ROCE_PROFILE.parent, ROCE_PROFILE).items()})
+def _roce_profile() -> Iterator[None]:
+    """The RoCE site profile registered for this module only: a registered site profile
+    takes part in detection (it outranks its base), which would change other modules'
+    DGX H100 verdicts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(profile_module, "_SITE", {})
+        add_site_profiles({n: s.profile for n, s in
+                           load_site_profiles(ROCE_PROFILE.parent, ROCE_PROFILE).items()})
+        yield
+    profile_module.profile_names.cache_clear()
 
 
 def _roce_env(faults: list[dict[str, Any]] | None = None) -> SourceEnv:
