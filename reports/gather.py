@@ -12,9 +12,7 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
 import zlib
-from collections import defaultdict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ import aiohttp
 from ..agent.errors import UsageError
 from .cluster_checks import Unreachable
 from .hostname import same_host
+from .remote_output import Bounds, bounded_worker, read_srun
 from .summary import BadReport, NodeSummary, summarize
 from .tokenfile import read_token
 
@@ -254,41 +253,65 @@ def gather_ssh(nodes: Sequence[str], settings: GatherSettings,
                advance: Advance | None = None) -> Gathered:
     """``remote_command`` on every node through ClusterShell: its fan-out, timeouts and
     gateway tree (topology.conf) apply; ``ssh_worker: exec`` runs it locally per node
-    (``%h`` is the node name), as ClusterShell's own tests do."""
+    (``%h`` is the node name), as ClusterShell's own tests do. Each node's output is
+    capped and the whole gather ends at its deadline (remote_output.py)."""
     from ClusterShell.Defaults import _load_workerclass
     from ClusterShell.Event import EventHandler
     from ClusterShell.NodeSet import NodeSet
     from ClusterShell.Task import task_self
 
+    bounds = Bounds(settings.max_report_bytes, settings.deadline_s)
+
     class Progress(EventHandler):  # type: ignore[misc]
         def ev_hup(self, worker: Any, node: str, rc: int) -> None:
+            bounds.exited[str(node)] = rc
             if advance is not None:
                 advance()
+
+    class Deadline(EventHandler):  # type: ignore[misc]
+        def ev_timer(self, timer: Any) -> None:
+            for node in nodes:
+                if node not in bounds.exited:
+                    bounds.cut.setdefault(node, bounds.missed())
+            worker.abort()
 
     task = task_self()
     task.set_info("fanout", settings.concurrency)
     task.set_info("connect_timeout", settings.connect_timeout_s)
-    if settings.ssh_worker != "ssh":
-        try:
-            task.set_default("distant_worker", _load_workerclass(settings.ssh_worker))
-        except (ImportError, AttributeError):
-            raise UsageError(f"cluster.ssh_worker {settings.ssh_worker!r}: no such "
-                             "ClusterShell worker") from None
-    worker = task.shell(settings.remote_command, nodes=NodeSet.fromlist(nodes),
-                        handler=Progress(), timeout=settings.read_timeout_s, stderr=True)
-    task.run()
+    try:
+        base = (task.default("distant_worker") if settings.ssh_worker == "ssh"
+                else _load_workerclass(settings.ssh_worker))
+    except (ImportError, AttributeError):
+        raise UsageError(f"cluster.ssh_worker {settings.ssh_worker!r}: no such "
+                         "ClusterShell worker") from None
+    bounded = bounded_worker(base, bounds)
+    if bounded is None:
+        raise UsageError(f"cluster.ssh_worker {settings.ssh_worker!r}: not one of "
+                         "ClusterShell's exec-based workers (ssh, rsh, exec), whose output "
+                         "clusterdiag can bound")
+    task.set_default("distant_worker", bounded)
+    try:
+        worker = task.shell(settings.remote_command, nodes=NodeSet.fromlist(nodes),
+                            handler=Progress(), timeout=settings.read_timeout_s, stderr=True)
+        task.timer(settings.deadline_s, handler=Deadline(), autoclose=True)
+        task.run()
+    finally:
+        task.set_default("distant_worker", base)
     timed_out = {str(n) for n in worker.iter_keys_timeout()}
     results: list[NodeSummary | Unreachable] = []
     for node in nodes:
+        if node in bounds.cut:
+            results.append(Unreachable(bounds.cut[node], node=node))
+            continue
         if node in timed_out:
             results.append(Unreachable(f"no complete answer within "
                                        f"{settings.read_timeout_s:g} s", node=node))
             continue
-        out = bytes(task.node_buffer(node) or b"")
-        rc = task.node_retcode(node)
+        out = bytes(bounds.out.get(node, b""))
         if not out.strip():
-            err = bytes(task.node_error(node) or b"").decode(errors="replace")
-            tail = err.strip().splitlines()[-1][:120] if err.strip() else f"exit code {rc}"
+            err = bounds.err.get(node, b"").decode(errors="replace").strip()
+            rc = bounds.exited.get(node)
+            tail = err.splitlines()[-1][:120] if err else f"exit code {rc}"
             results.append(Unreachable(f"remote command gave no report ({_stable(tail)})",
                                        node=node))
             continue
@@ -315,33 +338,26 @@ def srun_argv(nodes: Sequence[str], command: str) -> list[str]:
             "sh", "-c", script]
 
 
-def split_labelled(output: str) -> dict[str, str]:
-    """``--label`` output (``RANK: line``) -> node -> its lines."""
-    by_rank: dict[str, list[str]] = defaultdict(list)
-    for line in output.splitlines():
-        rank, sep, rest = line.partition(": ")
-        if sep and rank.strip().isdigit():
-            by_rank[rank.strip()].append(rest)
-    return {lines[0].strip(): "\n".join(lines[1:]) for lines in by_rank.values() if lines}
-
-
 def gather_srun(nodes: Sequence[str], settings: GatherSettings) -> Gathered:
+    """``remote_command`` as one srun task per node, each node's output capped, srun
+    stopped (its whole process group) at the gather's deadline (remote_output.py)."""
     if shutil.which("srun") is None:
         raise UsageError("--via srun: srun not found (run inside a Slurm allocation)")
-    argv = srun_argv(nodes, settings.remote_command)
-    timeout = settings.connect_timeout_s + settings.read_timeout_s + 30
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-        outputs = split_labelled(proc.stdout)
-        why = (proc.stderr.strip().splitlines() or [f"srun exit code {proc.returncode}"])[-1]
-    except subprocess.TimeoutExpired:
-        outputs, why = {}, f"srun gave no complete answer within {timeout:g} s"
+    bounds = Bounds(settings.max_report_bytes, settings.deadline_s)
+    timeout = min(settings.deadline_s,
+                  settings.connect_timeout_s + settings.read_timeout_s + 30)
+    outputs, why, stopped = read_srun(srun_argv(nodes, settings.remote_command), nodes,
+                                      bounds, timeout)
     results: list[NodeSummary | Unreachable] = []
     for node in nodes:
-        if node in outputs and outputs[node].strip():
-            results.append(parse_answer(node, outputs[node]))
+        if node in bounds.cut:
+            results.append(Unreachable(bounds.cut[node], node=node))
+        elif outputs.get(node, b"").strip():
+            answer = parse_answer(node, outputs[node])  # complete before srun was stopped?
+            results.append(answer if stopped is None or isinstance(answer, NodeSummary)
+                           else Unreachable(f"no complete report from its srun task "
+                                            f"({stopped})", node=node))
         else:
-            results.append(Unreachable(f"no report from its srun task ({why[:120]})",
-                                       node=node))
+            results.append(Unreachable(f"no report from its srun task "
+                                       f"({(stopped or why)[:120]})", node=node))
     return _finish(results)

@@ -28,7 +28,6 @@ from clusterdiag.reports.gather import (
     gather_srun,
     gather_ssh,
     settings_from,
-    split_labelled,
 )
 from clusterdiag.reports.tokenfile import read_token
 from tests.conftest import run_cli
@@ -259,7 +258,3 @@ def test_srun_labelled_output_is_told_apart_by_node(tmp_path: Path,
     assert sorted(s.node for s in summaries) == ["a", "b"]
     assert [(f.node, f.reason) for f in failures] == [
         ("c", "no report from its srun task (srun: error: c: task 2: Exited with exit code 1)")]
-
-
-def test_split_labelled_ignores_unlabelled_lines() -> None:
-    assert split_labelled("0: a\n1: b\nnoise\n0: {}\n1: []\n") == {"a": "{}", "b": "[]"}

@@ -173,7 +173,6 @@ def _children_killed(bindir: Path) -> list[int]:
     return [pid for pid in pids if not _dead(pid)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (4): --via ssh has no byte cap or deadline")
 @pytest.mark.slow
 def test_hostile_ssh_commands_are_cut_off_and_their_groups_killed(fakes: Path) -> None:
     proc, took, rss = _gather(fakes, "ssh", "good1,huge1,drip1")
@@ -191,7 +190,6 @@ def test_hostile_ssh_commands_are_cut_off_and_their_groups_killed(fakes: Path) -
     assert _children_killed(fakes) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 (4): --via srun has no byte cap or deadline")
 @pytest.mark.slow
 def test_hostile_srun_tasks_are_cut_off_and_its_group_killed(fakes: Path) -> None:
     proc, took, rss = _gather(fakes, "srun", "good1,drip1")
