@@ -5,9 +5,10 @@ as some 7-GPU platform, and a GH200 is not an H200. Only an unambiguous match wi
 
 The evidence, strongest first: the DMI product (a DGX says so); then the baseboard, from
 what a missing GPU cannot remove — the NVSwitches on PCI (an HGX 8-GPU board has its 4
-or 6 whether or not every GPU enumerates) and the GPU model — so an OEM HGX H100 with a
-GPU gone is judged as ``hgx-h100-8gpu`` and gpu.count fails naming it, where it used to
-fall to ``generic`` and pass; then the number of GPUs. A profile with DMI names is a
+or 6 whether or not every GPU enumerates) and the GPU model (NVML's name, or the PCI
+device id where NVML cannot answer) — so an OEM HGX H100 with a GPU gone is judged as
+``hgx-h100-8gpu`` and gpu.count fails naming it, where it used to fall to ``generic`` and
+pass; then the number of GPUs. A profile with DMI names is a
 chassis and needs its name; several baseboards matching (a site profile extending a
 built-in) narrow to the site's. A VM holding some of a board's GPUs and no NVSwitch
 (a one-GPU H200 VM) matches nothing and stays ``generic``, with host.profile's warning.
@@ -38,12 +39,20 @@ def detect_profile(snap: Snapshot) -> Detection:
     if not pci_gpus and not nvml_gpus:
         return Detection("generic", "no NVIDIA GPU on this node", True)
     models = {g.name for g in nvml_gpus if g.name}
-    if len(models) != 1:
+    ids = {f"0x{d.device:04x}" for d in pci_gpus}
+    if not models and len(ids) == 1:
+        # NVML could not say (no driver, nvmlInit failed): the PCI device id can.
+        (pci_id,) = ids
+        model = f"PCI device {pci_id}"
+        candidates = [load_profile(n) for n in profile_names()
+                      if pci_id in load_profile(n).gpu_pci_ids]
+    elif len(models) != 1:
         why = "NVML named no GPU model" if not models else f"mixed GPU models {sorted(models)}"
         return Detection("generic", why, False)
-    (model,) = models
-    candidates = [load_profile(n) for n in profile_names()
-                  if model in load_profile(n).gpu_models]
+    else:
+        (model,) = models
+        candidates = [load_profile(n) for n in profile_names()
+                      if model in load_profile(n).gpu_models]
     if not candidates:
         return Detection("generic", f"no profile for GPU model {model!r}", False)
     count_nvml, count_pci = len(nvml_gpus), len(pci_gpus)

@@ -17,16 +17,16 @@ applies decides, and its reason is what ``topo`` and the report show:
    layer is storage wherever it sits — an Ethernet storage NIC under a GPU's PCIe switch,
    as OEM HGX boards place them, is not a rail. When more devices run the fabric's link
    layer than the profile has compute HCAs, the nearest to each GPU by PCIe hops is compute
-   and the rest storage, and the reason says so.
+   (the faster port between two equally near) and the rest storage, and the reason says so.
 5. A profile that states no link layer (generic, the HGX baseboards): PCIe affinity — a
    device that shares a PCIe bridge with a GPU is compute, unless it runs another link
    layer than most such devices do (the rails' link layer, read off the board); where none
    does (GB200 trays, VMs), an InfiniBand port that is not a DPU is.
 
 A device whose link layer could not be read is ``unknown`` (ib.hca_count then cannot tell
-a missing rail from an unreadable one). Not used: the port rate, since a rail that trained
-down must stay a rail for ib.rate to fail it; VPD (``SMDL=SW_MNG`` marks the NVSwitch
-management functions of HGX B200), which is not collected yet.
+a missing rail from an unreadable one). The port rate only breaks ties, since a rail that
+trained down must stay a rail for ib.rate to fail it. Not used: VPD (``SMDL=SW_MNG`` marks
+the NVSwitch management functions of HGX B200), which is not collected yet.
 """
 
 from __future__ import annotations
@@ -121,6 +121,10 @@ def _by_affinity(devs: Sequence[IbDevice]) -> dict[str, Role]:
     return roles
 
 
+def _rate(dev: IbDevice) -> float:
+    return max((p.rate_gbps or 0.0 for p in dev.ports), default=0.0)
+
+
 def _by_fabric(devs: Sequence[IbDevice], layer: str, wanted: int | None) -> dict[str, Role]:
     """Rule 4: the devices on the profile's link layer, one per GPU when there are too many."""
     roles: dict[str, Role] = {}
@@ -143,10 +147,13 @@ def _by_fabric(devs: Sequence[IbDevice], layer: str, wanted: int | None) -> dict
     gpus = sorted({g for d in fabric for g in d.gpu_hops})
     chosen: dict[str, str] = {}
     for gpu in gpus:
-        near = sorted((d.gpu_hops[gpu], d.name) for d in fabric
+        # Nearest first; between two under one switch, the faster port (a 400G rail
+        # beside a 100G storage port).
+        near = sorted((d.gpu_hops[gpu], -_rate(d), d.name) for d in fabric
                       if gpu in d.gpu_hops and d.name not in chosen)
         if near and len(chosen) < wanted:
-            chosen[near[0][1]] = f"{layer}, the nearest to GPU {gpu} ({near[0][0]} PCIe hops)"
+            hops, _, name = near[0]
+            chosen[name] = f"{layer}, the nearest to GPU {gpu} ({hops} PCIe hops)"
     for dev in fabric:
         roles[dev.name] = (Role("compute", chosen[dev.name]) if dev.name in chosen else Role(
             "storage", f"{len(fabric)} {layer} NICs for the profile's {wanted} compute "

@@ -33,6 +33,8 @@ class Profile:
     dmi_products: tuple[str, ...] = ()
     # GPUs
     gpu_models: tuple[str, ...] = ()  # exact NVML names
+    # PCI device ids of the GPU ("0x2330"): the model where NVML cannot say (pci.ids).
+    gpu_pci_ids: tuple[str, ...] = ()
     gpu_count: int | None = None
     gpu_memory_gib: int | None = None
     gpu_pcie_gen: int | None = None
@@ -84,7 +86,7 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-_TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_nic_distance", "compute_pci",
+_TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_pci_ids", "gpu_nic_distance", "compute_pci",
                  "compute_guids", "compute_ibdevs", "compute_netdevs", "compute_models"}
 
 

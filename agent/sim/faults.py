@@ -87,6 +87,9 @@ class FaultKind:
     # roce: applies to a node whose compute rails are RoCE (NodeSpec fabric), judged with a
     # RoCE site profile (tests/fixtures/profiles/roce-h100.yaml).
     fabric: str = "infiniband"
+    # oem: applies to an OEM server's layout (NodeSpec layout), judged with the OEM site
+    # profile (tests/fixtures/profiles/oem-h100.yaml).
+    layout: str = "reference"
 
 
 def _gpu(node: SimNode, fault: Mapping[str, Any]) -> SimGpu:
@@ -409,6 +412,15 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               config={"ib.hca_count": {"compute_hcas": [
                   "mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10",
                   "mlx5_11"]}}),
+    # On an OEM board (storage NICs under GPU0's and GPU4's switches): a rail gone names
+    # the GPU left without one; a rail set to Ethernet lost its role and is named, the
+    # storage ConnectX-6 Dx beside the GPUs is not.
+    FaultKind("oem_nic_missing", "ib.hca_count", "fail", "reboot", "node", ("hca",),
+              hca_missing, profiles=("dgx-h100",), layout="oem"),
+    FaultKind("oem_rail_lost_role", "ib.hca_count", "fail", "fix_config", "node", ("hca",),
+              link_layer_ethernet, profiles=("dgx-h100",), layout="oem"),
+    FaultKind("oem_gpu_missing", "gpu.count", "fail", "reboot", "node", ("gpu",), _missing,
+              profiles=("dgx-h100",), layout="oem"),
     FaultKind("sm_missing", "ib.subnet_manager", "fail", "investigate", "{hca}/{port}",
               ("hca",), sm_missing, options=("port",), profiles=_IB,
               also=("ib.port_state",)),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..model.ib import COUNTER_BITS, COUNTER_MAX, DATA_COUNTERS
 from .counter import Counter
-from .layout import HCA_LAYOUTS, HcaSlot
+from .layout import HCA_LAYOUTS, OEM_HCA_LAYOUTS, HcaSlot
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class Model:
 # (hardware.md §3.1: MT4123 CX-6 unverified, MT4131 CX-8 with fw 40.x).
 MODELS: dict[str, Model] = {
     "cx6": Model("MT4123", "0x101b", "20.39.1002", "MT_0000000223"),
+    # ConnectX-6 Dx (PCI 15b3:101d -> MT4125), unverified strings like cx6's.
+    "cx6dx": Model("MT4125", "0x101d", "22.39.1002", "MT_0000000359"),
     "cx7": Model("MT4129", "0x1021", "28.41.1000", "MT_0000000838"),
     "cx8": Model("MT4131", "0x1023", "40.44.1036", "MT_0000001093"),
     "bf3": Model("MT41692", "0xa2dc", "32.38.3056", "MT_0000000884"),
@@ -155,11 +157,11 @@ def roce_fabric(hcas: list[SimHca]) -> None:
             port.pfc, port.dscp_prio = [ROCE_PRIORITY], dict(ROCE_DSCP)
 
 
-def build_hcas(node_name: str, profile: str, pcie_gen: int | None, pcie_width: int | None
-               ) -> list[SimHca]:
-    """The healthy RDMA devices of ``profile``'s platform."""
+def build_hcas(node_name: str, profile: str, pcie_gen: int | None, pcie_width: int | None,
+               oem: bool = False) -> list[SimHca]:
+    """The healthy RDMA devices of ``profile``'s platform (``oem``: its OEM layout)."""
     hcas = []
-    for i, slot in enumerate(HCA_LAYOUTS.get(profile, ())):
+    for i, slot in enumerate((OEM_HCA_LAYOUTS if oem else HCA_LAYOUTS).get(profile, ())):
         model = MODELS[slot.model]
         gen, width = pcie_gen or 5, pcie_width or 16
         hca = SimHca(name=slot.name, pci_bdf=slot.bdf, numa=slot.numa, fw_ver=model.fw_ver,

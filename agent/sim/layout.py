@@ -45,6 +45,9 @@ class Layout:
     # PCIe switch levels between a GPU and the switch it shares with its NIC: 2 on DGX
     # A100, whose real topo shows PXB from each GPU to its NIC (hardware.md §4).
     gpu_switch_levels: int = 1
+    # PCI device ids (pci.ids): the GPU's, and the NVSwitch's where it is a PCI function.
+    gpu_device_id: int = 0x2330  # GH100 [H100 SXM5 80GB]
+    nvswitch_device_id: int = 0x22A3  # H100 NVSwitch
 
 
 _H100_BUSES = ((0x1B, 0x18, "mlx5_0"), (0x43, 0x40, "mlx5_3"), (0x52, 0x4F, "mlx5_4"),
@@ -79,22 +82,26 @@ LAYOUTS: dict[str, Layout] = {
     # Identity strings and memory size as a real H200 reported them (tests/fixtures/real).
     "dgx-h200": Layout("NVIDIA H200", 9, 150_754_820_096, "96.00.A5.00.1A",
                        "692-2G520-0282-001", "G520.0282.02.02", _H100_GPUS, _H100_SWITCHES,
-                       "DGXH200", _X86),
+                       "DGXH200", _X86, gpu_device_id=0x2335),  # GH100 [H200 SXM 141GB]
     "dgx-a100": Layout("NVIDIA A100-SXM4-80GB", 7, 80 * _GIB, "92.00.45.00.06",
                        "692-2G506-0210-002", "G506.0210.00.04", _A100_GPUS, _A100_SWITCHES,
-                       "DGXA100", _X86, gpu_switch_levels=2),
+                       "DGXA100", _X86, gpu_switch_levels=2,
+                       # GA100 [A100 SXM4 80GB]; GA100 [A100 NVSwitch]
+                       gpu_device_id=0x20B2, nvswitch_device_id=0x1AF1),
     "dgx-b200": Layout("NVIDIA B200", 10, 180 * _GIB, "97.00.4B.00.01", "692-2G525-0220-000",
                        "G525.0220.00.03", _B200_GPUS, _B200_SWITCHES,
-                       "DGXB200", _X86),
+                       "DGXB200", _X86, gpu_device_id=0x2901),  # GB100 [B200]
     "gb200-nvl72": Layout("NVIDIA GB200", 10, 186 * _GIB, "97.00.82.00.0F",
                           "692-2G548-0200-000", "G548.0201.00.06", _NVL72_GPUS, (),
-                          "GB200 NVL", _GRACE),
+                          "GB200 NVL", _GRACE,
+                          gpu_device_id=0x2941),  # GB200: not checked against pci.ids
     "gb300-nvl72": Layout("NVIDIA GB300", 10, 279 * _GIB, "97.10.2A.00.01",
                           "692-2G558-0200-000", "G558.0200.00.01", _NVL72_GPUS, (),
-                          "GB300 NVL", _GRACE),
+                          "GB300 NVL", _GRACE,
+                          gpu_device_id=0x31C2),  # GB300: not checked against pci.ids
     "hgx-h100-pcie": Layout("NVIDIA H100 PCIe", 9, 80 * _GIB, "96.00.30.00.01",
                             "900-21010-0000-000", "G520.0210.00.03", _PCIE_GPUS, (),
-                            "SYS-421GE-TNRT", _X86),
+                            "SYS-421GE-TNRT", _X86, gpu_device_id=0x2331),  # H100 PCIe
 }
 
 
@@ -169,6 +176,33 @@ def _tray_hcas(model: str, speed: str, under_gpu: bool = False) -> tuple[HcaSlot
                                          ("mlx5_7", "0016:03:00.1", 1)))
     return compute + dpus
 
+
+def _oem_hgx_hcas(model: str, speed: str) -> tuple[HcaSlot, ...]:
+    """An OEM HGX server as such boards are commonly built (the layout issue 13 reports):
+    the same 8 compute NICs beside their GPUs, and 4 ConnectX-6 Dx 100 GbE storage ports,
+    two of them under GPU0's and GPU4's PCIe switches (mlx5_7 at 1d:00.0, mlx5_8 at
+    a0:00.0, free buses beside the switches' ports) and a dual-port card on its own root
+    port (mlx5_1/2)."""
+    compute = _hgx_hcas(model, speed, model)[:8]
+    gpu0, gpu4 = _H100_GPUS[0].bdf, _H100_GPUS[4].bdf
+    storage = (_slot("mlx5_1", "0000:2a:00.0", 0, "storage", "cx6dx", "Ethernet", 4, "EDR",
+                     multi_function=True),
+               _slot("mlx5_2", "0000:2a:00.1", 0, "storage", "cx6dx", "Ethernet", 4, "EDR",
+                     multi_function=True),
+               _slot("mlx5_7", "0000:1d:00.0", 0, "storage", "cx6dx", "Ethernet", 4, "EDR",
+                     gpu0),
+               _slot("mlx5_8", "0000:a0:00.0", 1, "storage", "cx6dx", "Ethernet", 4, "EDR",
+                     gpu4))
+    return compute + storage
+
+
+# An OEM's name for an HGX H100/H200 8-GPU server (Supermicro's): no DGX product, so
+# detection goes by the baseboard.
+OEM_DMI_PRODUCT = "SYS-821GE-TNHR"
+OEM_HCA_LAYOUTS: dict[str, tuple[HcaSlot, ...]] = {
+    "dgx-h100": _oem_hgx_hcas("cx7", "NDR"),
+    "dgx-h200": _oem_hgx_hcas("cx7", "NDR"),
+}
 
 # Per profile; a profile not listed has no RDMA devices (PCIe-card servers vary by vendor).
 HCA_LAYOUTS: dict[str, tuple[HcaSlot, ...]] = {

@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from .dcb import dcb
 from .faults import FAULTS
 from .hardware import SimNode, build_node
 from .host_nccl import allreduce_output, versions
-from .ib import ROCE_NCCL_TC, roce_fabric
+from .ib import ROCE_NCCL_TC, build_hcas, roce_fabric
+from .layout import OEM_DMI_PRODUCT
 from .nvml import build_module
 from .schedule import Schedule, present, timed
 from .spec import ClusterSpec, NodeSpec, load_spec
@@ -31,6 +33,10 @@ def build(spec: NodeSpec, faults: list[dict[str, Any]] | None = None) -> SimNode
     with a later ``from_s`` arrives through the Schedule hook)."""
     node = build_node(spec.name, load_profile(spec.profile), rack=spec.rack,
                       clique_id=spec.clique)
+    if spec.layout == "oem":
+        node.layout = replace(node.layout, dmi_product=OEM_DMI_PRODUCT)
+        node.hcas = build_hcas(spec.name, spec.profile, node.profile.nic_pcie_gen,
+                               node.profile.nic_pcie_width, oem=True)
     if spec.fabric == "roce":
         roce_fabric(node.hcas)
         node.nccl.conf["NCCL_IB_TC"] = ROCE_NCCL_TC

@@ -35,12 +35,13 @@ def _raise(code: int) -> NoReturn:
     raise pynvml.NVMLError(code)
 
 
-def _pci_info(bdf: str) -> Any:
+def _pci_info(bdf: str, device_id: int) -> Any:
+    """NVML's PCI info: pciDeviceId is the device id over NVIDIA's vendor id."""
     domain, bus, rest = bdf.split(":")
     device = rest.split(".")[0]
     info = pynvml.nvmlPciInfo_t()
     info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(device, 16)
-    info.pciDeviceId = 0x233010DE
+    info.pciDeviceId = device_id << 16 | 0x10DE
     info.busId = f"{int(domain, 16):08X}:{int(bus, 16):02X}:{int(device, 16):02X}.0".encode()
     info.busIdLegacy = f"{int(domain, 16):04X}:{int(bus, 16):02X}:{int(device, 16):02X}.0".encode()
     return info
@@ -162,7 +163,7 @@ def build_module(node: SimNode) -> types.ModuleType:
 
     @device
     def nvmlDeviceGetPciInfo(gpu: SimGpu) -> Any:
-        return _pci_info(gpu.bdf)
+        return _pci_info(gpu.bdf, node.layout.gpu_device_id)
 
     @device
     def nvmlDeviceGetBoardPartNumber(gpu: SimGpu) -> str:
@@ -406,7 +407,7 @@ def build_module(node: SimNode) -> types.ModuleType:
         remote = _link(gpu, link).remote_bdf
         if not remote:
             _raise(NOT_SUPPORTED)
-        return _pci_info(remote)
+        return _pci_info(remote, node.layout.nvswitch_device_id)
 
     @device
     def nvmlDeviceGetNvLinkErrorCounter(gpu: SimGpu, link: int, counter: int) -> int:

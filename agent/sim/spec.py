@@ -21,11 +21,11 @@ from ..errors import UsageError
 from ..model.nodeset import MAX_NODES, expand, short
 from .faults import FAULTS
 from .ib_faults import hca_problem
-from .layout import HCA_LAYOUTS, LAYOUTS
+from .layout import HCA_LAYOUTS, LAYOUTS, OEM_HCA_LAYOUTS
 from .qualify_faults import factor_problem
 from .schedule import WINDOW_KEYS, window_problem
 
-_NODE_KEYS = {"names", "profile", "rack", "clique", "fabric"}
+_NODE_KEYS = {"names", "profile", "rack", "clique", "fabric", "layout"}
 FABRICS = ("infiniband", "roce")
 _FAULT_COMMON = {"node", "kind"}
 # Fault options that are times or counts: numbers from 0 up.
@@ -39,6 +39,8 @@ class NodeSpec:
     rack: str | None = None
     clique: int = 0
     fabric: str = "infiniband"  # roce: the compute rails are RoCE (sim/ib.py roce_fabric)
+    # oem: an OEM server's DMI name and NIC layout (layout.py OEM_HCA_LAYOUTS)
+    layout: str = "reference"
     faults: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -107,8 +109,14 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
             raise _bad(where, f"fabric {short(str(fabric))!r} is not one of {', '.join(FABRICS)}")
         if fabric == "roce" and not HCA_LAYOUTS.get(entry["profile"]):
             raise _bad(where, f"fabric roce: profile {entry['profile']!r} has no compute NICs")
+        layout = entry.get("layout", "reference")
+        if layout not in ("reference", "oem") or (
+                layout == "oem" and entry["profile"] not in OEM_HCA_LAYOUTS):
+            raise _bad(where, f"layout {short(str(layout))!r}: 'reference', or 'oem' on "
+                              f"{', '.join(sorted(OEM_HCA_LAYOUTS))}")
         for name in _names(entry["names"], where):
-            nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"), clique, fabric)
+            nodes[name] = NodeSpec(name, entry["profile"], entry.get("rack"), clique, fabric,
+                                   layout)
         if len(nodes) > MAX_NODES:
             raise _bad(where, f"more than {MAX_NODES} nodes in all")
     if not nodes:
@@ -152,6 +160,9 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
             if not 0 <= _int(fault["link"]) < links:
                 raise _bad(where, f"fault {kind.kind}: {name} GPU {fault.get('gpu')} has no "
                                   f"NVLink {fault['link']}")
+        if kind.layout == "oem" and node.layout != "oem":
+            raise _bad(where, f"fault {kind.kind}: needs a node with layout oem ({name} has "
+                              f"{node.layout})")
         if kind.fabric == "roce" and node.fabric != "roce":
             raise _bad(where, f"fault {kind.kind}: needs a node with fabric {kind.fabric} "
                               f"({name} has {node.fabric})")

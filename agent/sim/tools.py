@@ -294,8 +294,8 @@ class SimTools:
         document = {"DCGM Diagnostic": {"test_categories": [
             {"category": "Hardware", "tests": tests}]},
             "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1, "entities": [
-                {"entity_id": g.index, "serial_num": g.serial, "device_id": "2330"}
-                for g in node.gpus]}],
+                {"entity_id": g.index, "serial_num": g.serial,
+                 "device_id": f"{node.layout.gpu_device_id:04x}"} for g in node.gpus]}],
             "metadata": {"version": "4.2.3", "Driver Version Detected": node.driver_version}}
         return json.dumps(document, indent=8) + "\n"
 

@@ -32,8 +32,10 @@ def gpu_chain(bdf: str, nic_bdf: str | None, levels: int = 1) -> list[str]:
     return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", *leaf, f"{_bus(bdf, -1)}:00.0"]
 
 
-def nic_chain(nic_bdf: str, gpu_bdf: str) -> list[str]:
-    first = min(gpu_bdf, nic_bdf)
+def nic_chain(nic_bdf: str, gpu_bdf: str, anchor: str | None = None) -> list[str]:
+    """Root port, switch upstream port, the NIC's downstream port: the GPU's switch, whose
+    buses start below ``anchor`` (the lower of the GPU's and its compute NIC's)."""
+    first = anchor or min(gpu_bdf, nic_bdf)
     return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", f"{_bus(nic_bdf, -1)}:00.0"]
 
 
@@ -44,14 +46,18 @@ def write_tree(node: SimNode, root: Path) -> None:
         slot = layout.gpus[gpu.index]
         cpulist = layout.host.cpulists[slot.numa]
         chain = gpu_chain(gpu.bdf, slot.nic_bdf, layout.gpu_switch_levels)
-        pci.add(chain, gpu.bdf, "0x10de", "0x2330", _GPU_CLASS, slot.numa, cpulist,
-                gpu.pcie_gen, gpu.pcie_width, "nvidia", profile.gpu_pcie_gen,
-                profile.gpu_pcie_width)
+        pci.add(chain, gpu.bdf, "0x10de", f"0x{layout.gpu_device_id:04x}", _GPU_CLASS,
+                slot.numa, cpulist, gpu.pcie_gen, gpu.pcie_width, "nvidia",
+                profile.gpu_pcie_gen, profile.gpu_pcie_width)
     for i, bdf in enumerate(node.nvswitch_bdfs):
-        pci.add([f"{_bus(bdf, -2)}:01.0", f"{_bus(bdf, -1)}:00.0"], bdf, "0x10de", "0x22a3",
+        pci.add([f"{_bus(bdf, -2)}:01.0", f"{_bus(bdf, -1)}:00.0"], bdf, "0x10de",
+                f"0x{layout.nvswitch_device_id:04x}",
                 _SWITCH_CLASS, 0 if i < len(node.nvswitch_bdfs) / 2 else 1,
                 layout.host.cpulists[0], 4, 2, "nvidia")
-    write_ib_tree(node, root, pci, nic_chain)  # the NICs, their RDMA devices and netdevs
+    # The NICs, their RDMA devices and netdevs; a second NIC under a GPU's switch (an OEM
+    # storage port) joins the switch the GPU's chain built.
+    anchors = {s.bdf: min(s.bdf, s.nic_bdf) for s in layout.gpus if s.nic_bdf}
+    write_ib_tree(node, root, pci, lambda nic, gpu: nic_chain(nic, gpu, anchors.get(gpu)))
     _write_host(node, root)
     write_nccl_tree(node, root)  # after the PCI tree: it sets bridges' ACS bits
 

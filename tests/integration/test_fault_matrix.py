@@ -33,8 +33,9 @@ from clusterdiag.reports.node import NodeReport
 SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.", "ib.", "nccl.", "roce.")
 # Checks that only report on the run itself and have nothing to trip.
 NOT_FAULTS = {"host.profile"}
-# A RoCE node (fabric: roce) is judged with the site profile that says so.
-ROCE_PROFILE = Path(__file__).parent.parent / "fixtures" / "profiles" / "roce-h100.yaml"
+# A RoCE node (fabric: roce) and an OEM server (layout: oem) are judged with the site
+# profiles that say so.
+SITE_PROFILES = Path(__file__).parent.parent / "fixtures" / "profiles"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -44,17 +45,18 @@ def _roce_profile() -> Iterator[None]:
     DGX H100 verdicts."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(profile_module, "_SITE", {})
-        add_site_profiles({n: s.profile for n, s in
-                           load_site_profiles(ROCE_PROFILE.parent, ROCE_PROFILE).items()})
+        add_site_profiles({n: s.profile for n, s in load_site_profiles(SITE_PROFILES).items()})
         yield
     profile_module.profile_names.cache_clear()
 
 
 def _run(profile: str, faults: list[dict[str, object]], level: str,
-         config: Config | None = None, fabric: str = "infiniband") -> NodeReport:
+         config: Config | None = None, fabric: str = "infiniband",
+         layout: str = "reference") -> NodeReport:
     env = env_for(NodeSpec("n1", profile, rack="rack1" if "nvl72" in profile else None,
-                           fabric=fabric, faults=faults))
-    judged = "roce-h100" if fabric == "roce" else profile
+                           fabric=fabric, layout=layout, faults=faults))
+    judged = ("roce-h100" if fabric == "roce" else "oem-h100" if layout == "oem"
+              else profile)
     options = RunOptions(level=level, profile=judged, budget_s=20, full_interval_s=1.2)
     return run_node(env, config or Config(), options)
 
@@ -99,6 +101,19 @@ def test_healthy_profile_is_all_pass(profile: str, level: str) -> None:
 
 
 @pytest.mark.parametrize("level", ["quick", "full"])
+def test_healthy_oem_server_is_all_pass(level: str) -> None:
+    """The OEM HGX H100 of issue 13: its two ConnectX-6 Dx storage ports under GPU0's and
+    GPU4's switches are storage, the eight rails compute, and nothing fails or warns."""
+    report = _run("dgx-h100", [], level, layout="oem")
+    bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
+    assert not bad, bad
+    roles = {h["name"]: h["role"] for h in report.inventory["hcas"]}
+    assert sorted(n for n, r in roles.items() if r == "compute") == [
+        "mlx5_0", "mlx5_10", "mlx5_11", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9"]
+    assert (roles["mlx5_7"], roles["mlx5_8"]) == ("storage", "storage")
+
+
+@pytest.mark.parametrize("level", ["quick", "full"])
 def test_healthy_roce_node_is_all_pass(level: str) -> None:
     """An HGX H100 whose compute rails are RoCE, judged with the site profile that says
     so: every RoCE check judges each rail and passes; no InfiniBand-only check fails."""
@@ -120,7 +135,8 @@ def _fault(kind: FaultKind) -> dict[str, object]:
     defaults: dict[str, object] = {"gpu": 3, "link": 7, "version": "550.54.15",
                                    "function": "nvmlDeviceGetTemperature", "error": 999}
     if "hca" in kind.keys:  # an HCA the kind applies to on its profile, on port 1
-        defaults["hca"] = example_hca(_profile_for(kind), kind.kind)
+        defaults["hca"] = "mlx5_4" if kind.layout == "oem" else example_hca(
+            _profile_for(kind), kind.kind)
         if "port" in kind.options:
             fault["port"] = 1
     for key in kind.keys:
@@ -149,7 +165,8 @@ def test_fault_trips_its_check_and_nothing_else(kind: str,
     if spec.trend:  # a trickle: only the agent's hour of counters sees it
         report = _agent_run(_profile_for(spec), [fault], _config_for(spec), monkeypatch)
     else:
-        report = _run(_profile_for(spec), [fault], spec.level, _config_for(spec), spec.fabric)
+        report = _run(_profile_for(spec), [fault], spec.level, _config_for(spec), spec.fabric,
+                      spec.layout)
     component = spec.component.format(**fault)
     bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
     hits = [f for f in bad if f.check == spec.check]

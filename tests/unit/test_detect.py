@@ -116,3 +116,35 @@ def test_a_site_profile_of_the_baseboard_outranks_the_builtin(
         assert detect_profile(snap).name == "our-oem"
     finally:
         profile_module.profile_names.cache_clear()
+
+
+def test_without_nvml_the_pci_device_id_names_the_model(oem: tuple[str, Snapshot]) -> None:
+    """NVML unusable (no driver): the GPUs' PCI device ids (0x2330 H100 SXM5, 0x2335 H200,
+    0x20b2 A100 80GB, as the simulator now writes per platform) and the NVSwitches still
+    name the baseboard; a board short of a GPU too."""
+    board, snap = oem
+    broken = Snapshot.from_dict(snap.to_dict())
+    assert broken.nvml is not None
+    broken.nvml.gpus = []
+    found = detect_profile(broken)
+    assert (found.name, found.confident) == (board, True)
+    assert "PCI device 0x" in found.reason
+    assert detect_profile(_without_gpu_on_pci(broken, 5)).name == board
+
+
+def _without_gpu_on_pci(snap: Snapshot, index: int) -> Snapshot:
+    copy = Snapshot.from_dict(snap.to_dict())
+    assert copy.pci is not None
+    gpus = sorted(d.bdf for d in copy.pci if d.is_nvidia_gpu)
+    copy.pci = [d for d in copy.pci if d.bdf != gpus[index]]
+    return copy
+
+
+def test_each_simulated_platform_writes_its_own_gpu_pci_id() -> None:
+    ids = {}
+    for platform in ("dgx-h100", "dgx-h200", "dgx-a100", "dgx-b200"):
+        env = env_for(NodeSpec("n1", platform))
+        snap = collect_snapshot(env, ["pci"], time.monotonic() + 20)
+        ids[platform] = {f"0x{d.device:04x}" for d in snap.pci or [] if d.is_nvidia_gpu}
+    assert ids == {"dgx-h100": {"0x2330"}, "dgx-h200": {"0x2335"}, "dgx-a100": {"0x20b2"},
+                   "dgx-b200": {"0x2901"}}
