@@ -56,6 +56,8 @@ def _kinds() -> dict[str, tuple[type, ...]]:
             kinds[f.name] = (bool,)
         elif hint is str:
             kinds[f.name] = (str,)
+        elif hint is int:  # nvlinks_per_gpu: a count with a default, never null
+            kinds[f.name] = (int,)
         elif float in args:
             kinds[f.name] = (int, float, type(None))
         elif int in args:

@@ -9,6 +9,7 @@ import click
 
 from .. import session
 from ..errors import UsageError
+from .options import source_options
 
 _CONFIG = click.option("--config", "config_path", type=click.Path(path_type=Path),
                        default=None, help="Config file (its profile_dir holds site profiles).")
@@ -63,6 +64,43 @@ def profiles_show(config_path: Path | None, name: str) -> None:
         lines = yaml.safe_dump({key: value}, sort_keys=False).rstrip().splitlines()
         lines[0] += f"   # {origins[key]}"
         click.echo("\n".join(lines))
+
+
+@profiles_group.command("capture")
+@source_options
+@click.option("--extends", "base", default=None, metavar="NAME",
+              help="The profile the capture extends (default: the one detected).")
+@click.option("--output", type=click.Path(path_type=Path), default=None,
+              help="Write the profile here (default: standard output).")
+def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Path | None,
+                     simulate: str | None, node: str | None, profile: str | None,
+                     level: str | None, base: str | None, output: Path | None) -> None:
+    """A site profile from this (healthy) node as it is, each value with what it was
+    read from; what could not be read is left to --extends."""
+    import time
+
+    from ...checks.profile import UnknownProfileError, load_profile
+    from ..collect import collect_snapshot
+    from ..profile_capture import capture
+    from ..runner import resolve_profile
+
+    config, env = session.setup(config_path, root, kernel_log, simulate, node)
+    options = session.run_options(config, level, profile, None, None)
+    snap = collect_snapshot(env, ("host", "pci", "nvml", "infiniband"),
+                            time.monotonic() + options.budget_s, options.level)
+    try:
+        extends = load_profile(session.site_profile(config, base)) if base else \
+            resolve_profile(options.profile, snap)[0]
+    except UnknownProfileError as exc:
+        raise UsageError(f"--extends: {exc}") from None
+    text = capture(snap, extends).to_yaml(snap.node)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--output {output}: {exc.strerror or exc}") from None
 
 
 COMMANDS = (profiles_group,)

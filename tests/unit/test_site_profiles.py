@@ -89,3 +89,18 @@ def test_malformed_profiles_are_one_line_naming_file_and_key(
     assert needle in message
     assert message.startswith(f"profile {tmp_path}/")
     assert "\n" not in message
+
+
+def test_nvlinks_per_gpu_and_the_recognition_keys_can_be_overridden(tmp_path: Path) -> None:
+    """nvlinks_per_gpu is a plain count (it was refused as "must be a string or null");
+    the compute-NIC recognition keys are lists of strings."""
+    path = tmp_path / "site.yaml"
+    path.write_text("extends: hgx-h100-8gpu\nnvlinks_per_gpu: 12\n"
+                    "compute_netdevs: [\"ibp*\"]\ncompute_models: [MT4129]\n")
+    site = load_site_profiles(tmp_path / "none", path)["site"]
+    assert site.profile.nvlinks_per_gpu == 12
+    assert site.profile.compute_netdevs == ("ibp*",)
+    assert site.profile.compute_models == ("MT4129",)
+    path.write_text("extends: hgx-h100-8gpu\nnvlinks_per_gpu: null\n")
+    with pytest.raises(ConfigError, match="key 'nvlinks_per_gpu' must be an integer"):
+        load_site_profiles(tmp_path / "none", path)

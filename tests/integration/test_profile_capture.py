@@ -1,0 +1,97 @@
+"""``clusterdiag profiles capture`` through the real command (issue 13 item 2, the node
+form): a profile captured from a healthy node judges that node with no fail and no warn,
+carries no per-node identifier, inherits what could not be read, and still catches a
+fault planted after the capture."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+# (node entry of the spec, --extends)
+LAYOUTS = {
+    "dgx-h100": ("profile: dgx-h100", "hgx-h100-8gpu"),
+    "oem-h100": ("profile: dgx-h100\n    layout: oem", "hgx-h100-8gpu"),
+    "roce-h100": ("profile: dgx-h100\n    fabric: roce", "hgx-h100-8gpu"),
+    "dgx-a100": ("profile: dgx-a100", "hgx-a100-8gpu"),
+    "gb200": ("profile: gb200-nvl72\n    rack: r1", "gb200-nvl72"),
+}
+
+
+def _spec(tmp_path: Path, entry: str, faults: str = "") -> Path:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"nodes:\n  - names: n1\n    {entry}\n{faults}")
+    return spec
+
+
+def _capture(tmp_path: Path, spec: Path, extends: str) -> Path:
+    out = tmp_path / "captured.yaml"
+    proc = run_cli("profiles", "capture", "--simulate", str(spec), "--extends", extends,
+                   "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _problems(spec: Path, profile: Path, level: str = "quick") -> list[tuple[str, str, str]]:
+    proc = run_cli("run", "--simulate", str(spec), "--profile", str(profile), "--level", level,
+                   "--format", "json")
+    report = json.loads(proc.stdout)
+    return [(f["check"], f["component"], f["status"]) for f in report["findings"]
+            if f["status"] in ("fail", "warn", "error")]
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_profile_captured_from_a_healthy_node_passes_it(tmp_path: Path, layout: str) -> None:
+    entry, extends = LAYOUTS[layout]
+    spec = _spec(tmp_path, entry)
+    captured = _capture(tmp_path, spec, extends)
+    assert _problems(spec, captured) == []
+    text = captured.read_text()
+    assert f"extends: {extends}" in text
+    assert re.search(r"^gpu_count: \d+  # ", text, re.M)  # each value says its source
+    # No per-node identifier: GUIDs, PCI addresses, GPU UUIDs, serials.
+    assert not re.search(r"[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}", text)
+    assert not re.search(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d", text)
+    assert "GPU-" not in text
+    assert "1652023" not in text  # the simulated serials' prefix
+
+
+def test_a_roce_capture_records_the_fabric(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, LAYOUTS["roce-h100"][0])
+    text = _capture(tmp_path, spec, "hgx-h100-8gpu").read_text()
+    assert 'hca_link_layer: "Ethernet"' in text
+    assert "compute_hcas: 8" in text
+    for line in ("roce_mtu: 9000", "roce_priority: 3", 'roce_trust: "dscp"'):
+        assert line in text  # so the RoCE checks judge the node as it was captured
+
+
+def test_the_captured_profile_still_catches_a_fault(tmp_path: Path) -> None:
+    healthy = _spec(tmp_path, LAYOUTS["oem-h100"][0])
+    captured = _capture(tmp_path, healthy, "hgx-h100-8gpu")
+    broken = _spec(tmp_path, LAYOUTS["oem-h100"][0],
+                   "faults:\n  - {node: n1, kind: oem_nic_missing, hca: mlx5_4}\n")
+    assert ("ib.hca_count", "node", "fail") in _problems(broken, captured)
+
+
+def test_what_could_not_be_read_is_inherited_and_capture_exits_0(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "profile: dgx-h100",
+                 "faults:\n  - {node: n1, kind: driver_not_loaded}\n")
+    proc = run_cli("profiles", "capture", "--simulate", str(spec), "--extends",
+                   "hgx-h100-8gpu")
+    assert proc.returncode == 0, proc.stderr
+    assert "# GPU values inherited from hgx-h100-8gpu: NVML unreadable" in proc.stdout
+    assert "gpu_count" not in proc.stdout
+    assert "compute_hcas: 8" in proc.stdout  # the NICs were read
+
+
+def test_an_unknown_base_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "profile: dgx-h100")
+    proc = run_cli("profiles", "capture", "--simulate", str(spec), "--extends", "hgx-h101")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "hgx-h101" in proc.stderr
