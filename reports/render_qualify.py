@@ -134,6 +134,13 @@ def schedule_line(report: QualifyReport) -> str:
             "two per size, 2·log2 N")
 
 
+def scaling_verdict(report: QualifyReport) -> str | None:
+    """The scaling test's own line: where the Ring breaks, or how far it scales."""
+    return next((f"{c.finding.status.value.upper()} {c.finding.message}"
+                 for c in report.cluster.findings if c.finding.check == "qualify.scaling"),
+                None)
+
+
 def _cross_lines(report: QualifyReport, width: int) -> list[str]:
     out = ["", schedule_line(report)]
     slow = [g for g in report.cross if g.status is not Status.PASS]
@@ -147,6 +154,7 @@ def _cross_lines(report: QualifyReport, width: int) -> list[str]:
         out += [f"  {p.nodes:<6} {_n(p.ring):<8} {_n(p.default):<8} "
                 f"{'-' if p.efficiency is None else f'{100 * p.efficiency:.1f} %'} "
                 f"{p.status.value}" for p in report.scaling]
+        out.append(_t(f"  {scaling_verdict(report) or ''}")[:width])
     return out
 
 
@@ -185,6 +193,7 @@ def render_md(report: QualifyReport) -> str:
             out += [f"| {p.nodes} | {_n(p.ring)} | {_n(p.default)} | "
                     f"{'-' if p.efficiency is None else f'{100 * p.efficiency:.1f} %'} | "
                     f"{p.status.value} |" for p in report.scaling]
+            out += ["", _md(scaling_verdict(report) or "")]
     out += ["", "## Figures by test", "", "| " + " | ".join(_SUMMARY_HEAD) + " |",
             "|" + "---|" * len(_SUMMARY_HEAD)]
     out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in _summary_rows(report)]
@@ -235,7 +244,8 @@ def _cross_html(report: QualifyReport) -> list[str]:
                          "either pass; green pass, amber warn, red fail</p>" + picture)
     curve = svg.scaling_curve(report.scaling, report.fail_pct)
     if curve:
-        parts.append("<h2>Scaling: all-reduce bus bandwidth by node count</h2>" + curve)
+        parts.append("<h2>Scaling: all-reduce bus bandwidth by node count</h2>"
+                     f"<p>{_e(scaling_verdict(report) or '')}</p>" + curve)
         parts.append("<table><tr><th>nodes</th><th>Ring busbw</th><th>default busbw</th>"
                      "<th>Ring efficiency vs 2 nodes</th><th>status</th></tr>")
         for p in report.scaling:

@@ -22,6 +22,7 @@ from clusterdiag.agent.sim.ib_faults import example_hca
 from clusterdiag.checks.finding import Status
 from clusterdiag.reports import render_qualify_svg as svg
 from clusterdiag.reports.qualify import QualifyReport
+from clusterdiag.reports.render_qualify import render_md, render_terminal
 from tests.conftest import REPO, run_cli
 from tests.integration.test_html_render import CHROMIUM, FLAGS, png_rows
 
@@ -150,6 +151,8 @@ def test_scaling_breaks_where_the_group_crosses_a_slow_spine(tmp_path: Path) -> 
                  if c.finding.check == "qualify.scaling"]
     assert broken.status is Status.WARN
     assert "at 8 nodes" in broken.message
+    assert f"WARN {broken.message}" in render_terminal(report)
+    assert f"WARN {broken.message}" in render_md(report)
 
 
 NVL72 = [{"names": "t[01-18]", "profile": "gb200-nvl72", "rack": "r1"},
