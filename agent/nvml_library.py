@@ -11,6 +11,9 @@ succeeds pynvml is imported as always, and its own ``CDLL`` finds the library lo
 
 from __future__ import annotations
 
+import errno
+import os
+
 # What pynvml's _LoadNvmlLibrary loads on Linux, the name ``error_name`` gives its
 # failure, and its message (tests/unit/test_nvml_library.py reads them from pynvml).
 LIBRARY = "libnvidia-ml.so.1"
@@ -19,11 +22,13 @@ NOT_FOUND_MESSAGE = "NVML Shared Library Not Found"
 
 
 def missing() -> bool:
-    """True when loading NVML's library fails as pynvml's would."""
-    import ctypes
-
+    """True when NVML's library is not there: the dlopen pynvml makes fails with "No such
+    file or directory". Any other failure (out of descriptors, of memory) is our trouble,
+    not a missing driver, so it is left to the collection, which names it."""
     try:
+        import ctypes  # may itself fail out of descriptors: OSError, not ENOENT
+
         ctypes.CDLL(LIBRARY)
-    except OSError:
-        return True
+    except OSError as exc:
+        return os.strerror(errno.ENOENT) in str(exc)
     return False

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +49,19 @@ def test_without_the_library_the_collector_says_what_its_worker_would(
     assert to_jsonable(said) == to_jsonable(asked)
     assert said.library_error == nvml_library.NOT_FOUND
     assert stats.calls == 1
+
+
+def test_out_of_descriptors_is_not_a_missing_library() -> None:
+    """dlopen cannot open even an absent library's directory entries without descriptors:
+    that must not read as "no driver" (the collection names EMFILE instead)."""
+    code = ("import os, resource, sys; from clusterdiag.agent import nvml_library; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)); held = []\n"
+            "try:\n    while True: held.append(os.open(os.devnull, os.O_RDONLY))\n"
+            "except OSError: pass\n"
+            "print(nvml_library.missing())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.strip() == "False"
 
 
 def test_the_probe_agrees_with_nvml_init() -> None:
