@@ -186,8 +186,8 @@ UNREADABLE: dict[str, tuple[Callable[[Path], Path], Callable[[Path], None],
         lambda t: t / PORT / "counters/symbol_error", _make_fifo, lambda k: False,
         lambda s: _device(s, HCA)["ports"][0]["unknown"], "counters/symbol_error",
         "not a regular file"),
-    "meminfo is a FIFO": (
-        lambda t: t / "proc/meminfo", _make_fifo, lambda k: False,
+    "meminfo is a FIFO": (  # MemTotal also scales a percentage memlock limit (NCCL host)
+        lambda t: t / "proc/meminfo", _make_fifo, lambda k: k == ("nccl.host_limits", "node"),
         lambda s: s["host"]["unknown"], "memory_total_bytes",
         "/proc/meminfo: not a regular file"),
     "NIC vendor is a FIFO": (
