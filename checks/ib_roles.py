@@ -24,7 +24,8 @@ applies decides, and its reason is what ``topo`` and the report show:
    does (GB200 trays, VMs), an InfiniBand port that is not a DPU is.
 
 A device whose link layer could not be read is ``unknown`` (ib.hca_count then cannot tell
-a missing rail from an unreadable one). The port rate only breaks ties, since a rail that
+a missing rail from an unreadable one); one whose every file is missing (unplugged after
+the listing) is gone, so not a rail. The port rate only breaks ties, since a rail that
 trained down must stay a rail for ib.rate to fail it. Not used: VPD (``SMDL=SW_MNG`` marks
 the NVSwitch management functions of HGX B200), which is not collected yet.
 """
@@ -80,6 +81,13 @@ def _recognised(dev: IbDevice, profile: Profile) -> str | None:
     return None
 
 
+def _gone(dev: IbDevice) -> bool:
+    """Listed, but nothing of it is there any more (hot-unplugged between the listing and
+    the reads): absent, which is not the same as unreadable."""
+    return not dev.ports and dev.pci_bdf is None and bool(dev.unknown) and all(
+        reason == "missing" for key, reason in dev.unknown.items() if key != "pci_bdf")
+
+
 def has_recognition_keys(profile: Profile) -> bool:
     return bool(profile.compute_pci or profile.compute_guids or profile.compute_ibdevs
                 or profile.compute_netdevs or profile.compute_models)
@@ -102,8 +110,10 @@ def _by_affinity(devs: Sequence[IbDevice]) -> dict[str, Role]:
     for dev in devs:
         near = _nearest(dev)
         layers = link_layers(dev)
-        if near is not None and (rails is None or rails in layers):
-            roles[dev.name] = Role("compute", f"shares a PCIe bridge with GPU {near[0]}")
+        if near is not None and (rails is None or rails in layers or not layers):
+            unread = "; link layer unreadable" if not layers else ""
+            roles[dev.name] = Role("compute", f"shares a PCIe bridge with GPU {near[0]}"
+                                              f"{unread}")
         elif near is not None:
             roles[dev.name] = Role("storage", f"runs {'/'.join(sorted(layers)) or 'unknown'} "
                                               f"beside GPU {near[0]}; the rails beside the "
@@ -128,11 +138,11 @@ def _rate(dev: IbDevice) -> float:
 def _by_fabric(devs: Sequence[IbDevice], layer: str, wanted: int | None) -> dict[str, Role]:
     """Rule 4: the devices on the profile's link layer, one per GPU when there are too many."""
     roles: dict[str, Role] = {}
-    fabric = []
+    fabric, unread = [], []
     for dev in devs:
         layers = link_layers(dev)
         if not layers:
-            roles[dev.name] = Role("unknown", "link layer unreadable")
+            unread.append(dev)
         elif layer not in layers:
             where = _nearest(dev)
             beside = f" (beside GPU {where[0]})" if where else ""
@@ -140,6 +150,16 @@ def _by_fabric(devs: Sequence[IbDevice], layer: str, wanted: int | None) -> dict
                                               f"the compute fabric's {layer}")
         else:
             fabric.append(dev)
+    # A port whose link layer could not be read, beside a GPU and of the rails' model, is
+    # taken for the rail it stands where: its own checks then say what is unreadable.
+    models = {d.hca_type for d in fabric if d.hca_type}
+    for dev in unread:
+        near = _nearest(dev)
+        if near is not None and dev.hca_type in models:
+            roles[dev.name] = Role("compute", f"link layer unreadable; beside GPU {near[0]}, "
+                                              f"of the rails' model {dev.hca_type}")
+        else:
+            roles[dev.name] = Role("unknown", "link layer unreadable")
     if wanted is None or len(fabric) <= wanted or not any(d.gpu_hops for d in fabric):
         for dev in fabric:
             roles[dev.name] = Role("compute", f"{layer} link layer, the compute fabric's")
@@ -170,7 +190,10 @@ def decide(devs: Sequence[IbDevice], profile: Profile, params: Mapping[str, Any]
     roles: dict[str, Role] = {}
     rest = []
     for dev in devs:
-        if listed(dev, management):
+        if _gone(dev):
+            roles[dev.name] = Role("storage", "not a rail: its sysfs directory is gone "
+                                              "(every file missing)")
+        elif listed(dev, management):
             roles[dev.name] = Role("management", "named in config (management_hcas)")
         elif listed(dev, storage):
             roles[dev.name] = Role("storage", "named in config (storage_hcas)")
