@@ -141,11 +141,15 @@ def _reason(exc: OSError) -> str:
     return os_error_text(exc)
 
 
+_REFUSED = frozenset({MISSING, _NOT_REGULAR, "is a directory"})
+
+
 def unreadable(reason: str | None) -> bool:
-    """Whether ``read_text``'s reason is a file that is there but could not be read
-    (EACCES, EIO, ...), as opposed to one that is absent: the first is our trouble, to
-    be reported as an error naming it, never read as the absence of what it holds."""
-    return reason is not None and reason != MISSING
+    """Whether ``read_text``'s reason is a file that is there but that the OS would not
+    let us read (EACCES, EIO, ...): our trouble, to be reported as an error naming it,
+    never read as the absence of what it holds. An absent file is not, nor a FIFO or a
+    directory standing where a file belongs (refused unread, like garbage in it)."""
+    return reason is not None and reason not in _REFUSED
 
 
 def present(path: str | os.PathLike[str]) -> tuple[bool, str | None]:

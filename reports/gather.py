@@ -270,8 +270,9 @@ def gather_ssh(nodes: Sequence[str], settings: GatherSettings,
 
     class Deadline(EventHandler):  # type: ignore[misc]
         def ev_timer(self, timer: Any) -> None:
+            over = {str(n) for n in worker.iter_keys_timeout()}  # their own timeout said
             for node in nodes:
-                if node not in bounds.exited:
+                if node not in bounds.exited and node not in over:
                     bounds.cut.setdefault(node, bounds.missed())
             worker.abort()
 

@@ -176,7 +176,9 @@ def _shm(read: _Reader, limits: HostLimits) -> None:
         fields = line.split()
         if len(fields) >= 4 and fields[1] == "/dev/shm":
             sizes = [o[5:] for o in fields[3].split(",") if o.startswith("size=")]
-            mem_total = _mem_total(read)
+            # RAM decides only a size in % or tmpfs's default: read it only then.
+            relative = not sizes or sizes[-1].endswith("%")
+            mem_total = _mem_total(read) if relative else None
             if sizes:
                 limits.shm_bytes = _size_bytes(sizes[-1], mem_total)
                 limits.shm_source = f"/proc/mounts size={sizes[-1]}"
