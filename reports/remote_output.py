@@ -173,7 +173,7 @@ class _Labels:
 
     bounds: Bounds
     nodes: int
-    pending: bytes = b""
+    pending: bytearray = field(default_factory=bytearray)
     node_of: dict[str, str] = field(default_factory=dict)
     total: int = 0
     skipping: bool = False
@@ -193,12 +193,16 @@ class _Labels:
             if not newline:
                 return True
             self.skipping = False
-        *complete, self.pending = (self.pending + chunk).split(b"\n")
-        for line in complete:
-            self._line(line)
+        if b"\n" in chunk:  # only new bytes are searched: a long line costs linear time
+            *complete, last = (bytes(self.pending) + chunk).split(b"\n")
+            for line in complete:
+                self._line(line)
+            self.pending = bytearray(last)
+        else:
+            self.pending += chunk
         if len(self.pending) > self.bounds.limit:  # one line longer than a whole report
-            self._line(self.pending)
-            self.pending, self.skipping = b"", True
+            self._line(bytes(self.pending))
+            self.pending, self.skipping = bytearray(), True
         return True
 
     def _line(self, line: bytes) -> None:
@@ -219,9 +223,9 @@ class _Labels:
         return self.total <= self.total_limit
 
     def finish(self) -> None:
-        if self.pending:
-            self._line(self.pending)
-            self.pending = b""
+        if self.pending and not self.skipping:
+            self._line(bytes(self.pending))
+        self.pending = bytearray()
 
     def by_node(self) -> dict[str, bytes]:
         return {node: bytes(self.bounds.out[node]) for node in self.node_of.values()
