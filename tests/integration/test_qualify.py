@@ -290,3 +290,22 @@ def test_from_logs_cli_reports_every_file(tmp_path: Path) -> None:
     unknown = next(r for name, r in rows.items() if name.startswith("10_"))
     assert unknown["verdict"] == "error"
     assert unknown["tool"] == "unknown"
+
+
+@pytest.mark.xfail(strict=True, reason="qualify's own profile loader does not validate")
+@pytest.mark.parametrize(("text", "said"), [
+    ("extends: dgx-h100\ngpu_cont: 8\n", "unknown key 'gpu_cont' (did you mean 'gpu_count'?)"),
+    ("extends: dgx-h100\ngpu_count: eight\n", "key 'gpu_count' must be"),
+    ("extends: dgx-h99\n", "unknown profile 'dgx-h99' (did you mean 'dgx-h100'?)"),
+])
+def test_bad_site_profile_is_one_line_exit_2(tmp_path: Path, text: str, said: str) -> None:
+    """qualify reads --profile FILE with the validated loader of agent/site_profiles.py,
+    like every other command (both for a run and for --from-logs)."""
+    profile = tmp_path / "mysite.yaml"
+    profile.write_text(text)
+    spec = _spec(tmp_path, "dgx-h100", [])
+    for args in (("--simulate", spec), ("--from-logs", str(profile))):
+        proc = run_cli("qualify", *args, "--profile", str(profile), timeout=120)
+        assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0] and str(profile) in lines[0], proc.stderr
