@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from ...checks.finding import Action, Finding, Status
 from ...checks.profile import Profile, UnknownProfileError, load_profile
@@ -56,22 +54,15 @@ def _version() -> str:
         return "0"
 
 
-def load_site_profile(arg: str) -> Profile:
-    """A built-in profile name, or a YAML file ``extends: NAME`` plus overrides (its
-    ``qualify`` entries are merged test by test)."""
+def load_site_profile(config: Config, arg: str) -> Profile:
+    """A built-in or site profile by name, or a site profile file, through the validated
+    loader every command uses (agent/site_profiles.py: ``extends``, types, did-you-mean);
+    a bad one is a one-line ConfigError/UsageError (exit 2)."""
+    from ..session import site_profile
+
     try:
-        return load_profile(arg)
+        return load_profile(site_profile(config, arg))
     except UnknownProfileError as exc:
-        path = Path(arg)
-        if not path.is_file():
-            raise UsageError(str(exc)) from None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        base = load_profile(str(data.pop("extends")))
-        qualify_data = {**base.qualify, **(data.pop("qualify", None) or {})}
-        return replace(base, name=str(data.pop("name", path.stem)), qualify=qualify_data,
-                       **data)
-    except (OSError, yaml.YAMLError, KeyError, TypeError, UnknownProfileError) as exc:
         raise UsageError(f"--profile {arg}: {exc}") from None
 
 
@@ -116,7 +107,7 @@ def _rule(config: Config) -> StragglerRule:
 def from_logs(request: Request, config: Config) -> QualifyReport:
     from .logs import judge_logs
 
-    profile = load_site_profile(request.profile) if request.profile else None
+    profile = load_site_profile(config, request.profile) if request.profile else None
     result = judge_logs([Path(p) for p in request.from_logs], profile, _rule(config))
     names = {node: profile.name if profile else "" for node in result.judgement.findings}
     cluster = _cluster(result.judgement.findings, names, {}, "files")
@@ -153,8 +144,8 @@ def run(request: Request, config: Config) -> QualifyReport:
 
         sims, runner = simulated_cluster(request.simulate, request.seed)
         nodes, via = sorted(sims), "local"
-        profiles = {n: load_site_profile(request.profile) if request.profile else s.profile
-                    for n, s in sims.items()}
+        given = load_site_profile(config, request.profile) if request.profile else None
+        profiles = {n: given or s.profile for n, s in sims.items()}
         tool_runner: ToolRunner = runner
         group: GroupRunner = runner.group
         racks = _racks(config, nodes) or {r: sorted(n for n, s in sims.items() if s.rack == r)
@@ -165,7 +156,7 @@ def run(request: Request, config: Config) -> QualifyReport:
         if name == "auto":
             name = "generic"
             notes.append("no --profile: judged against peers only (no expected figures)")
-        profile = load_site_profile(name)
+        profile = load_site_profile(config, name)
         profiles = {n: profile for n in nodes}
         tool_runner = command_runner(via)
         group = group_runner(via, str(settings.get("srun_mpi", "pmix")))
