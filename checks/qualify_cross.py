@@ -6,10 +6,13 @@ of a slow pair is then measured again with a node that passed (Google's cluster-
 scanner second pass, reference/active-tests/methods.md §3): a suspect slow again with a
 known-good partner is convicted; one that is fine with it is cleared; when both nodes of a
 slow pair are cleared, the pair was slow only together (the path between them, or a
-transient) — a warning on both, nobody excluded. A node that passed its first pass is never
-convicted by someone else's second pass. A figure is judged against the peers' median of
-the first pass (at least ``min_peers`` figures), else against the profile's expected
-figure, and always against its floor, with the node tests' warn/fail percentages.
+transient) — a warning on both, nobody excluded. Where no known-good partner could re-test
+a suspect (two nodes, every pair slow: a switch or another shared cause), the pair's
+slowness is an error on both (not ready, not judged), never a fail or a drain. A node that
+passed its first pass is never convicted by someone else's second pass. A figure is judged
+against the peers' median of the first pass (at least ``min_peers`` figures), else against
+the profile's expected figure, and always against its floor, with the node tests'
+warn/fail percentages.
 
 Pure functions of plain data (agent.model.qualify), like checks/qualify.py.
 """
@@ -179,12 +182,13 @@ def attribute(test: str, graded: list[Graded],
             out[node].append(Finding(status, component, message, observed,
                                      _expected(first, expectation), _action(test, status),
                                      check))
-        elif not judged:
+        elif not judged:  # "one of the two, or the path": not a verdict on either node
+            status = Status.WARN if first.status is Status.WARN else Status.ERROR
             message = (f"{name}: {_value(first)} with {first.partner(node)} and no "
                        "known-good partner to tell which of the two is slow")
-            out[node].append(Finding(first.status, component, message, observed,
-                                     _expected(first, expectation),
-                                     _action(test, first.status), check))
+            out[node].append(Finding(status, component, message, observed,
+                                     _expected(first, expectation), Action.INVESTIGATE,
+                                     check))
         else:
             cleared[(node, component)] = again
     for (node, component), again in sorted(cleared.items()):

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from ...checks.finding import Action, Finding, Status
 from ...checks.profile import Profile
-from ...checks.qualify import expectations
+from ...checks.qualify import TEST_NAMES, expectations
 from ...checks.qualify_cross import (
     Graded,
     ScalingPoint,
@@ -219,6 +219,10 @@ class Cross:
         if suspects and not good:
             self.outcome.notes.append(f"{test}: no pair passed, so no known-good partner "
                                       "could tell the slow node of a slow pair")
+            self.outcome.add({node: [Finding(
+                Status.SKIP, "node", f"{TEST_NAMES[test]}: not run (the odd node out of "
+                "the first pass, and no pair passed to give it a known-good partner)",
+                None, None, Action.NONE, f"qualify.{test}")] for node in odd})
         runs = [r for r in self.outcome.runs if r.test == test and r.nodes[0] in nodes
                 and r.stage in ("first", "second", "odd")]
         started = time.monotonic()

@@ -281,7 +281,6 @@ def _fails(report: QualifyReport) -> list[tuple[str, str]]:
                   if f.status is Status.FAIL)
 
 
-@pytest.mark.xfail(strict=True, reason="a slow pair with no known-good partner convicts both")
 @pytest.mark.parametrize(("names", "faulty"), [("q[1-2]", "q2"), ("q[1-8]", "q[1-8]")])
 def test_a_slow_pair_without_a_known_good_partner_convicts_neither(
         tmp_path: Path, names: str, faulty: str) -> None:
@@ -299,7 +298,6 @@ def test_a_slow_pair_without_a_known_good_partner_convicts_neither(
         assert rail.action.value == "investigate"
 
 
-@pytest.mark.xfail(strict=True, reason="the odd node with no good partner is 'could not list'")
 def test_the_odd_node_with_no_known_good_partner_is_skipped_not_unlistable(
         tmp_path: Path) -> None:
     """Three nodes, the pair q1-q2 slow: the odd node q3 has nobody known-good to meet.

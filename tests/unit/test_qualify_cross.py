@@ -10,7 +10,7 @@ import pytest
 from clusterdiag.agent.model.qualify import CrossRun, Expectation, Figure, ToolRun
 from clusterdiag.agent.qualify.launch import group_argv
 from clusterdiag.agent.qualify.schedule import first_pairing, scaling_sizes, second_pass
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.finding import Action, Status
 from clusterdiag.checks.qualify import StragglerRule
 from clusterdiag.checks.qualify_cross import attribute, grade, scaling_curve
 
@@ -90,14 +90,16 @@ def test_both_cleared_is_a_warning_on_the_pair_not_a_conviction() -> None:
     assert "only together" in out["x"][0][1]
 
 
-def test_no_known_good_partner_keeps_both_suspects_failed() -> None:
+def test_no_known_good_partner_fails_neither_suspect() -> None:
+    """One of the two is slow, or the path: both are not ready (an error), neither failed."""
     out = _findings([_run(("x", "y"), "first", 290.0)])
     assert [s for s, _ in out["x"]] == [Status.PASS]  # one pair: no median, no expectation
     expect = Expectation("pairs", "GB/s", "test", expected=370.0)
     found = attribute("pairs", grade([_run(("x", "y"), "first", 290.0)], expect, RULE), expect)
     assert {n: [f.status for f in own] for n, own in found.items()} == {
-        "x": [Status.FAIL], "y": [Status.FAIL]}
+        "x": [Status.ERROR], "y": [Status.ERROR]}
     assert "no known-good partner" in found["x"][0].message
+    assert {f.action for own in found.values() for f in own} == {Action.INVESTIGATE}
 
 
 def test_a_failed_run_is_a_suspect_whatever_its_figure() -> None:
