@@ -169,10 +169,10 @@ def _by_fabric(devs: Sequence[IbDevice], layer: str, wanted: int | None) -> dict
     for gpu in gpus:
         # Nearest first; between two under one switch, the faster port (a 400G rail
         # beside a 100G storage port).
-        near = sorted((d.gpu_hops[gpu], -_rate(d), d.name) for d in fabric
-                      if gpu in d.gpu_hops and d.name not in chosen)
-        if near and len(chosen) < wanted:
-            hops, _, name = near[0]
+        ranked = sorted((d.gpu_hops[gpu], -_rate(d), d.name) for d in fabric
+                        if gpu in d.gpu_hops and d.name not in chosen)
+        if ranked and len(chosen) < wanted:
+            hops, _, name = ranked[0]
             chosen[name] = f"{layer}, the nearest to GPU {gpu} ({hops} PCIe hops)"
     for dev in fabric:
         roles[dev.name] = (Role("compute", chosen[dev.name]) if dev.name in chosen else Role(
