@@ -49,13 +49,16 @@ def find_program(name: str, environ: Mapping[str, str] | None = None) -> str | N
 
 
 def run_command(argv: list[str], timeout_s: float,
-                env: Mapping[str, str] | None = None) -> CommandResult:
+                env: Mapping[str, str] | None = None,
+                max_bytes: int | None = None) -> CommandResult:
     """Run a program (never a shell) with a deadline, in its own session.
 
     At the deadline the whole session is killed, not just the child: a wrapper script
     (an MPI launcher around all_reduce_perf, a site's scontrol) has children of its own,
     and one that survived would keep the GPUs busy and our pipes open. The pipes are then
-    closed unread, since a grandchild that left the session may still hold them.
+    closed unread, since a grandchild that left the session may still hold them. With
+    ``max_bytes`` the output (stdout and stderr together) is read no further than that:
+    a program printing more is killed the same way and is an error saying so.
     """
     program = find_program(argv[0])
     if program is None:
@@ -63,20 +66,66 @@ def run_command(argv: list[str], timeout_s: float,
     try:
         proc = subprocess.Popen(
             [program, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True,
-            env=env)
+            stdin=subprocess.DEVNULL, text=max_bytes is None, errors="replace"
+            if max_bytes is None else None, start_new_session=True, env=env)
     except OSError as exc:
         return CommandResult(argv, None, error=f"{argv[0]}: {exc.strerror or exc}")
+    if max_bytes is not None:
+        return _read_bounded(proc, argv, timeout_s, max_bytes)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        _kill(proc)
         return CommandResult(argv, None, error=f"{argv[0]}: no answer within {timeout_s:g} s")
+    return CommandResult(argv, proc.returncode, out, err)
+
+
+def _kill(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL the command's session, reap it, close its pipes unread."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _read_bounded(proc: subprocess.Popen[bytes], argv: list[str], timeout_s: float,
+                  max_bytes: int) -> CommandResult:
+    """Both pipes read as they fill, until they close, the deadline or ``max_bytes``."""
+    import selectors
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    chunks: dict[int, list[bytes]] = {1: [], 2: []}
+    size = 0
+    with selectors.DefaultSelector() as selector:
+        for number, pipe in ((1, proc.stdout), (2, proc.stderr)):
+            if pipe is not None:
+                selector.register(pipe, selectors.EVENT_READ, number)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _kill(proc)
+                return CommandResult(argv, None,
+                                     error=f"{argv[0]}: no answer within {timeout_s:g} s")
+            for key, _ in selector.select(left):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    selector.unregister(key.fileobj)
+                    continue
+                size += len(data)
+                if size > max_bytes:
+                    _kill(proc)
+                    return CommandResult(argv, None, error=f"{argv[0]}: printed more than "
+                                         f"{max_bytes} bytes; stopped")
+                chunks[key.data].append(data)
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        return CommandResult(argv, None, error=f"{argv[0]}: no answer within {timeout_s:g} s")
+    out, err = (b"".join(chunks[n]).decode(errors="replace") for n in (1, 2))
     return CommandResult(argv, proc.returncode, out, err)
 
 

@@ -17,6 +17,10 @@ from ..sources import CommandResult, run_command
 
 VIAS = ("local", "srun", "ssh")
 _GRACE_S = 10.0  # the local kill comes this long after the remote timeout's
+# What a tool may print (stdout and stderr together, every rank's through srun/mpirun):
+# all_reduce_perf with NCCL_DEBUG=INFO over an NVL72 rack prints a few MB. A tool printing
+# more is stopped and is the tool's error, never read into memory (the cluster report cap).
+MAX_OUTPUT_BYTES = 16 * 2**20
 
 
 class ToolRunner(Protocol):
@@ -70,7 +74,7 @@ def group_runner(via: str, mpi: str = "pmix") -> GroupRunner:
         if via == "local":
             return CommandResult(argv, None, error="a test between nodes needs srun or ssh")
         return run_command(group_argv(via, nodes, argv, env, timeout_s, mpi),
-                           timeout_s + _GRACE_S)
+                           timeout_s + _GRACE_S, max_bytes=MAX_OUTPUT_BYTES)
     return run
 
 
@@ -79,8 +83,10 @@ def command_runner(via: str) -> ToolRunner:
     def run(node: str, argv: list[str], env: Mapping[str, str], timeout_s: float
             ) -> CommandResult:
         if via == "local":
-            return run_command(argv, timeout_s, env={**os.environ, **env})
-        return run_command(remote_argv(via, node, argv, env, timeout_s), timeout_s + _GRACE_S)
+            return run_command(argv, timeout_s, env={**os.environ, **env},
+                               max_bytes=MAX_OUTPUT_BYTES)
+        return run_command(remote_argv(via, node, argv, env, timeout_s), timeout_s + _GRACE_S,
+                           max_bytes=MAX_OUTPUT_BYTES)
     return run
 
 

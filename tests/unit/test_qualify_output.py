@@ -43,7 +43,6 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-@pytest.mark.xfail(strict=True, reason="qualify reads a tool's output without a bound")
 @pytest.mark.parametrize("how", ["local", "group"])
 def test_a_flooding_tool_is_cut_off_and_is_its_own_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
