@@ -2,8 +2,8 @@
 
 All three lead with the verdict and the bad node set, then the stragglers and slow links
 (each figure next to its peers' median, floor and expected value), then every figure by
-test. Everything that came from a node or a file is escaped (HTML) or stripped of control
-characters (terminal, Markdown): a log is hostile input.
+test. Everything that came from a node or a file is escaped (HTML, Markdown) and stripped
+of control characters (terminal, Markdown): a log is hostile input.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from ..checks.qualify import TEST_NAMES, Judged
 from . import render_qualify_svg as svg
 from .cluster import fold
 from .qualify import QualifyReport
+from .render_md import _code
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x9b]")
-_PIPE = re.compile(r"\|")
+_MARKUP = re.compile(r"([\\`*_\[\]<>!&|~])")
 
 
 def _t(value: object) -> str:
@@ -159,7 +160,11 @@ def _cross_lines(report: QualifyReport, width: int) -> list[str]:
 
 
 def _md(value: object) -> str:
-    return _PIPE.sub("\\|", _t(value))
+    """Text as Markdown that renders to that text: every character that could open HTML,
+    an entity, a link, an image, emphasis or a code span (or end a table cell) is
+    backslash-escaped (CommonMark escapes any ASCII punctuation), so a node or tool that
+    names itself ``<img onerror=...>`` is shown, not run; the rest stays readable."""
+    return _MARKUP.sub(r"\\\1", _t(value))
 
 
 def render_md(report: QualifyReport) -> str:
@@ -184,7 +189,7 @@ def render_md(report: QualifyReport) -> str:
     if report.schedule:
         out += ["", "## Between nodes", "", _md(schedule_line(report)), ""]
         out += [f"- {_md(g.status.value.upper())} {_md(g.run.test)} "
-                f"{_md(' - '.join(g.run.nodes))} `{_md(g.component)}` ({g.run.stage} pass, "
+                f"{_md(' - '.join(g.run.nodes))} {_code(g.component)} ({g.run.stage} pass, "
                 f"round {g.run.round}): {_n(g.value)} {_md(g.unit)} vs {_md(g.basis)} "
                 f"{_n(g.reference)}" for g in report.cross if g.status is not Status.PASS]
         if report.scaling:
@@ -198,7 +203,7 @@ def render_md(report: QualifyReport) -> str:
             "|" + "---|" * len(_SUMMARY_HEAD)]
     out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in _summary_rows(report)]
     if report.bad_nodes:
-        out += ["", f"Exclude: `{_md(fold(report.bad_nodes))}`"]
+        out += ["", f"Exclude: {_code(fold(report.bad_nodes))}"]
     return "\n".join(out) + "\n"
 
 
