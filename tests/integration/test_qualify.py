@@ -310,3 +310,20 @@ def test_bad_site_profile_is_one_line_exit_2(tmp_path: Path, text: str, said: st
         assert len(lines) == 1, proc.stderr
         assert said in lines[0], proc.stderr
         assert str(profile) in lines[0], proc.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="a run cut by the budget is called a hang of its node")
+def test_a_run_cut_short_by_the_budget_is_our_error_not_a_hang(tmp_path: Path) -> None:
+    """q1's tool would run past the 4 s left of the budget (its own deadline is minutes):
+    stopping it there is our deadline, an error naming the budget, never a hang (a fail
+    and a drain) of the node."""
+    spec = _spec(tmp_path, "dgx-h100", [{"node": "q1", "kind": "tool_hang"}])
+    nodes, tools = simulated_cluster(spec)
+    options = QualifyOptions(frozenset(NODE_TESTS), budget_s=4.0, settings={"repeat": False})
+    outcome = qualify(sorted(nodes), tools, {n: s.profile for n, s in nodes.items()}, options)
+    cut = [r for r in outcome.runs if r.node == "q1" and r.error]
+    assert cut
+    assert not any(r.hung for r in outcome.runs)
+    assert all("budget" in (r.error or "") for r in cut), [r.error for r in cut]
+    assert not [f for f in outcome.judgement.findings.get("q1", [])
+                if f.status is Status.FAIL], outcome.judgement.findings.get("q1")
