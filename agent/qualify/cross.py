@@ -159,7 +159,7 @@ class Cross:
         else:
             started = time.monotonic()
             result = self.group(list(nodes), argv, dict(env), left)
-            run = result_run(step, nodes[0], result, time.monotonic() - started)
+            run = result_run(step, nodes[0], result, time.monotonic() - started, left)
         return CrossRun(test, tuple(nodes), number, stage, run)
 
     def _rails(self, pair: Pair, stage: str, number: int, *,

@@ -77,7 +77,10 @@ def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any]) -> Inv
     return inv
 
 
-def result_run(step: Step, node: str, result: CommandResult, seconds: float) -> ToolRun:
+def result_run(step: Step, node: str, result: CommandResult, seconds: float,
+               limit_s: float | None = None) -> ToolRun:
+    """What the run says; ``limit_s`` is the time it was given, when the budget left less
+    than its own deadline: stopped there, it is our deadline (an error), not a hang."""
     run = ToolRun(step.tool, node, step.test, " ".join(step.argv), result.returncode,
                   seconds=seconds)
     program = step.argv[0].rsplit("/", 1)[-1]
@@ -89,6 +92,11 @@ def result_run(step: Step, node: str, result: CommandResult, seconds: float) -> 
         run.hung = result.error is None or "no answer within" in result.error
         run.error = result.error or f"killed at its deadline on the node ({step.deadline_s:g} s)"
         if not run.hung:
+            return run
+        if limit_s is not None and limit_s < step.deadline_s:
+            run.hung = False
+            run.error = (f"stopped after {limit_s:.0f} s, where the qualification budget "
+                         f"(--budget) ran out, before its own {step.deadline_s:g} s deadline")
             return run
         run.error = f"no answer within {step.deadline_s:g} s; its process tree was killed"
         return run
@@ -123,7 +131,7 @@ def run_step(step: Step, node: str, runner: ToolRunner, deadline: float,
         thread.join(left + 15)
         if server and missing(server[0]):
             result = server[0]
-    run = result_run(step, node, result, time.monotonic() - started)
+    run = result_run(step, node, result, time.monotonic() - started, left)
     if run.skipped is not None and step.fallback is not None:
         other = run_step(step.fallback, node, runner, deadline)
         if other.skipped is None:

@@ -312,7 +312,6 @@ def test_bad_site_profile_is_one_line_exit_2(tmp_path: Path, text: str, said: st
         assert str(profile) in lines[0], proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="a run cut by the budget is called a hang of its node")
 def test_a_run_cut_short_by_the_budget_is_our_error_not_a_hang(tmp_path: Path) -> None:
     """q1's tool would run past the 4 s left of the budget (its own deadline is minutes):
     stopping it there is our deadline, an error naming the budget, never a hang (a fail
