@@ -154,9 +154,9 @@ def _by_fabric(devs: Sequence[IbDevice], layer: str, wanted: int | None) -> dict
     # taken for the rail it stands where: its own checks then say what is unreadable.
     models = {d.hca_type for d in fabric if d.hca_type}
     for dev in unread:
-        near = _nearest(dev)
-        if near is not None and dev.hca_type in models:
-            roles[dev.name] = Role("compute", f"link layer unreadable; beside GPU {near[0]}, "
+        spot = _nearest(dev)
+        if spot is not None and dev.hca_type in models:
+            roles[dev.name] = Role("compute", f"link layer unreadable; beside GPU {spot[0]}, "
                                               f"of the rails' model {dev.hca_type}")
         else:
             roles[dev.name] = Role("unknown", "link layer unreadable")
