@@ -26,7 +26,7 @@ def _text(value: object) -> str:
     return _PUNCTUATION.sub(r"\\\1", shown(value))
 
 
-def _code(value: object) -> str:
+def md_code(value: object) -> str:
     """Agent text as one code span (GFM reads ``\\|`` in it as a pipe, not a cell end)."""
     text = shown(value).replace("|", "\\|")
     fence = "`" * (max((len(m) for m in _TICKS.findall(text)), default=0) + 1)
@@ -46,12 +46,12 @@ def render_md(report: ClusterReport) -> str:
         lines += [f"**Exclude ({len(report.bad_nodes)}):**", "", "```",
                   f"sbatch --exclude={fold(report.bad_nodes)}", "```", ""]
     if report.unreachable:
-        lines += [f"**Unreachable ({len(report.unreachable)}):** {_code(fold(report.unreachable))}",
-                  ""]
+        lines += [f"**Unreachable ({len(report.unreachable)}):** "
+                  f"{md_code(fold(report.unreachable))}", ""]
     for blocker in report.cluster_blockers:
         finding = blocker.finding
         lines += [f"**Cluster:** {_text(finding.component)}: {_text(finding.message)} "
-                  f"(observed {_code(finding.observed)}, expected {_code(finding.expected)})",
+                  f"(observed {md_code(finding.observed)}, expected {md_code(finding.expected)})",
                   ""]
     groups = report.groups()
     if groups:
@@ -59,8 +59,8 @@ def render_md(report: ClusterReport) -> str:
                   "| status | check | problem | nodes | n | action | where |",
                   "|---|---|---|---|---|---|---|"]
         for g in groups:
-            lines.append(_row([g.status.value.upper(), _code(g.check), _text(g.message),
-                               _code(fold(g.nodes) or "-"), str(len(set(g.nodes))),
+            lines.append(_row([g.status.value.upper(), md_code(g.check), _text(g.message),
+                               md_code(fold(g.nodes) or "-"), str(len(set(g.nodes))),
                                g.action.value, _text(components(g))]))
         lines.append("")
     lines += [passes_line(report), ""]

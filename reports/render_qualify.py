@@ -18,7 +18,7 @@ from ..checks.qualify import TEST_NAMES, Judged
 from . import render_qualify_svg as svg
 from .cluster import fold
 from .qualify import QualifyReport
-from .render_md import _code
+from .render_md import md_code
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x9b]")
 _MARKUP = re.compile(r"([\\`*_\[\]<>!&|~])")
@@ -189,7 +189,7 @@ def render_md(report: QualifyReport) -> str:
     if report.schedule:
         out += ["", "## Between nodes", "", _md(schedule_line(report)), ""]
         out += [f"- {_md(g.status.value.upper())} {_md(g.run.test)} "
-                f"{_md(' - '.join(g.run.nodes))} {_code(g.component)} ({g.run.stage} pass, "
+                f"{_md(' - '.join(g.run.nodes))} {md_code(g.component)} ({g.run.stage} pass, "
                 f"round {g.run.round}): {_n(g.value)} {_md(g.unit)} vs {_md(g.basis)} "
                 f"{_n(g.reference)}" for g in report.cross if g.status is not Status.PASS]
         if report.scaling:
@@ -203,7 +203,7 @@ def render_md(report: QualifyReport) -> str:
             "|" + "---|" * len(_SUMMARY_HEAD)]
     out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in _summary_rows(report)]
     if report.bad_nodes:
-        out += ["", f"Exclude: {_code(fold(report.bad_nodes))}"]
+        out += ["", f"Exclude: {md_code(fold(report.bad_nodes))}"]
     return "\n".join(out) + "\n"
 
 
