@@ -16,6 +16,17 @@ import pytest
 
 COUNTING = ("gpu.count", "ib.hca_count", "nvswitch.count")
 
+# A child's lines that open /dev/null until the process is out of descriptors (``held``).
+HOLD_EVERY_DESCRIPTOR = """
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+"""
+
 # Builds the simulated node, runs once (imports, caches), then opens /dev/null until the
 # process is out of descriptors, runs again and prints the findings once it has closed
 # them again.
@@ -27,13 +38,7 @@ from clusterdiag.agent.sim.node import simulated_env
 env = simulated_env("dgx-h100", None, Config())
 options = RunOptions(budget_s=20.0, profile="dgx-h100")
 run_node(env, Config(), options)
-resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-held = []
-try:
-    while True:
-        held.append(os.open(os.devnull, os.O_RDONLY))
-except OSError:
-    pass
+""" + HOLD_EVERY_DESCRIPTOR + """
 report = run_node(env, Config(), options)
 for fd in held:
     os.close(fd)
@@ -176,13 +181,7 @@ with contextlib.redirect_stdout(io.StringIO()):
         main()
     except SystemExit as exc:
         assert exc.code in (0, None), exc.code
-resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-held = []
-try:
-    while True:
-        held.append(os.open(os.devnull, os.O_RDONLY))
-except OSError:
-    pass
+""" + HOLD_EVERY_DESCRIPTOR + """
 code = 0
 try:
     main()
