@@ -270,16 +270,18 @@ class Agent:
             return
         snapshot_body = json.dumps(snap.to_dict()).encode()
         await self._write(SNAPSHOT, snapshot_body)
-        self.persist.annotate(report)
-        report_body = json.dumps(report.to_dict()).encode()
-        await self._write(REPORT, report_body)
-        first = self._report is None
-        self.previous, self._report, self._snapshot = snap, report_body, snapshot_body
-        self._basis = basis
         if self.counter_window.add(snap):
             await self._write(COUNTER_WINDOW_FILE,
                               json.dumps(self.counter_window.to_dict()).encode())
+        self.persist.annotate(report)
+        report_body = json.dumps(report.to_dict()).encode()
+        first = self._report is None
+        self.previous, self._report, self._snapshot = snap, report_body, snapshot_body
+        self._basis = basis
         self._account(snap, report)
+        # report.json last: once it is on disk, every other file and what HTTP serves
+        # already belong to this cycle (readers take its appearance as "the cycle is done")
+        await self._write(REPORT, report_body)
         fails = [f"{f.check}:{f.component}" for f in report.failures()]
         log.info("collected", extra={"why": why, "verdict": report.verdict.value,
                                      "duration_s": report.duration_s, "fails": len(fails),
