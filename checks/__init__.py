@@ -1,5 +1,6 @@
 """The check catalog. ``FAMILIES`` is its table of contents: a family not listed here does
-not exist.
+not exist. A family is a module (``host.py``) or a package of modules, one per concern
+(``gpu/``), whose ``__init__`` imports them all.
 
 Importing this package imports no family: the Slurm prolog plans from the generated
 manifest (``index.py``) and imports only the families it runs. Reading ``REGISTRY``,
@@ -15,8 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .registry import REGISTRY, CheckContext, CheckSpec, check, select
 
-FAMILIES = ("detect", "fabric", "gpu", "gpu_memory", "host", "ib", "ib_rates", "nccl",
-            "nccl_host", "nvlink", "roce")
+FAMILIES = ("detect", "fabric", "gpu", "host", "ib", "ib_rates", "nccl", "nccl_host",
+            "nvlink", "roce")
 _REGISTRY_NAMES = ("REGISTRY", "CheckContext", "CheckSpec", "check", "select")
 
 __all__ = ["FAMILIES", "REGISTRY", "CheckContext", "CheckSpec", "check", "load_all", "select"]

@@ -60,9 +60,19 @@ ENTRIES: dict[str, Entry] = {check_id: Entry(check_id, fields)
                              for check_id, fields in CHECKS.items()}
 
 
+def family_of(module: str) -> str:
+    """The family a check's module belongs to: the module or package right under
+    ``checks/`` (``gpu`` for ``checks/gpu/memory.py``), the one ``specs`` imports; for a
+    check defined elsewhere (a test's), its own module's name."""
+    prefix = f"{__package__}."
+    if module.startswith(prefix):
+        return module.removeprefix(prefix).split(".", 1)[0]
+    return module.rsplit(".", 1)[-1]
+
+
 def fields_of(spec: CheckSpec) -> dict[str, Any]:
     """A registered check as the manifest writes it."""
-    return {"family": spec.func.__module__.rsplit(".", 1)[-1], "needs": spec.needs,
+    return {"family": family_of(spec.func.__module__), "needs": spec.needs,
             "rate": spec.rate, "active": spec.active, "skip_in": tuple(sorted(spec.skip_in)),
             "privileged": spec.privileged, "params": dict(spec.params)}
 

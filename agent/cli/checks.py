@@ -82,8 +82,9 @@ def plain(doc: str) -> str:
 
 
 def defined_at(obj: Any) -> str:
-    """Where a check is written, relative to the top of the install (``checks/gpu.py:42``,
-    the line of its ``@check``), so its room is found from its id."""
+    """Where a check is written, relative to the top of the install
+    (``checks/gpu/memory.py:42``, the line of its ``@check``), so its room is found from
+    its id."""
     import inspect
 
     from ... import checks

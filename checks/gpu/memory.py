@@ -1,6 +1,6 @@
-"""GPU memory health: ECC mode and counts, retired pages, row remapping, recovery action.
+"""GPU memory: ECC mode and counts, retired pages, row remapping, and the memory size.
 
-Imported by ``gpu`` (importing that module registers these checks too). Counts are the
+Counts are the
 volatile ones (since the last driver load or GPU reset) wherever a reset clears the fault:
 an aggregate (lifetime) count stays high forever after one bad day, so it says nothing
 about whether the GPU is ready now. Thresholds follow DCGM and NVIDIA's memory-error
@@ -9,21 +9,16 @@ management guide (hardware.md §1.5, peers.md §1a and §2.2).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
-from .finding import Action, Finding
-from .gpu import (
-    FIELDS,
-    NODE,
-    answering_gpus,
-    component,
-    missing,
-    previous_gpu,
-    recovery_finding,
-    skip_finding,
-)
-from .rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
-from .registry import CheckContext, check
+from ...agent.model.gpu import Gpu
+from ..finding import Action, Finding
+from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
+from ..registry import CheckContext, check
+from .helpers import FIELDS, NODE, answering_gpus, component, missing, previous_gpu, skip_finding
+
+GIB = 1 << 30
 
 
 @check("gpu.ecc_mode", needs=("nvml",), params={"required": True},
@@ -251,21 +246,52 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(comp, "row remapping healthy", observed)
 
 
-@check("gpu.recovery_action", needs=("nvml",),
-       remedy="Do what the driver asks: reset the GPU, reboot the node, stop the processes "
-              "doing peer-to-peer traffic and query again (drain P2P), or recover the IMEX "
-              "domain (GB200/GB300); then re-run the check.",
-       actions=(Action.RESET_GPU, Action.REBOOT, Action.DRAIN, Action.INVESTIGATE))
-def recovery_action(ctx: CheckContext) -> Iterator[Finding]:
-    """The driver asks for no recovery action (NVML field 230, newer drivers).
+_SIZE_IN_NAME = re.compile(r"(\d+)\s*GB\b")
 
-    1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 5 recover the IMEX
-    domain, 6 bus reset, 7 system reboot (hardware.md §1.5; DCGM watches the same field).
-    """
+
+@check("gpu.memory_size", needs=("nvml",),
+       params={
+           "expected_gib": None,  # default: the size in the model name, else the profile
+           # NVML's total is a little under the marketed size (H100 80GB: 81559 MiB =
+           # 79.6 GiB; H200: 143771 MiB = 140.4 GiB in nvidia-smi -q captures).
+           "tolerance_pct": 5,
+       },
+       remedy="Less memory than the model has: a GPU of the profile's model reporting less "
+              "memory has lost capacity (Xid 168) and goes to RMA; otherwise check that "
+              "the node runs the GPUs its profile says.",
+       actions=(Action.RMA, Action.INVESTIGATE, Action.FIX_CONFIG))
+def memory_size(ctx: CheckContext) -> Iterator[Finding]:
+    """Each GPU's memory is the expected size, within ``tolerance_pct``."""
     gpus, skips = answering_gpus(ctx)
     yield from skips
+    tolerance = float(ctx.params["tolerance_pct"]) / 100
     for gpu in gpus:
-        if gpu.recovery_action is None:
-            yield missing(gpu, "GPU recovery action", "recovery_action", FIELDS)
+        comp = component(gpu)
+        expected = _expected_gib(ctx, gpu)
+        if gpu.memory_total_bytes is None:
+            yield missing(gpu, "memory size", "memory")
+            continue
+        if expected is None:
+            yield skip_finding(comp, "no expected memory size (profile, model name or "
+                                     "config)", round(gpu.memory_total_bytes / GIB, 1))
+            continue
+        gib = round(gpu.memory_total_bytes / GIB, 1)
+        if gib < expected * (1 - tolerance):
+            known_model = gpu.name is not None and gpu.name in ctx.profile.gpu_models
+            yield Finding.fail(comp, "less GPU memory than expected", gib, f"{expected} GiB",
+                               Action.RMA if known_model else Action.INVESTIGATE)
+        elif gib > expected * (1 + tolerance):
+            yield Finding.warn(comp, "more GPU memory than expected", gib, f"{expected} GiB",
+                               Action.FIX_CONFIG)
         else:
-            yield recovery_finding(component(gpu), gpu.recovery_action, "NVML field 230")
+            yield Finding.passed(comp, "GPU memory size as expected", gib, f"{expected} GiB")
+
+
+def _expected_gib(ctx: CheckContext, gpu: Gpu) -> float | None:
+    if ctx.params.get("expected_gib") is not None:
+        return float(ctx.params["expected_gib"])
+    if gpu.name and gpu.name in ctx.profile.gpu_models:
+        m = _SIZE_IN_NAME.search(gpu.name)  # "NVIDIA A100-SXM4-40GB" in an 80 GB profile
+        if m:
+            return float(m[1])
+    return float(ctx.profile.gpu_memory_gib) if ctx.profile.gpu_memory_gib else None

@@ -14,7 +14,7 @@ import pytest
 
 from clusterdiag.checks.finding import Action, Finding, Status
 from clusterdiag.checks.xid_catalog import XID_CATALOG
-from tests.unit.test_gpu_checks import bad, xid_line, xid_run
+from tests.checks.gpu.factory import bad, xid_line, xid_run
 from tests.unit.test_xid_catalog import FAILING
 
 RECOVERY_RESET = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
