@@ -16,8 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .registry import REGISTRY, CheckContext, CheckSpec, check, select
 
-FAMILIES = ("detect", "fabric", "gpu", "host", "ib", "ib_rates", "nccl", "nccl_host",
-            "nvlink", "roce")
+FAMILIES = ("fabric", "gpu", "host", "host_profile", "ib", "ib_rates", "nccl", "nccl_host",
+            "nvlink", "nvswitch", "roce")
 _REGISTRY_NAMES = ("REGISTRY", "CheckContext", "CheckSpec", "check", "select")
 
 __all__ = ["FAMILIES", "REGISTRY", "CheckContext", "CheckSpec", "check", "load_all", "select"]

@@ -16,13 +16,10 @@ built-in) narrow to the site's. A VM holding some of a board's GPUs and no NVSwi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..agent.model import Snapshot
-from .finding import Finding
 from .profile import Profile, builtin_names, load_profile, profile_names
-from .registry import CheckContext, check
 
 
 @dataclass(frozen=True)
@@ -97,19 +94,3 @@ def _baseboard(candidates: list[Profile], switches: int, gpus_seen: int) -> Prof
 
 def _dmi_names(profile: Profile, product: str) -> bool:
     return bool(product) and any(d.lower() in product.lower() for d in profile.dmi_products)
-
-
-@check("host.profile", needs=("pci", "nvml", "host"),
-       remedy="Pass --profile NAME (clusterdiag profiles list) or set `profile:` in the config "
-              "when auto-detection cannot tell the platform; an ambiguous node is judged "
-              "against no hardware expectations until then.")
-def profile_used(ctx: CheckContext) -> Iterator[Finding]:
-    """The platform profile the node was judged against, and whether detection was sure."""
-    if ctx.profile_source == "ambiguous":
-        yield Finding.warn("node", "platform ambiguous: judged against no hardware expectations",
-                           observed=ctx.profile_reason, expected="one matching profile")
-    elif ctx.profile_source == "detected":
-        yield Finding.passed("node", "profile detected",
-                             observed=f"{ctx.profile.name}: {ctx.profile_reason}")
-    else:
-        yield Finding.passed("node", "profile set by configuration", observed=ctx.profile.name)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from ..agent.model.gpu import FabricInfo, Gpu
 from ..agent.model.host import HostInfo, ServiceState
 from .finding import Action, Finding, Status
-from .nvlink import answering, error_finding, gpu_component, nvml_info
+from .nvlink.helpers import answering, error_finding, gpu_component, nvml_info
 from .registry import CheckContext, check
 
 NODE = "node"

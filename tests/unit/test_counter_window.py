@@ -18,8 +18,8 @@ from clusterdiag.checks.finding import Finding, Status
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext
 from clusterdiag.checks.window import COUNTER_WINDOW, WINDOW_S
+from tests.checks.nvlink.factory import make_gpu, make_snapshot
 from tests.unit.test_ib_checks import _eight, _snap
-from tests.unit.test_nvlink_checks import make_gpu, make_snapshot
 
 PORT = "mlx5_3/1"
 

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from clusterdiag.checks.finding import Action, Status
-from tests.checks.gpu.factory import (
-    GENERIC,
-    make_gpu,
-    make_snap,
-    run,
-)
+from tests.checks.gpu.factory import GENERIC, make_gpu, make_snap, run
 
 
 def test_model_pass_fail_skip() -> None:

@@ -5,12 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterdiag.checks.finding import Action, Status
-from tests.checks.gpu.factory import (
-    bad,
-    make_gpu,
-    make_snap,
-    run,
-)
+from tests.checks.gpu.factory import bad, make_gpu, make_snap, run
 
 
 def test_persistence_mode() -> None:

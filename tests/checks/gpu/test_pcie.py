@@ -4,16 +4,7 @@ from __future__ import annotations
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.checks.finding import Action, Status
-from tests.checks.gpu.factory import (
-    GENERIC,
-    NOW,
-    bad,
-    bridge,
-    make_gpu,
-    make_snap,
-    pci_gpu,
-    run,
-)
+from tests.checks.gpu.factory import GENERIC, NOW, bad, bridge, make_gpu, make_snap, pci_gpu, run
 
 
 def test_pcie_link_healthy_and_narrow() -> None:

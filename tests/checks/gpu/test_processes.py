@@ -6,13 +6,7 @@ from typing import Any
 
 from clusterdiag.agent.model.gpu import Gpu, GpuProcess
 from clusterdiag.checks.finding import Action, Status
-from tests.checks.gpu.factory import (
-    bad,
-    make_gpu,
-    make_snap,
-    only,
-    run,
-)
+from tests.checks.gpu.factory import bad, make_gpu, make_snap, only, run
 
 
 def _busy(index: int) -> Gpu:

@@ -5,11 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterdiag.checks.finding import Action, Status
-from tests.checks.gpu.factory import (
-    make_gpu,
-    make_snap,
-    run,
-)
+from tests.checks.gpu.factory import make_gpu, make_snap, run
 
 
 @pytest.mark.parametrize(("value", "status", "action"), [

@@ -9,15 +9,7 @@ import pytest
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.checks.finding import Action, Status
-from tests.checks.gpu.factory import (
-    GENERIC,
-    NOW,
-    bad,
-    make_gpu,
-    make_snap,
-    only,
-    run,
-)
+from tests.checks.gpu.factory import GENERIC, NOW, bad, make_gpu, make_snap, only, run
 
 
 def test_temperature() -> None:

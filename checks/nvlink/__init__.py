@@ -1,0 +1,16 @@
+"""NVLink checks: links up and their version (``links``), GPU-pair reachability and link
+endpoints (``topology``), error rates (``error_rate``); ``helpers`` holds what they share.
+The NVSwitch chips have their own family, ``checks/nvswitch.py``.
+
+The NVLink checks judge what NVML reported per GPU and per link. A GPU without NVLink
+(a PCIe card, or a profile that expects none) skips every one of them: an NVLink verdict
+on a PCIe GPU is the false positive users complain about most (DCGM #49, NVSentinel
+#1481). A GPU in MIG mode skips too: MIG turns GPU peer-to-peer off, NVLink included.
+Importing the package registers every nvlink.* check.
+"""
+
+from __future__ import annotations
+
+from . import error_rate, links, topology
+
+__all__ = ["error_rate", "links", "topology"]

@@ -1,0 +1,114 @@
+"""Each GPU's own NVLinks: nvlink.links_up (all active) and nvlink.version (the
+platform's NVLink version)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from ...agent.model.gpu import Gpu
+from ..finding import Action, Finding
+from ..registry import CheckContext, check
+from .helpers import NODE, error_finding, gpu_component, link_errors, links_text, nvlink_gpus
+
+# NVML_NVLINK_VERSION_*: the enum value is not the generation (hardware.md §1.10).
+NVLINK_VERSION_NAMES = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0",
+                        8: "6.0"}
+
+
+def _version_text(version: int) -> str:
+    name = NVLINK_VERSION_NAMES.get(version)
+    return f"{version} (NVLink {name})" if name else str(version)
+
+
+
+@check("nvlink.links_up", needs=("nvml",),
+       remedy="Reset the GPU (nvidia-smi -r -i N, with no process on it; on NVSwitch boards "
+              "Fabric Manager retrains its links) and run the check again. When every GPU "
+              "lost links at once, suspect the NVSwitch side or Fabric Manager and reboot "
+              "the node. A link that stays down after a reset and a reboot is hardware: "
+              "run the field diagnostics and open an RMA.",
+       actions=(Action.RESET_GPU, Action.REBOOT))
+def links_up(ctx: CheckContext) -> Iterator[Finding]:
+    """Every GPU has all its NVLinks active (18 on H100/H200/B200/GB200, 12 on A100).
+
+    Counts the links NVML reports active per GPU against the profile's ``nvlinks_per_gpu``
+    and names the links that are down (or missing) in ``observed``, as ``16/18 (down: 7,
+    12)``. One finding per GPU, so a drain reason reads ``nvlink.links_up gpu3 16/18``.
+    A GPU with a link down is a GPU reset (NVIDIA's resolution for the link-training
+    failures Xid 74/136 is RESET_GPU); when every GPU of the node lost links at once the
+    cause is shared (NVSwitch, Fabric Manager) and the action is a reboot.
+    """
+    findings, judged = nvlink_gpus(ctx)
+    yield from findings
+    expected = ctx.profile.nvlinks_per_gpu
+    verdicts: list[tuple[Gpu, str, list[int]]] = []
+    for gpu in judged:
+        component = gpu_component(gpu)
+        if not gpu.nvlinks:
+            yield error_finding(component, "NVLink states were not read", link_errors(gpu)
+                                or None)
+            continue
+        present = {link.link for link in gpu.nvlinks}
+        up = sorted(link.link for link in gpu.nvlinks if link.active)
+        unread = sorted(link.link for link in gpu.nvlinks if link.active is None)
+        down = sorted({link.link for link in gpu.nvlinks if link.active is False}
+                      | (set(range(expected)) - present))
+        observed = f"{len(up)}/{expected}"
+        if len(up) >= expected:
+            yield Finding.passed(component, "all NVLinks active", observed, f"{expected}/"
+                                 f"{expected}")
+        elif unread and len(up) + len(unread) >= expected:
+            yield error_finding(component, "NVLink state unreadable for some links",
+                                {"links": links_text(unread), **link_errors(gpu)})
+        else:
+            if down:
+                observed += f" (down: {links_text(down)})"
+            verdicts.append((gpu, observed, down))
+    everywhere = len(verdicts) > 1 and len(verdicts) == len(judged)
+    for gpu, observed, _ in verdicts:
+        if everywhere:
+            yield Finding.fail(gpu_component(gpu), "NVLinks down on every GPU", observed,
+                               f"{expected}/{expected}", Action.REBOOT)
+        else:
+            yield Finding.fail(gpu_component(gpu), "NVLinks down", observed,
+                               f"{expected}/{expected}", Action.RESET_GPU)
+
+
+@check("nvlink.version", needs=("nvml",),
+       remedy="A link at another NVLink version than the platform's means a different GPU "
+              "than the profile expects, or a link that trained down: check the GPU model "
+              "(gpu.model) and the profile, then reset the GPU and look again.",
+       actions=(Action.INVESTIGATE,))
+def version(ctx: CheckContext) -> Iterator[Finding]:
+    """Every active NVLink runs the platform's NVLink version (NVML version enum).
+
+    The NVML enum is not the generation: 4 is NVLink 3 (A100), 6 NVLink 4 (H100/H200),
+    7 NVLink 5 (Blackwell). The profile's ``nvlink_version`` is compared with each
+    active link's; the mismatching links and versions go in ``observed``.
+    """
+    if ctx.profile.nvlinks_per_gpu > 0 and ctx.profile.nvlink_version is None:
+        yield Finding.skip(NODE, "profile names no NVLink version")
+        return
+    findings, judged = nvlink_gpus(ctx)
+    yield from findings
+    want = ctx.profile.nvlink_version
+    for gpu in judged:
+        component = gpu_component(gpu)
+        seen = [(link.link, link.version) for link in gpu.nvlinks
+                if link.active and link.version is not None]
+        if not seen:
+            yield Finding.skip(component, "NVLink version not reported for any active link")
+            continue
+        wrong: dict[int, list[int]] = defaultdict(list)
+        for link, ver in seen:
+            if ver != want:
+                wrong[ver].append(link)
+        if wrong:
+            observed = "; ".join(f"{_version_text(ver)} on links {links_text(links)}"
+                                 for ver, links in sorted(wrong.items()))
+            yield Finding.fail(component, "NVLink version differs from the platform's",
+                               observed, _version_text(want or 0), Action.INVESTIGATE)
+        else:
+            yield Finding.passed(component, "NVLink version as expected",
+                                 _version_text(want or 0), _version_text(want or 0))

@@ -1,0 +1,175 @@
+"""Where the NVLinks go: nvlink.topology (every GPU pair reaches the others) and
+nvlink.remote (each link ends on an NVSwitch, or a GPU of this node)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import combinations
+
+from ...agent.model.gpu import Gpu, NvLink
+from ..finding import Action, Finding
+from ..profile import Profile
+from ..registry import CheckContext, check
+from .helpers import NODE, error_finding, gpu_component, links_text, nvlink_gpus
+
+
+@check("nvlink.topology", needs=("nvml",),
+       remedy="A GPU pair without NVLink P2P runs NCCL over PCIe or not at all. Look at "
+              "nvidia-smi topo -p2p n and nvidia-smi nvlink -s for the GPUs named; on "
+              "NVSwitch boards check that Fabric Manager is running and registered every "
+              "GPU (fabric.manager, fabric.state). Then reset the GPUs named or reboot.",
+       actions=(Action.INVESTIGATE,))
+def topology(ctx: CheckContext) -> Iterator[Finding]:
+    """Every GPU pair can reach each other over NVLink (NVML P2P status, NVLink index).
+
+    NVML's pairwise ``nvmlDeviceGetP2PStatus(..., NVLINK)`` is the same question NCCL
+    and ``nvidia-smi topo -p2p n`` ask; anything but OK for any pair fails, naming the
+    pairs and their status in ``observed``. GPUs that are skipped (no NVLink, MIG, not
+    answering) are left out of the pairs.
+    """
+    findings, judged = nvlink_gpus(ctx)
+    yield from findings
+    if not judged:
+        return
+    if len(judged) < 2:
+        yield Finding.skip(NODE, "fewer than two NVLink GPUs to pair")
+        return
+    nvml = ctx.snapshot.nvml
+    p2p = nvml.p2p_nvlink if nvml is not None else {}
+    if not p2p:
+        yield error_finding(NODE, "NVLink P2P status was not read")
+        return
+    bad: dict[str, str] = {}
+    unread: dict[str, str | None] = {}
+    pairs = list(combinations(sorted(gpu.index for gpu in judged), 2))
+    for a, b in pairs:
+        key = f"{a}-{b}"
+        status = p2p.get(key, p2p.get(f"{b}-{a}"))
+        if status is None or status.startswith("error"):
+            unread[key] = status
+        elif status != "ok":
+            bad[key] = status
+    if bad:
+        yield Finding.fail(NODE, "GPU pairs without NVLink P2P", bad, "ok",
+                           Action.INVESTIGATE)
+    if unread:
+        yield error_finding(NODE, "NVLink P2P status unreadable for some GPU pairs", unread)
+    if not bad and not unread:
+        yield Finding.passed(NODE, "every GPU pair reaches the others over NVLink",
+                             f"{len(pairs)} pairs ok")
+
+
+def _bdf_key(bdf: str | None) -> tuple[int, int, int] | None:
+    """``00000000:3B:00.0`` and ``0000:3b:00.0`` -> (0, 0x3b, 0): NVML pads the domain
+    to 8 digits in some calls and 4 in others, and remote PCI info has no function."""
+    if not bdf:
+        return None
+    try:
+        domain, bus, rest = bdf.strip().lower().split(":")
+        return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+@check("nvlink.remote", needs=("nvml",),
+       remedy="On NVSwitch baseboards (HGX/DGX) every GPU link ends on an NVSwitch; a link "
+              "that reports another endpoint points at the baseboard or Fabric Manager's "
+              "view of it: compare nvidia-smi nvlink -R with the platform and open a "
+              "ticket. On NVL72 trays, a link that ends elsewhere than a switch tray is a "
+              "cabling fault: reseat the tray's NVLink connections (cable cartridge). On "
+              "boards with direct GPU links, a link must end on another GPU of the node.",
+       actions=(Action.INVESTIGATE, Action.RESEAT_CABLE))
+def remote(ctx: CheckContext) -> Iterator[Finding]:
+    """Each active NVLink ends where the platform says: an NVSwitch, or a local GPU.
+
+    On NVSwitch boards (HGX/DGX A100, H100, H200, B200) every link's peer is a SWITCH
+    (hardware.md §1.10); NVML's count of links to an NVSwitch (field 147) equal to the
+    active links settles it without a per-link call. On NVL72 trays the peers are the
+    switch trays' NVSwitches too; a GPU peer fails, an ``unknown`` peer only warns there
+    (no real NVL72 capture of NVML's answer yet). On boards without NVSwitch the peer of
+    every link must be a GPU of this node.
+    """
+    findings, judged = nvlink_gpus(ctx)
+    yield from findings
+    if not judged:
+        return
+    profile = ctx.profile
+    want_switch = profile.nvswitch or profile.nvl72
+    local_gpus = {_bdf_key(g.pci_bdf) for g in (ctx.snapshot.nvml.gpus
+                                                  if ctx.snapshot.nvml else [])}
+    local_gpus.discard(None)
+    for gpu in judged:
+        yield from (_remote_switch(gpu, profile) if want_switch
+                    else _remote_gpu(gpu, local_gpus))
+
+
+def _remote_switch(gpu: Gpu, profile: Profile) -> Iterator[Finding]:
+    component = gpu_component(gpu)
+    active = [link for link in gpu.nvlinks if link.active]
+    if not active:
+        yield Finding.skip(component, "no active NVLinks (nvlink.links_up reports it)")
+        return
+    switch_links = gpu.nvswitch_link_count
+    all_switch = switch_links is not None and switch_links == len(active)
+    bad: list[tuple[NvLink, str]] = []
+    unread: list[int] = []
+    for link in active:
+        kind = link.remote_type or ("switch" if all_switch else None)
+        if kind is None:
+            unread.append(link.link)
+        elif kind != "switch":
+            bad.append((link, kind))
+    for link, kind in bad:
+        where = f"{component}.link{link.link}"
+        observed = {"remote_type": kind, "remote_bdf": link.remote_bdf}
+        if profile.nvl72 and not profile.nvswitch:
+            if kind == "unknown":
+                yield Finding.warn(where, "NVLink endpoint unknown, not an NVSwitch",
+                                   observed, "switch", Action.INVESTIGATE)
+            else:
+                yield Finding.fail(where, f"NVLink ends on a {kind}, not an NVSwitch",
+                                   observed, "switch", Action.RESEAT_CABLE)
+        else:
+            yield Finding.fail(where, f"NVLink ends on a {kind}, not an NVSwitch", observed,
+                               "switch", Action.INVESTIGATE)
+    if unread:
+        if switch_links is not None and switch_links < len(active) and not bad:
+            yield Finding.fail(component, "fewer NVLinks end on an NVSwitch than are active",
+                               f"{switch_links}/{len(active)}", f"{len(active)}/{len(active)}",
+                               Action.INVESTIGATE)
+        elif any(k.endswith("remote_type") for k in gpu.errors):
+            yield error_finding(component, "NVLink endpoint type unreadable",
+                                {"links": links_text(unread)})
+        elif not bad:
+            yield Finding.skip(component, "NVML did not report the NVLink endpoints")
+    elif not bad:
+        yield Finding.passed(component, "every active NVLink ends on an NVSwitch",
+                             f"{len(active)} links", "switch")
+
+
+def _remote_gpu(gpu: Gpu, local_gpus: set[tuple[int, int, int] | None]) -> Iterator[Finding]:
+    component = gpu_component(gpu)
+    active = [link for link in gpu.nvlinks if link.active]
+    if not active:
+        yield Finding.skip(component, "no active NVLinks (nvlink.links_up reports it)")
+        return
+    good = 0
+    unread: list[int] = []
+    for link in active:
+        where = f"{component}.link{link.link}"
+        observed = {"remote_type": link.remote_type, "remote_bdf": link.remote_bdf}
+        if link.remote_type is None:
+            unread.append(link.link)
+        elif link.remote_type != "gpu":
+            yield Finding.fail(where, f"NVLink ends on a {link.remote_type}, not a GPU",
+                               observed, "gpu", Action.INVESTIGATE)
+        elif link.remote_bdf and _bdf_key(link.remote_bdf) not in local_gpus:
+            yield Finding.fail(where, "NVLink peer is not a GPU of this node", observed,
+                               "a local GPU", Action.INVESTIGATE)
+        else:
+            good += 1
+    if unread and not good:
+        yield Finding.skip(component, "NVML did not report the NVLink endpoints")
+    elif good == len(active):
+        yield Finding.passed(component, "every active NVLink ends on a GPU of this node",
+                             f"{good} links", "gpu")

@@ -1,0 +1,82 @@
+"""Hand-built snapshots of real platforms for the nvlink.* and nvswitch.* checks,
+and ``judge``, which runs one check and asserts the actions it declares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusterdiag.agent.model import Snapshot
+from clusterdiag.agent.model.gpu import Gpu, NvLink, NvmlInfo
+from clusterdiag.agent.model.pci import NVIDIA_VENDOR, PciDevice
+from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.profile import load_profile
+from clusterdiag.checks.registry import REGISTRY, CheckContext
+
+NOW = 1_700_000_000.0
+NVLINK_CHECKS = ["nvlink.error_rate", "nvlink.links_up", "nvlink.remote", "nvlink.topology",
+                 "nvlink.version"]
+LEGACY = {"replay": 0, "recovery": 0, "crc": 0}
+NVLINK5 = {"recovery_failed": 0, "recovery": 0, "rcv_errors": 0, "local_link_integrity": 0,
+           "symbol_errors": 0}
+# Per platform: links per GPU, NVML version enum, counters, GPUs.
+PLATFORMS = {"dgx-h100": (18, 6, LEGACY, 8), "dgx-a100": (12, 4, LEGACY, 8),
+             "gb200-nvl72": (18, 7, NVLINK5, 4), "hgx-h100-pcie": (0, None, {}, 8)}
+
+
+
+def make_gpu(index: int, platform: str = "dgx-h100", **changes: Any) -> Gpu:
+    links, version, counters, _ = PLATFORMS[platform]
+    gpu = Gpu(index=index, pci_bdf=f"0000:{0x18 + 16 * index:02x}:00.0",
+              uuid=f"GPU-{platform}-{index}", mig_enabled=False)
+    if links:
+        gpu.nvlink_count = links
+        gpu.nvswitch_link_count = links
+        gpu.nvlinks = [NvLink(link=n, active=True, version=version, speed_mbps=26562,
+                              errors=dict(counters)) for n in range(links)]
+    else:
+        gpu.unsupported["nvlink"] = "NotSupported"
+        gpu.unsupported["nvlink_count"] = "NotSupported"
+    for key, value in changes.items():
+        setattr(gpu, key, value)
+    return gpu
+
+
+def make_snapshot(platform: str = "dgx-h100", gpus: list[Gpu] | None = None,
+                  taken_at: float = NOW, **fields: Any) -> Snapshot:
+    count = PLATFORMS[platform][3]
+    gpus = gpus if gpus is not None else [make_gpu(i, platform) for i in range(count)]
+    p2p = {f"{a.index}-{b.index}": "ok" if PLATFORMS[platform][0] else "not_supported"
+           for i, a in enumerate(gpus) for b in gpus[i + 1:]}
+    nvml = NvmlInfo(driver_version="570.86.15", device_count=len(gpus), gpus=gpus,
+                    p2p_nvlink=p2p)
+    return Snapshot(node="n1", taken_at=taken_at, nvml=nvml, **fields)
+
+
+def judge(check_id: str, snapshot: Snapshot, platform: str = "dgx-h100", *,
+          previous: Snapshot | None = None, **params: Any) -> list[Finding]:
+    spec = REGISTRY[check_id]
+    ctx = CheckContext(snapshot=snapshot, profile=load_profile(platform),
+                       params={**spec.params, **params}, level="full", now=snapshot.taken_at,
+                       previous=previous)
+    findings = list(spec.func(ctx))
+    assert findings, f"{check_id} yielded nothing"
+    for finding in findings:  # every action a check emits is declared
+        if finding.status in (Status.FAIL, Status.WARN):
+            assert finding.action in spec.actions, (check_id, finding)
+        if finding.status in (Status.SKIP, Status.ERROR):
+            assert finding.message
+    return findings
+
+
+def by_status(findings: list[Finding], status: Status) -> list[Finding]:
+    return [f for f in findings if f.status is status]
+
+
+def one(findings: list[Finding]) -> Finding:
+    assert len(findings) == 1, findings
+    return findings[0]
+
+
+def nvswitch(bdf: str) -> PciDevice:
+    return PciDevice(bdf=bdf, vendor=NVIDIA_VENDOR, device=0x22A3, pci_class=0x068000,
+                     driver="nvidia-nvswitch")

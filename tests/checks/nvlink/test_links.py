@@ -1,0 +1,86 @@
+"""nvlink.links_up and nvlink.version (checks/nvlink/links.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterdiag.checks.finding import Action, Status
+from tests.checks.nvlink.factory import PLATFORMS, by_status, judge, make_gpu, make_snapshot, one
+
+# --- nvlink.links_up ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("platform", "links"), [("dgx-h100", 18), ("dgx-a100", 12),
+                                                  ("gb200-nvl72", 18)])
+def test_links_up_passes_on_healthy_boards(platform: str, links: int) -> None:
+    findings = judge("nvlink.links_up", make_snapshot(platform), platform)
+    assert {f.status for f in findings} == {Status.PASS}
+    assert len(findings) == PLATFORMS[platform][3]
+    assert findings[0].observed == f"{links}/{links}"
+
+
+def test_links_up_names_the_gpu_and_the_down_link() -> None:
+    gpus = [make_gpu(i) for i in range(8)]
+    gpus[3].nvlinks[7].active = False
+    gpus[3].nvlinks[12].active = False
+    findings = judge("nvlink.links_up", make_snapshot(gpus=gpus))
+    bad = one(by_status(findings, Status.FAIL))
+    assert bad.component == "gpu3"
+    assert bad.observed == "16/18 (down: 7, 12)"
+    assert str(bad.observed).startswith("16/18")  # drain reason: nvlink.links_up gpu3 16/18
+    assert bad.expected == "18/18"
+    assert bad.action is Action.RESET_GPU
+    assert bad.message == "NVLinks down"  # no per-node numbers in the message
+    assert len(by_status(findings, Status.PASS)) == 7
+
+
+def test_links_up_counts_links_nvml_does_not_report_as_down() -> None:
+    # An H800-like part (8 links) or a link NVML lost altogether, against an 18-link profile.
+    gpus = [make_gpu(i) for i in range(8)]
+    gpus[0].nvlinks = gpus[0].nvlinks[:8]
+    bad = one(by_status(judge("nvlink.links_up", make_snapshot(gpus=gpus)), Status.FAIL))
+    assert bad.observed == "8/18 (down: 8-17)"
+
+
+def test_links_down_on_every_gpu_is_a_reboot() -> None:
+    gpus = [make_gpu(i, "dgx-a100") for i in range(8)]
+    for gpu in gpus:
+        for link in gpu.nvlinks:
+            link.active = False
+    findings = judge("nvlink.links_up", make_snapshot("dgx-a100", gpus), "dgx-a100")
+    assert len(by_status(findings, Status.FAIL)) == 8
+    assert {f.action for f in findings} == {Action.REBOOT}
+    assert findings[0].observed == "0/12 (down: 0-11)"
+
+
+def test_links_up_unreadable_state_is_an_error() -> None:
+    gpus = [make_gpu(i) for i in range(8)]
+    gpus[1].nvlinks[4].active = None
+    gpus[1].errors["nvlink4.state"] = "Unknown"
+    gpus[2].nvlinks = []
+    gpus[2].errors["nvlink_fields"] = "Timeout"
+    findings = judge("nvlink.links_up", make_snapshot(gpus=gpus))
+    errors = by_status(findings, Status.ERROR)
+    assert [f.component for f in errors] == ["gpu1", "gpu2"]
+    assert not by_status(findings, Status.FAIL)
+
+
+# --- nvlink.version -------------------------------------------------------------------
+
+def test_version_passes_and_fails_on_a_mismatched_link() -> None:
+    assert {f.status for f in judge("nvlink.version", make_snapshot())} == {Status.PASS}
+    gpus = [make_gpu(i) for i in range(8)]
+    for link in gpus[4].nvlinks[:12]:
+        link.version = 4
+    bad = one(by_status(judge("nvlink.version", make_snapshot(gpus=gpus)), Status.FAIL))
+    assert bad.component == "gpu4"
+    assert bad.observed == "4 (NVLink 3.0) on links 0-11"
+    assert bad.expected == "6 (NVLink 4.0)"
+    assert bad.action is Action.INVESTIGATE
+
+
+def test_version_ignores_down_links() -> None:
+    gpus = [make_gpu(i, "gb200-nvl72") for i in range(4)]
+    gpus[0].nvlinks[0].active = False
+    gpus[0].nvlinks[0].version = 0
+    findings = judge("nvlink.version", make_snapshot("gb200-nvl72", gpus), "gb200-nvl72")
+    assert {f.status for f in findings} == {Status.PASS}
