@@ -105,7 +105,10 @@ def source_env(config: Config, root: str | Path | None, kernel_log: str | Path |
 
         env = simulated_env(simulate, node, config)
     else:
-        env = SourceEnv(node=node_name(config, node))
+        from .nccl_cache import NAME, PersistedVersions
+
+        cache = Path(config.section("agent")["state_dir"]) / NAME
+        env = SourceEnv(node=node_name(config, node), nccl_versions=PersistedVersions(cache))
     check_places(root, kernel_log)
     if root is not None:
         env.root = Path(root)

@@ -195,6 +195,8 @@ def nccl_versions(paths: list[str], timeout_s: float) -> NcclVersions:
         hit = _versions.get(path)
         if key is not None and hit is not None and hit[0] == key:
             answers[path] = (hit[1], None)
+        elif (header := _not_elf(path)) is not None:
+            answers[path] = (None, header)
     missing = [path for path in paths if path not in answers]
     if missing:
         probed = _probe_versions(missing, timeout_s)
@@ -204,6 +206,35 @@ def nccl_versions(paths: list[str], timeout_s: float) -> NcclVersions:
                 _versions[path] = (key, code)
         answers.update(probed)
     return answers
+
+
+def remember_version(path: str, key: FileKey, code: int) -> None:
+    """Take a version read earlier (another run's, nccl_cache.py) as if probed here."""
+    _versions[path] = (key, code)
+
+
+def remembered_version(path: str) -> tuple[FileKey, int] | None:
+    return _versions.get(path)
+
+
+def _not_elf(path: str) -> str | None:
+    """Why ``path`` cannot be a shared library by its first bytes, without loading it: a
+    file that is not ELF (a stub, a linker script, a captured tree's placeholder) fails
+    every probe alike, and a probe is a fresh interpreter. None when it may be one, or
+    cannot be read here (the probe then says why)."""
+    from ..reports.safefile import open_regular_fd
+
+    try:
+        fd = open_regular_fd(path, follow=True)  # a FIFO planted there must not block us
+    except OSError:
+        return None
+    try:
+        magic = os.read(fd, 4)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if magic == b"\x7fELF" else "not an ELF shared object (no ELF header)"
 
 
 def _probe_versions(paths: list[str], timeout_s: float) -> NcclVersions:

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..nccl_cache import NAME as NCCL_CACHE
+from ..nccl_cache import PersistedVersions
 from . import logfmt
 from .loop import Agent, Overrides, state_dir
 from .notify import Notifier
@@ -38,6 +40,8 @@ def start(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         else None
     security = security_from(config.section("agent"), listen)
     state = state_dir(config, state_path)
+    if isinstance(env.nccl_versions, PersistedVersions):  # beside the report it writes
+        env.nccl_versions.path = state.path / NCCL_CACHE
     overrides = Overrides(listen=listen, interval_s=interval, level=level, profile=profile)
     return Agent(config, env, state, security, overrides, notifier).run()
 

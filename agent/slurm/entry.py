@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from ...checks.finding import Status
-from ..errors import ClusterdiagError
+from ..errors import ClusterdiagError, ExitCode
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
 from .reason import EPILOG, OWN_ERROR, PREFIX, clip, drain_reason, owned, parse
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     Body = Callable[["Run"], "Outcome"]
     Act = Callable[["Run", "Outcome", float], int]
 
-EXIT_OK, EXIT_FAIL = 0, 1
 SCONTROL_CALLS = 2  # drain() and resume_if_ours(): show node, then update
 
 
@@ -137,7 +136,7 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
         config, node, env = _setup(inputs, job)
     except ClusterdiagError as exc:
         log("ERROR cannot start, exiting 0 so the node is not drained for it", error=exc)
-        return EXIT_OK
+        return ExitCode.READY
     log.fields["node"] = node
     budget = float(config.section(program)["budget_s"])
     deadline = time.monotonic() - seconds_since_process_start() + budget
@@ -170,11 +169,11 @@ def own_error(run: Run, error: str) -> int:
     if not run.settings["fail_closed"]:
         run.log("ERROR could not check the node, exiting 0 (fail_closed is false)",
                 error=error)
-        return EXIT_OK
+        return ExitCode.READY
     run.log("ERROR could not check the node, failing (fail_closed is true)", error=error)
     if run.settings["drain"]:
         drain(run, clip(f"{PREFIX} {OWN_ERROR} {error}"))
-    return EXIT_FAIL
+    return ExitCode.FAIL
 
 
 def decide(run: Run, outcome: Outcome, seconds: float) -> int:
@@ -189,13 +188,13 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
         run.log("FAIL node not ready", reason=reason, fails=len(fails), **summary)
         if reason and run.settings["drain"]:
             drain(run, reason)
-        return EXIT_FAIL
+        return ExitCode.FAIL
     if errors:
         return own_error(run, f"{len(errors)} check(s) could not run, first "
                               f"{errors[0].check}: {errors[0].message}")
     warns = sum(f.status is Status.WARN for f in outcome.findings)
     run.log("pass", warnings=warns, **summary)
-    return EXIT_OK
+    return ExitCode.READY
 
 
 def drain(run: Run, reason: str) -> None:

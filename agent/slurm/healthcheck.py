@@ -13,9 +13,10 @@ is smaller (``healthcheck.budget_s``) and the wrapper must export SLURM_CONF.
 from __future__ import annotations
 
 from ...checks.finding import Finding, Status
+from ..errors import ExitCode
 from ..runner import run_node
 from .agent_report import Cached, load_trusted
-from .entry import EXIT_OK, Inputs, Outcome, Run, decide, execute
+from .entry import Inputs, Outcome, Run, decide, execute
 from .prolog import JOB_DEPENDENT, options
 from .reason import owned, parse
 from .scontrol import SlurmError
@@ -96,6 +97,6 @@ def act(run: Run, outcome: Outcome, seconds: float) -> int:
     """decide() drains on a fail; a clean pass may also lift our own drain."""
     code = decide(run, outcome, seconds)
     clean = not any(f.status in (Status.FAIL, Status.ERROR) for f in outcome.findings)
-    if code == EXIT_OK and clean:
+    if code == ExitCode.READY and clean:
         resume_if_ours(run, outcome.findings)
     return code

@@ -188,7 +188,7 @@ def test_a_version_is_probed_once_until_the_library_changes(
 
 def test_a_failed_probe_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bogus = tmp_path / "libnccl.so.2"
-    bogus.write_bytes(b"not an ELF file")
+    bogus.write_bytes(b"\x7fELF but no library")
     probes: list[list[str]] = []
     real_probe = sources._probe_versions
     monkeypatch.setattr(sources, "_probe_versions",

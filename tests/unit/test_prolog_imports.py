@@ -59,6 +59,7 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.collectors.nvml", "agent.collectors.nvml_budget", "agent.collectors.nvml_read",
     "agent.collectors.pci",
     "agent.config", "agent.kernel_log", "agent.model", "agent.model.gpu", "agent.model.host",
+    "agent.nccl_cache",
     "agent.model.ib", "agent.model.kernel", "agent.model.nccl", "agent.model.pci",
     "agent.model.version", "agent.runner", "agent.serde", "agent.session",
     "agent.slurm.agent_report", "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log",
