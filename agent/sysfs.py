@@ -183,7 +183,8 @@ def list_readable(path: str | os.PathLike[str]) -> tuple[list[str], str | None]:
 def parse_int(text: str | None, base: int = 0) -> tuple[int | None, str | None]:
     if text is None:
         return None, "missing"
-    word = text.split()[0] if text.split() else ""
+    words = text.split(None, 1)
+    word = words[0] if words else ""
     if "_" in word:  # Python reads 1_000 as a number; the kernel never writes one
         return None, f"garbage {text[:40]!r}"
     try:
