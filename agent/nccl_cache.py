@@ -90,8 +90,11 @@ class PersistedVersions:
         for path, entry in stored.items():
             sources.remember_version(path, *entry)
         answers = sources.nccl_versions(paths, timeout_s)
-        learned = {path: entry for path in paths
-                   if (entry := sources.remembered_version(path)) is not None}
+        learned = {}
+        for path in paths:
+            known = sources.remembered_version(path)
+            if known is not None:
+                learned[path] = known
         if any(stored.get(path) != entry for path, entry in learned.items()):
             self._save({**stored, **learned})
         return answers
