@@ -2,7 +2,8 @@
 
 A snapshot shipped from a broken node is judged elsewhere, so the file may be anything:
 a FIFO (an open that blocks), ``/dev/zero`` (a read that never ends), a huge or deeply
-nested JSON document, another schema, NaN where a number belongs, a node name holding
+nested JSON document, another schema (an earlier one, in READABLE_SCHEMAS, is brought to
+the current one by agent/model/upgrade.py), NaN where a number belongs, a node name holding
 control characters that the renderers or ``--exclude-file`` would write out. The file is
 read with reports/safefile.py (regular files only, opened without blocking, at most
 MAX_BYTES) and every problem is a UsageError (exit 2) of one bounded line naming the file.
@@ -18,7 +19,7 @@ from ..checks.rates import sample_interval
 from ..reports.hostname import is_node_name, same_host
 from ..reports.safefile import describe, read_regular
 from .errors import UsageError
-from .model import SNAPSHOT_SCHEMA, Snapshot
+from .model import READABLE_SCHEMAS, SNAPSHOT_SCHEMA, Snapshot
 from .serde import SerdeError
 
 # A DGX H100 snapshot is ~150 KB; one listing every line of a large kernel log a few MB.
@@ -60,7 +61,7 @@ def load_snapshot(path: Path, flag: str = "--from-snapshot") -> Snapshot:
     if not isinstance(data, dict):
         raise UsageError(f"{where}: not a clusterdiag snapshot (not a JSON object)")
     tag = data.get("schema")
-    if tag != SNAPSHOT_SCHEMA:
+    if tag not in READABLE_SCHEMAS:
         what = "no schema tag" if tag is None else f"schema {_one_line(str(tag))!r}"
         raise UsageError(f"{where}: not a {SNAPSHOT_SCHEMA} snapshot ({what})")
     try:

@@ -33,15 +33,17 @@ FATAL = frozenset({"GpuIsLost", "ResetRequired"})
 ARCH_HOPPER = 9
 ARCH_BLACKWELL = 10
 
-# Device-scope fields read in the one batch (NVML_FI_DEV_*; hardware.md §1.5-1.10).
+# Device-scope fields read in the one batch (NVML_FI_DEV_*; hardware.md §1.5-1.10), keyed by
+# the Gpu field each fills: a failed one is reported under that same name.
 DEVICE_FIELDS: dict[str, int] = {
-    "ecc_current": 1, "ecc_pending": 2,
-    "ecc_sbe_volatile": 3, "ecc_dbe_volatile": 4, "ecc_sbe_aggregate": 5, "ecc_dbe_aggregate": 6,
-    "retired_sbe": 29, "retired_dbe": 30, "retired_pending": 31,
-    "remapped_cor": 142, "remapped_unc": 143, "remap_pending": 144, "remap_failure": 145,
-    "memory_temp": 82, "recovery_action": 230, "pcie_replay": 94,
-    "nvlink_count": 91, "nvswitch_links": 147,
-    "power_average": 185, "power_current_limit": 190, "power_default_limit": 189,
+    "ecc_enabled": 1, "ecc_pending": 2,
+    "ecc_volatile_corrected": 3, "ecc_volatile_uncorrected": 4,
+    "ecc_aggregate_corrected": 5, "ecc_aggregate_uncorrected": 6,
+    "retired_pages_sbe": 29, "retired_pages_dbe": 30, "retired_pending": 31,
+    "remapped_corrected": 142, "remapped_uncorrected": 143, "remap_pending": 144,
+    "remap_failure": 145, "memory_temperature_c": 82, "recovery_action": 230,
+    "pcie_replay_count": 94, "nvlink_count": 91, "nvswitch_link_count": 147,
+    "power_draw_w": 185, "power_limit_w": 190, "power_default_limit_w": 189,
 }
 # Per-link fields (scope = link). Blackwell dropped the DL replay/recovery/CRC counters
 # (nvml.h on fields 161-163: "unsupported for Blackwell+"), so each generation asks for its own.
@@ -123,7 +125,7 @@ class GpuReader:
         g.uuid = self.call("uuid", "nvmlDeviceGetUUID", h)
         g.minor_number = self.call("minor_number", "nvmlDeviceGetMinorNumber", h)
         g.serial = self.call("serial", "nvmlDeviceGetSerial", h)
-        pci = self.call("pci", "nvmlDeviceGetPciInfo", h)
+        pci = self.call("pci_bdf", "nvmlDeviceGetPciInfo", h)
         if pci is not None:
             g.pci_bdf = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
         g.board_part_number = self.call("board_part_number", "nvmlDeviceGetBoardPartNumber", h)
@@ -131,22 +133,26 @@ class GpuReader:
         g.inforom_image = self.call("inforom_image", "nvmlDeviceGetInforomImageVersion", h)
         self._inforom_validity()
         g.architecture = self.call("architecture", "nvmlDeviceGetArchitecture", h)
-        mem = self.call("memory", "nvmlDeviceGetMemoryInfo", h)
+        mem = self.call("memory_total_bytes", "nvmlDeviceGetMemoryInfo", h)
         g.memory_total_bytes = int(mem.total) if mem is not None else None
-        g.temperature_c = self.call("temperature", "nvmlDeviceGetTemperature", h, 0)
+        g.temperature_c = self.call("temperature_c", "nvmlDeviceGetTemperature", h,
+                                  0)
         g.slowdown_temperature_c = self.call(
-            "slowdown_temperature", "nvmlDeviceGetTemperatureThreshold", h, 1)
+            "slowdown_temperature_c", "nvmlDeviceGetTemperatureThreshold", h, 1)
         g.clock_event_reasons = self.call(
             "clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h)
-        g.sm_clock_mhz = self.call("sm_clock", "nvmlDeviceGetClockInfo", h, NVML_CLOCK_SM)
-        g.sm_clock_max_mhz = self.call("sm_clock_max", "nvmlDeviceGetMaxClockInfo", h,
-                                       NVML_CLOCK_SM)
+        g.sm_clock_mhz = self.call("sm_clock_mhz", "nvmlDeviceGetClockInfo", h,
+                                   NVML_CLOCK_SM)
+        g.sm_clock_max_mhz = self.call("sm_clock_max_mhz", "nvmlDeviceGetMaxClockInfo",
+                                       h, NVML_CLOCK_SM)
         g.performance_state = self.call("performance_state", "nvmlDeviceGetPerformanceState", h)
-        g.pcie_gen_current = self.call("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h)
-        g.pcie_width_current = self.call("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", h)
+        g.pcie_gen_current = self.call("pcie_gen_current",
+                                       "nvmlDeviceGetCurrPcieLinkGeneration", h)
+        g.pcie_width_current = self.call("pcie_width_current",
+                                         "nvmlDeviceGetCurrPcieLinkWidth", h)
         persistence = self.call("persistence_mode", "nvmlDeviceGetPersistenceMode", h)
         g.persistence_mode = None if persistence is None else bool(persistence)
-        mig = self.call("mig_mode", "nvmlDeviceGetMigMode", h)
+        mig = self.call("mig_enabled", "nvmlDeviceGetMigMode", h)  # and mig_pending
         if mig is not None:
             g.mig_enabled, g.mig_pending = bool(mig[0]), bool(mig[1])
         self._processes()
@@ -164,7 +170,7 @@ class GpuReader:
         return g
 
     def _clock_event_time(self) -> None:
-        values = self.call("clock_event_time", "nvmlDeviceGetFieldValues", self.handle,
+        values = self.call("clock_event_time_ns", "nvmlDeviceGetFieldValues", self.handle,
                            list(CLOCK_EVENT_TIME_FIELDS.values()))
         if values is None:
             return
@@ -173,9 +179,9 @@ class GpuReader:
             if err is None:
                 self.gpu.clock_event_time_ns[name] = int(value)
             elif err in UNSUPPORTED or err == "InvalidArgument":
-                self.gpu.unsupported[f"clock_event_time.{name}"] = err
+                self.gpu.unsupported[f"clock_event_time_ns.{name}"] = err
             else:
-                self.gpu.errors[f"clock_event_time.{name}"] = err
+                self.gpu.errors[f"clock_event_time_ns.{name}"] = err
 
     def _inforom_validity(self) -> None:
         try:
@@ -222,7 +228,7 @@ class GpuReader:
     def _sram(self) -> None:
         status = self.nv.c_nvmlEccSramErrorStatus_v1_t()
         status.version = getattr(self.nv, "nvmlEccSramErrorStatus_v1", 0x1000068)
-        if self.call("sram", "nvmlDeviceGetSramEccErrorStatus", self.handle,
+        if self.call("sram_threshold_exceeded", "nvmlDeviceGetSramEccErrorStatus", self.handle,
                      ctypes.byref(status)) is not None:
             self.gpu.sram_threshold_exceeded = bool(status.bThresholdExceeded)
 
@@ -254,38 +260,21 @@ class GpuReader:
         for name, (_value, err) in got.items():
             if err is not None:
                 (g.unsupported if err in UNSUPPORTED else g.errors)[name] = err
-        val = {k: v for k, (v, _) in got.items()}
-        g.ecc_enabled = _flag(val["ecc_current"])
-        g.ecc_pending = _flag(val["ecc_pending"])
-        g.ecc_volatile_corrected = _int(val["ecc_sbe_volatile"])
-        g.ecc_volatile_uncorrected = _int(val["ecc_dbe_volatile"])
-        g.ecc_aggregate_corrected = _int(val["ecc_sbe_aggregate"])
-        g.ecc_aggregate_uncorrected = _int(val["ecc_dbe_aggregate"])
-        g.retired_pages_sbe = _int(val["retired_sbe"])
-        g.retired_pages_dbe = _int(val["retired_dbe"])
-        g.retired_pending = _flag(val["retired_pending"])
-        g.remapped_corrected = _int(val["remapped_cor"])
-        g.remapped_uncorrected = _int(val["remapped_unc"])
-        g.remap_pending = _flag(val["remap_pending"])
-        g.remap_failure = _flag(val["remap_failure"])
-        g.memory_temperature_c = _int(val["memory_temp"])
-        g.recovery_action = _int(val["recovery_action"])
-        g.pcie_replay_count = _int(val["pcie_replay"])
-        g.nvlink_count = _int(val["nvlink_count"])
-        g.nvswitch_link_count = _int(val["nvswitch_links"])
-        g.power_draw_w = _watts(val["power_average"])
-        g.power_limit_w = _watts(val["power_current_limit"])
-        g.power_default_limit_w = _watts(val["power_default_limit"])
+        for name, (value, _err) in got.items():
+            setattr(g, name, _convert(name, value))
         if g.nvlink_count:
             self._links(g.nvlink_count)
         elif g.nvlink_count == 0 or "nvlink_count" in g.unsupported:
-            g.unsupported.setdefault("nvlink", "NotSupported")
+            g.unsupported.setdefault("nvlinks", "NotSupported")
 
     def _links(self, count: int) -> None:
         errors = LINK_ERRORS_NVLINK5 if (self.gpu.architecture or 0) >= ARCH_BLACKWELL \
             else LINK_ERRORS_LEGACY
-        per_link = [("state", LINK_STATE), ("version", LINK_VERSION), ("speed", LINK_SPEED),
-                    *errors.items()]
+        # Keyed by the NvLink field each fills (a counter by its place in ``errors``), so a
+        # failed one is reported as ``nvlinks.<link>.<that name>``.
+        per_link = [("active", LINK_STATE), ("version", LINK_VERSION),
+                    ("speed_mbps", LINK_SPEED),
+                    *((f"errors.{name}", fid) for name, fid in errors.items())]
         request = [(fid, link) for link in range(count) for _, fid in per_link]
         values = self.call("nvlink_fields", "nvmlDeviceGetFieldValues", self.handle, request)
         if values is None:
@@ -297,25 +286,25 @@ class GpuReader:
                 value, err = _field_value(values[link * width + j])
                 if err is not None:
                     if err not in UNSUPPORTED:
-                        self.gpu.errors[f"nvlink{link}.{name}"] = err
+                        self.gpu.errors[f"nvlinks.{link}.{name}"] = err
                     continue
-                if name == "state":
+                if name == "active":
                     entry.active = int(value) == 1
                 elif name == "version":
                     entry.version = int(value)
-                elif name == "speed":
+                elif name == "speed_mbps":
                     entry.speed_mbps = int(value)
                 else:
-                    entry.errors[name] = int(value)
+                    entry.errors[name.removeprefix("errors.")] = int(value)
             self.gpu.nvlinks.append(entry)
 
     def remote(self, link: NvLink) -> None:
         """Per-link peer details: asked only when the fast path (field 147) disagrees."""
-        kind = self.call(f"nvlink{link.link}.remote_type",
+        kind = self.call(f"nvlinks.{link.link}.remote_type",
                          "nvmlDeviceGetNvLinkRemoteDeviceType", self.handle, link.link)
         if kind is not None:
             link.remote_type = REMOTE_TYPES.get(int(kind), "unknown")
-        pci = self.call(f"nvlink{link.link}.remote_pci",
+        pci = self.call(f"nvlinks.{link.link}.remote_bdf",
                         "nvmlDeviceGetNvLinkRemotePciInfo", self.handle, link.link)
         if pci is not None:
             link.remote_bdf = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
@@ -356,16 +345,20 @@ _RETURN_NAMES = {3: "NotSupported", 4: "NoPermission", 13: "FunctionNotFound",
                  15: "GpuIsLost", 16: "ResetRequired", 2: "InvalidArgument", 999: "Unknown"}
 
 
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+def _convert(name: str, value: Any) -> bool | int | float | None:
+    """A device field's raw value as the Gpu field ``name`` types it."""
+    if value is None:
+        return None
+    if name in _FLAG_FIELDS:
+        return bool(value)
+    if name in _WATT_FIELDS:
+        return round(float(value) / 1000.0, 3)  # NVML answers milliwatts
+    return int(value)
 
 
-def _flag(value: Any) -> bool | None:
-    return None if value is None else bool(value)
-
-
-def _watts(value: Any) -> float | None:
-    return None if value is None else round(float(value) / 1000.0, 3)
+_FLAG_FIELDS = frozenset({"ecc_enabled", "ecc_pending", "retired_pending", "remap_pending",
+                          "remap_failure"})
+_WATT_FIELDS = frozenset({"power_draw_w", "power_limit_w", "power_default_limit_w"})
 
 
 def read_system(nv: Any, info: NvmlInfo) -> bool:

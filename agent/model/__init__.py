@@ -16,8 +16,12 @@ from .ib import IbDevice
 from .kernel import KernelLog
 from .nccl import AllreduceRun, NcclInfo
 from .pci import PciDevice
+from .upgrade import SNAPSHOT_SCHEMA_V1, SNAPSHOT_SCHEMA_V2, upgrade
 
-SNAPSHOT_SCHEMA = "clusterdiag/snapshot/v1"
+# v2: a GPU's unsupported/errors reasons are keyed by the model's field names (upgrade.py).
+SNAPSHOT_SCHEMA = SNAPSHOT_SCHEMA_V2
+# What a saved snapshot may be tagged: the current schema, and those upgrade() brings to it.
+READABLE_SCHEMAS = (SNAPSHOT_SCHEMA_V1, SNAPSHOT_SCHEMA_V2)
 # The Snapshot fields that one source each fills (agent/collect.py SOURCES, one entry per
 # name): what a check's ``needs`` may name, checked when the check registers.
 SOURCE_FIELDS = frozenset({"host", "pci", "nvml", "kernel_log", "infiniband", "nccl",
@@ -65,8 +69,9 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: Any) -> Snapshot:
-        snap: Snapshot = from_jsonable(cls, data)
+        """The snapshot ``data`` describes, in the current schema whatever it was saved in."""
+        snap: Snapshot = from_jsonable(cls, upgrade(data))
         return snap
 
 
-__all__ = ["SNAPSHOT_SCHEMA", "SOURCE_FIELDS", "Snapshot", "SourceStats"]
+__all__ = ["READABLE_SCHEMAS", "SNAPSHOT_SCHEMA", "SOURCE_FIELDS", "Snapshot", "SourceStats"]

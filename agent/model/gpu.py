@@ -3,6 +3,14 @@
 A value NVML does not support on this part is ``None`` with its name in ``unsupported``
 (with the NVML error name as the reason); any other failure goes to ``errors``. Checks
 tell "not supported here" (skip) from "broken" (fail) by that difference alone.
+
+A reason is keyed by the name of the field it left empty (``temperature_c``); a value
+inside a list or dict by its path (``nvlinks.3.active``, ``nvlinks.3.errors.crc``,
+``clock_event_time_ns.sw_thermal``); ``nvlinks`` in ``unsupported`` means no NVLink on this
+GPU. Only what fills no one field keeps its own name: ``handle`` (the GPU could not be
+opened), ``fields`` and ``nvlink_fields`` (a whole field-value batch failed), ``reader``
+and ``deadline`` (the reading itself). Snapshots of schema v1 used NVML-ish names
+(``temperature``); upgrade.py renames them when such a file is read.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def ecc_mode(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in gpus:
         comp, cur, pending = component(gpu), gpu.ecc_enabled, gpu.ecc_pending
         if cur is None:
-            yield missing(gpu, "ECC mode", "ecc_current", FIELDS)
+            yield missing(gpu, "ECC mode", "ecc_enabled", FIELDS)
             continue
         observed = {"current": _on(cur), "pending": _on(pending)}
         if not cur and required:
@@ -82,7 +82,8 @@ def ecc_uncorrected(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in gpus:
         comp, count = component(gpu), gpu.ecc_volatile_uncorrected
         if count is None:
-            yield missing(gpu, "volatile uncorrected ECC count", "ecc_dbe_volatile", FIELDS)
+            yield missing(gpu, "volatile uncorrected ECC count", "ecc_volatile_uncorrected",
+                          FIELDS)
         elif count > limit:
             yield Finding.fail(comp, "uncorrected ECC errors since the last reset", count,
                                f"<= {limit}", Action.RESET_GPU)
@@ -120,7 +121,7 @@ def ecc_corrected_rate(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in gpus:
         comp, prev = component(gpu), previous_gpu(ctx, gpu)
         if gpu.ecc_volatile_corrected is None:
-            yield missing(gpu, "volatile corrected ECC count", "ecc_sbe_volatile", FIELDS)
+            yield missing(gpu, "volatile corrected ECC count", "ecc_volatile_corrected", FIELDS)
             continue
         rate = counter_rate(prev.ecc_volatile_corrected if prev else None,
                             gpu.ecc_volatile_corrected, dt)
@@ -159,7 +160,7 @@ def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
         comp = component(gpu)
         sbe, dbe, pending = gpu.retired_pages_sbe, gpu.retired_pages_dbe, gpu.retired_pending
         if sbe is None and dbe is None and pending is None:
-            yield missing(gpu, "page retirement", "retired_sbe", "retired_dbe",
+            yield missing(gpu, "page retirement", "retired_pages_sbe", "retired_pages_dbe",
                           "retired_pending", FIELDS)
             continue
         total = (sbe or 0) + (dbe or 0)
@@ -205,7 +206,7 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     rows_limit = int(ctx.params["rma_uncorrectable_rows"])
     banks_limit = ctx.params["max_banks_without_spares"]
-    keys = ("remap_pending", "remap_failure", "remapped_unc", FIELDS)
+    keys = ("remap_pending", "remap_failure", "remapped_uncorrected", FIELDS)
     for gpu in gpus:
         comp = component(gpu)
         pending, failure = gpu.remap_pending, gpu.remap_failure
@@ -269,7 +270,7 @@ def memory_size(ctx: CheckContext) -> Iterator[Finding]:
         comp = component(gpu)
         expected = _expected_gib(ctx, gpu)
         if gpu.memory_total_bytes is None:
-            yield missing(gpu, "memory size", "memory")
+            yield missing(gpu, "memory size", "memory_total_bytes")
             continue
         if expected is None:
             yield skip_finding(comp, "no expected memory size (profile, model name or "

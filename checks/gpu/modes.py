@@ -48,11 +48,11 @@ def mig_mode(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in gpus:
         comp, cur, pending = component(gpu), gpu.mig_enabled, gpu.mig_pending
         if cur is None:
-            if want == "enabled" and "mig_mode" in gpu.unsupported:
+            if want == "enabled" and "mig_enabled" in gpu.unsupported:
                 yield Finding.fail(comp, "MIG required but not supported on this GPU",
-                                   gpu.unsupported["mig_mode"], "enabled", Action.FIX_CONFIG)
+                                   gpu.unsupported["mig_enabled"], "enabled", Action.FIX_CONFIG)
             else:
-                yield missing(gpu, "MIG mode", "mig_mode")
+                yield missing(gpu, "MIG mode", "mig_enabled")
             continue
         observed = {"current": _mig(cur), "pending": _mig(pending)}
         ok = want == "any" or _mig(cur) == want

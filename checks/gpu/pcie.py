@@ -85,7 +85,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
         comp = component(gpu)
         link = link_view(ctx.snapshot, gpu, prof.gpu_pcie_gen, prof.gpu_pcie_width)
         if link.width is None:
-            yield missing(gpu, "PCIe link width", "pcie_width")
+            yield missing(gpu, "PCIe link width", "pcie_width_current")
         elif link.max_width is None:
             yield skip_finding(comp, "no expected PCIe width (not in sysfs or the profile)",
                                link.width)
@@ -99,7 +99,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
         pstate = gpu.performance_state
         observed = {"gen": link.gen, "pstate": pstate}
         if link.gen is None:
-            yield missing(gpu, "PCIe link generation", "pcie_gen")
+            yield missing(gpu, "PCIe link generation", "pcie_gen_current")
         elif link.max_gen is None:
             yield skip_finding(comp, "no expected PCIe generation (not in sysfs or the "
                                      "profile)", observed)
@@ -145,7 +145,7 @@ def pcie_replay_rate(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in gpus:
         comp, prev = component(gpu), previous_gpu(ctx, gpu)
         if gpu.pcie_replay_count is None:
-            yield missing(gpu, "PCIe replay counter", "pcie_replay", FIELDS)
+            yield missing(gpu, "PCIe replay counter", "pcie_replay_count", FIELDS)
             continue
         rate = counter_rate(prev.pcie_replay_count if prev else None, gpu.pcie_replay_count, dt)
         if rate is None:

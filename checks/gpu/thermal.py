@@ -36,9 +36,9 @@ def temperature(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in gpus:
         comp, temp, slow = component(gpu), gpu.temperature_c, gpu.slowdown_temperature_c
         if temp is None:
-            yield missing(gpu, "GPU temperature", "temperature")
+            yield missing(gpu, "GPU temperature", "temperature_c")
         elif slow is None:
-            yield missing(gpu, "slowdown temperature threshold", "slowdown_temperature")
+            yield missing(gpu, "slowdown temperature threshold", "slowdown_temperature_c")
         else:
             observed = {"temperature_c": temp, "slowdown_c": slow, "margin_c": slow - temp}
             if temp >= slow:
@@ -163,7 +163,7 @@ def clocks(ctx: CheckContext) -> Iterator[Finding]:
         if any(f.status is not Status.PASS for f in found):
             yield from (f for f in found if f.status is not Status.PASS)
         elif gpu.sm_clock_mhz is None or gpu.sm_clock_max_mhz is None:
-            yield missing(gpu, "SM clock", "sm_clock", "sm_clock_max")
+            yield missing(gpu, "SM clock", "sm_clock_mhz", "sm_clock_max_mhz")
         else:
             yield Finding.passed(comp, "SM clock not held below its maximum",
                                  {"sm_clock_mhz": gpu.sm_clock_mhz,
@@ -217,10 +217,10 @@ def power_limit(ctx: CheckContext) -> Iterator[Finding]:
         reference = ctx.params["expected_w"] or ctx.profile.gpu_power_limit_w \
             or gpu.power_default_limit_w
         if limit is None:
-            yield missing(gpu, "power limit", "power_current_limit", FIELDS)
+            yield missing(gpu, "power limit", "power_limit_w", FIELDS)
             continue
         if reference is None:
-            yield missing(gpu, "default power limit", "power_default_limit", FIELDS)
+            yield missing(gpu, "default power limit", "power_default_limit_w", FIELDS)
             continue
         observed = {"limit_w": limit, "default_w": gpu.power_default_limit_w}
         floor = float(reference) * (1 - tolerance / 100)

@@ -80,7 +80,7 @@ def nvlink_gpus(ctx: CheckContext) -> tuple[list[Finding], list[Gpu]]:
         if not answering(gpu):
             findings.append(Finding.skip(component, "GPU did not answer NVML "
                                                     "(gpu.responsive reports it)"))
-        elif "nvlink" in gpu.unsupported:
+        elif "nvlinks" in gpu.unsupported:
             findings.append(Finding.skip(component, _NO_NVLINK))
         elif gpu.mig_enabled:
             findings.append(Finding.skip(component, "MIG mode is enabled: GPU peer-to-peer "

@@ -246,7 +246,7 @@ def test_unnamed_nvml_error_on_one_gpu_leaves_the_others(tmp_path: Path) -> None
     assert results[("gpu.responsive", "gpu5")] == ("fail", "NVML calls fail on this GPU")
     gpus = _json("snapshot", "--simulate", str(faulty_spec))["nvml"]["gpus"]
     assert gpus[2]["temperature_c"] is None
-    assert "12345" in gpus[2]["errors"]["temperature"]
+    assert "12345" in gpus[2]["errors"]["temperature_c"]
     assert gpus[2]["ecc_volatile_uncorrected"] is not None
     assert gpus[5]["ecc_volatile_uncorrected"] is None
     assert "12345" in gpus[5]["errors"]["fields"]

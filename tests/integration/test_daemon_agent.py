@@ -44,7 +44,7 @@ def test_report_state_contract_and_clean_sigterm(tmp_path: Path) -> None:
         assert meta == {"interval_s": 0.5, "pid": agent.proc.pid, "listen": url[7:]}
         assert get(f"{url}/healthz")[0] == 200
         snap = json.loads(get(f"{url}/v1/snapshot")[1])
-        assert snap["schema"] == "clusterdiag/snapshot/v1"
+        assert snap["schema"] == "clusterdiag/snapshot/v2"
         log = agent.wait_log("why=interval")
         # the second collection had the first as its earlier sample: rates are real
         rates = [f for f in json.loads(get(f"{url}/v1/report")[1])["findings"]

@@ -48,7 +48,7 @@ def make_gpu(index: int = 0, **changes: Any) -> Gpu:
         power_default_limit_w=700.0, performance_state=0, pcie_gen_current=5,
         pcie_width_current=16, pcie_replay_count=9, persistence_mode=True, mig_enabled=False,
         mig_pending=False, processes=[],
-        unsupported={"retired_sbe": "NotSupported", "retired_dbe": "NotSupported",
+        unsupported={"retired_pages_sbe": "NotSupported", "retired_pages_dbe": "NotSupported",
                      "retired_pending": "NotSupported"},
     )
     return dataclasses.replace(gpu, **changes)

@@ -41,9 +41,10 @@ def test_healthy_node_has_no_problem(check_id: str) -> None:
 @pytest.mark.parametrize("check_id", GPU_IDS)
 def test_unsupported_everything_is_never_a_fail_or_error(check_id: str) -> None:
     """A part that supports nothing (NotSupported / FunctionNotFound / NoPermission)."""
-    keys = ["name", "memory", "temperature", "slowdown_temperature", "clock_event_reasons",
-            "performance_state", "pcie_gen", "pcie_width", "persistence_mode", "mig_mode",
-            "processes", "remap_histogram", "inforom_valid", "fields"]
+    keys = ["name", "memory_total_bytes", "temperature_c", "slowdown_temperature_c",
+            "clock_event_reasons", "performance_state", "pcie_gen_current",
+            "pcie_width_current", "persistence_mode", "mig_enabled", "processes",
+            "remap_histogram", "inforom_valid", "fields"]
     reasons = ["NotSupported", "FunctionNotFound", "NoPermission"]
     blank = {f.name: None for f in dataclasses.fields(Gpu)
              if f.default is None and f.name not in ("pci_bdf", "uuid")}

@@ -16,7 +16,7 @@ def test_ecc_mode() -> None:
             make_gpu(2, ecc_enabled=False, ecc_pending=True),
             make_gpu(3, ecc_enabled=True, ecc_pending=False),
             make_gpu(4, ecc_enabled=None, ecc_pending=None,
-                     unsupported={"ecc_current": "NotSupported"})]
+                     unsupported={"ecc_enabled": "NotSupported"})]
     findings = run("gpu.ecc_mode", make_snap(gpus))
     assert [(f.status, f.action) for f in findings] == [
         (Status.PASS, Action.NONE), (Status.FAIL, Action.FIX_CONFIG),
@@ -36,7 +36,7 @@ def test_ecc_uncorrected_judges_volatile_never_aggregate() -> None:
 
 def test_ecc_uncorrected_unsupported_skips_and_read_error_skips() -> None:
     gpus = [make_gpu(0, ecc_volatile_uncorrected=None,
-                     unsupported={"ecc_dbe_volatile": "NotSupported"}),
+                     unsupported={"ecc_volatile_uncorrected": "NotSupported"}),
             make_gpu(1, ecc_volatile_uncorrected=None, errors={"fields": "Unknown"})]
     findings = run("gpu.ecc_uncorrected", make_snap(gpus))
     assert [f.status for f in findings] == [Status.SKIP, Status.SKIP]

@@ -33,7 +33,7 @@ def test_mig_mode(want: str, cur: bool, pending: bool, status: Status, action: A
 
 def test_mig_mode_unsupported() -> None:
     gpu = make_gpu(0, mig_enabled=None, mig_pending=None,
-                   unsupported={"mig_mode": "NotSupported"})
+                   unsupported={"mig_enabled": "NotSupported"})
     assert [f.status for f in run("gpu.mig_mode", make_snap([gpu]))] == [Status.SKIP]
     assert [f.status for f in run("gpu.mig_mode", make_snap([gpu]), mig="enabled")] == [
         Status.FAIL]

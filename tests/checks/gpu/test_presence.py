@@ -52,10 +52,10 @@ def test_responsive_fails_when_nvml_init_hangs() -> None:
 
 
 def test_responsive_fails_a_gpu_whose_calls_error() -> None:
-    gpu = make_gpu(0, temperature_c=None, errors={"temperature": "Unknown: Unknown Error"})
+    gpu = make_gpu(0, temperature_c=None, errors={"temperature_c": "Unknown: Unknown Error"})
     findings = run("gpu.responsive", make_snap([gpu]))
     assert (findings[0].status, findings[0].action) == (Status.FAIL, Action.REBOOT)
-    assert findings[0].observed == {"temperature": "Unknown: Unknown Error"}
+    assert findings[0].observed == {"temperature_c": "Unknown: Unknown Error"}
     # ... and the check that reads the value skips rather than failing it twice.
     assert only(run("gpu.temperature", make_snap([gpu])), Status.SKIP)
 
@@ -157,5 +157,5 @@ def test_count_driver_down_still_compares_pci_with_profile() -> None:
 
 
 def test_responsive_leaves_nvlink_and_fabric_read_errors_to_their_families() -> None:
-    gpu = make_gpu(0, errors={"nvlink3.crc": "Unknown", "fabric": "Unknown: x"})
+    gpu = make_gpu(0, errors={"nvlinks.3.errors.crc": "Unknown", "fabric": "Unknown: x"})
     assert [f.status for f in run("gpu.responsive", make_snap([gpu]))] == [Status.PASS]

@@ -16,7 +16,7 @@ def test_temperature() -> None:
     gpus = [make_gpu(0), make_gpu(1, temperature_c=86), make_gpu(2, temperature_c=89),
             make_gpu(3, memory_temperature_c=96),
             make_gpu(4, slowdown_temperature_c=None,
-                     unsupported={"slowdown_temperature": "NotSupported"},
+                     unsupported={"slowdown_temperature_c": "NotSupported"},
                      memory_temperature_c=None)]
     findings = run("gpu.temperature", make_snap(gpus))
     got = [(f.component, f.status) for f in findings if f.status is not Status.PASS]
@@ -51,7 +51,7 @@ def test_clock_events_sustained_hw_slowdown_fails() -> None:
     ({"clock_event_reasons": 0x2, "sm_clock_mhz": 1900}, Status.PASS),  # within 5 %
     ({"clock_event_reasons": 0x2, "sm_clock_mhz": 1410}, Status.WARN),  # locked low
     ({"clock_event_reasons": 0x3, "sm_clock_mhz": 1200}, Status.WARN),  # locked, idle too
-    ({"sm_clock_mhz": None, "unsupported": {"sm_clock": "NotSupported"}}, Status.SKIP),
+    ({"sm_clock_mhz": None, "unsupported": {"sm_clock_mhz": "NotSupported"}}, Status.SKIP),
 ])
 def test_clocks_held_below_max(changes: dict[str, Any], status: Status) -> None:
     findings = run("gpu.clocks", make_snap([make_gpu(0, **changes)]))

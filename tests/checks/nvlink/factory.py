@@ -34,7 +34,7 @@ def make_gpu(index: int, platform: str = "dgx-h100", **changes: Any) -> Gpu:
         gpu.nvlinks = [NvLink(link=n, active=True, version=version, speed_mbps=26562,
                               errors=dict(counters)) for n in range(links)]
     else:
-        gpu.unsupported["nvlink"] = "NotSupported"
+        gpu.unsupported["nvlinks"] = "NotSupported"
         gpu.unsupported["nvlink_count"] = "NotSupported"
     for key, value in changes.items():
         setattr(gpu, key, value)

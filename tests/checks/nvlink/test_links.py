@@ -55,7 +55,7 @@ def test_links_down_on_every_gpu_is_a_reboot() -> None:
 def test_links_up_unreadable_state_is_an_error() -> None:
     gpus = [make_gpu(i) for i in range(8)]
     gpus[1].nvlinks[4].active = None
-    gpus[1].errors["nvlink4.state"] = "Unknown"
+    gpus[1].errors["nvlinks.4.active"] = "Unknown"
     gpus[2].nvlinks = []
     gpus[2].errors["nvlink_fields"] = "Timeout"
     findings = judge("nvlink.links_up", make_snapshot(gpus=gpus))
