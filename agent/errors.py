@@ -1,4 +1,9 @@
-"""clusterdiag's exit codes (DESIGN §3) and its own error kinds, each mapped to one."""
+"""clusterdiag's exit codes (DESIGN §3) and its own error kinds, each mapped to one.
+
+The one place an exit status is spelled: every command, the daemon and the Slurm entry
+points exit with an ExitCode. Beside DESIGN §3's four verdicts it names the two statuses
+of a run a signal stopped (130, 143), which §3 leaves to the shell's convention.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,9 @@ class ExitCode(IntEnum):
     FAIL = 1  # at least one fail: the node or cluster is not ready
     USAGE = 2  # a usage or configuration error
     COLLECT = 3  # clusterdiag could not collect at all
+    # Stopped by a signal: 128 + its number, the shell's convention (no verdict was given).
+    INTERRUPTED = 130  # SIGINT, Ctrl-C
+    TERMINATED = 143  # SIGTERM
 
 
 class ClusterdiagError(Exception):

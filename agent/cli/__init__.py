@@ -1,7 +1,7 @@
 """The ``clusterdiag`` command (DESIGN §3): one module per command, all registered below.
 
 Exit codes (agent.errors.ExitCode): 0 ready, 1 a fail, 2 usage or config, 3 could not
-collect at all. User errors print one line on stderr, never a traceback.
+collect at all; 130 interrupted (Ctrl-C). User errors print one line on stderr, never a traceback.
 
 Adding a command: write ``agent/cli/<name>.py`` holding a ``click.command`` (or group) and a
 ``COMMANDS`` tuple of what it defines; add the module to ``COMMAND_MODULES`` below. Take the
@@ -38,7 +38,7 @@ for _module in COMMAND_MODULES:
         cli.add_command(_command)
 
 
-def _die(message: str, code: int) -> NoReturn:
+def _die(message: str, code: ExitCode) -> NoReturn:
     click.echo(f"clusterdiag: {message}", err=True)
     sys.exit(code)
 
@@ -63,7 +63,7 @@ def main() -> None:
                  "for it", ExitCode.READY)
         sys.exit(ExitCode.USAGE)
     except click.Abort:
-        _die("aborted", 130)
+        _die("aborted", ExitCode.INTERRUPTED)
     except ClusterdiagError as exc:
         if program := _slurm_entry_point():
             spare_the_node(program, str(exc))
@@ -71,7 +71,7 @@ def main() -> None:
     except BrokenPipeError:
         sys.exit(ExitCode.READY)
     except KeyboardInterrupt:
-        _die("interrupted", 130)
+        _die("interrupted", ExitCode.INTERRUPTED)
     except Exception as exc:
         if program := _slurm_entry_point():
             spare_the_node(program, f"crashed: {type(exc).__name__}: {exc}")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .. import session
 from ..config import Config
-from ..errors import UsageError
+from ..errors import ExitCode, UsageError
 from .judge import gather_and_judge
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _sigterm_exits() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so the ``finally`` that stops the agents runs."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
+        raise SystemExit(ExitCode.TERMINATED)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:

@@ -30,7 +30,7 @@ from ...reports.node import NodeReport
 from .. import session
 from ..collect import one_line
 from ..config import Config
-from ..errors import ClusterdiagError, CollectError
+from ..errors import ClusterdiagError, CollectError, ExitCode
 from ..model import Snapshot
 from ..runner import RunOptions
 from ..serde import SerdeError
@@ -166,7 +166,7 @@ class Agent:
 
     # --- the loop -------------------------------------------------------------------
 
-    def run(self) -> int:
+    def run(self) -> ExitCode:
         """Serve until SIGTERM/SIGINT; the exit status."""
         self.state.sweep()
         self._start_listener()
@@ -178,7 +178,7 @@ class Agent:
             self._collector.shutdown(wait=False, cancel_futures=True)
             self.persist.shutdown()
 
-    async def _main(self) -> int:
+    async def _main(self) -> ExitCode:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self._stop.set)
         loop.add_signal_handler(signal.SIGINT, self._stop.set)
@@ -206,7 +206,7 @@ class Agent:
             self.notifier.stopping()
             await runner.cleanup()
             log.info("stopped", extra={"node": self.env.node})
-        return 0
+        return ExitCode.READY
 
     async def _tick_until_stopped(self) -> None:
         tick = 1.0

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import ExitCode, UsageError
 from ..nccl_cache import NAME as NCCL_CACHE
 from ..nccl_cache import PersistedVersions
 from . import logfmt
@@ -25,7 +25,7 @@ CLEAR_WAIT_S = 5.0
 
 def start(config_path: Path | None, root: Path | None, kernel_log: Path | None,
           simulate: str | None, node: str | None, profile: str | None, level: str | None,
-          listen: str | None, interval: float | None, state_path: Path | None) -> int:
+          listen: str | None, interval: float | None, state_path: Path | None) -> ExitCode:
     from .. import session
 
     logfmt.setup()
