@@ -57,7 +57,7 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "checks.roce", "checks.ib_roles",
     "agent.collectors.kernel", "agent.collectors.nccl", "agent.collectors.nccl_host",
     "agent.collectors.nvml", "agent.collectors.nvml_budget", "agent.collectors.nvml_read",
-    "agent.collectors.pci",
+    "agent.collectors.pci", "agent.model.upgrade",
     "agent.config", "agent.kernel_log", "agent.model", "agent.model.gpu", "agent.model.host",
     "agent.nccl_cache",
     "agent.model.ib", "agent.model.kernel", "agent.model.nccl", "agent.model.pci",
