@@ -100,6 +100,9 @@ class Agent:
         self._basis: _Basis | None = None  # the last collection, for judging it again
         self._rejudge_due: asyncio.TimerHandle | None = None
         self._last_rejudge = 0.0
+        # An event recorded while a collection runs: that collection judges it only if it
+        # had not judged yet; once it has (it is writing its report), judge again after it.
+        self._rejudge_when_collected = False
         self.persist = Persister(state, self.view)
 
     # --- settings -------------------------------------------------------------------
@@ -246,9 +249,14 @@ class Agent:
 
     def _collected(self, task: asyncio.Task[None]) -> None:
         self._collecting = None
-        if self._again is not None and not self._stop.is_set():
+        if self._stop.is_set():
+            return
+        if self._again is not None:
             why, self._again = self._again, None
             self._start_collection(why)
+        if self._rejudge_when_collected:
+            self._rejudge_when_collected = False
+            self._schedule_rejudge()
 
     async def _collect(self, why: str) -> None:
         loop = asyncio.get_running_loop()
@@ -260,6 +268,7 @@ class Agent:
             await self._resolve_events(snap)
             basis = _Basis(snap, list(snap.nvml.events) if snap.nvml else [], self.previous,
                            started)
+            self._rejudge_when_collected = False  # this judging has every event so far
             report = cycle.judge(snap, self.config, options, self.previous, self.events, started,
                                  self.counter_window)
             basis.duration_s = report.duration_s
@@ -396,10 +405,12 @@ class Agent:
         """The last collection judged again with the events as they are now, written as
         the report. Its times stay the collection's: the report is no fresher than the
         data in it, so a prolog trusts it no longer than it would have. A collection
-        under way judges the new events itself; before the first one there is nothing
-        to judge again."""
+        under way judges the new events itself, or, when it has judged already and is
+        writing its report, they are judged again once it is done; before the first
+        collection there is nothing to judge again."""
         basis = self._basis
         if self._collecting is not None:
+            self._rejudge_when_collected = True
             return
         if basis is None:
             self._start_collection(why)
@@ -420,9 +431,9 @@ class Agent:
         report.duration_s = basis.duration_s
         self.persist.annotate(report)
         body = json.dumps(report.to_dict()).encode()
-        await self._write(REPORT, body)
         self._report = body
         self.view.report = report
+        await self._write(REPORT, body)  # last, as in a collection: HTTP already serves it
         log.info("rejudged", extra={"why": why, "verdict": report.verdict.value,
                                     "fails": len(report.failures())})
 
