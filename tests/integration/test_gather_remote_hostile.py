@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.processes import still_running
 
 CAP = 16 << 20  # GatherSettings.max_report_bytes
 RSS_BOUND_KIB = 400 * 1024  # a healthy gather of a few nodes is ~80 MB; one node's cap 16
@@ -154,23 +155,11 @@ def _unreachable(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
             for node in expand(f["nodes"])}
 
 
-def _dead(pid: int) -> bool:
-    """Gone, or a zombie waiting for whoever inherited it to reap it."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def _children_killed(bindir: Path) -> list[int]:
     """The pids the drippers' children still have, waiting up to 30 s for them to go."""
     pids = [int(p.read_text()) for p in (bindir.parent / "pids").iterdir()]
     assert pids, "no dripping node started its child"
-    until = time.monotonic() + 30
-    while time.monotonic() < until and not all(_dead(pid) for pid in pids):
-        time.sleep(0.2)
-    return [pid for pid in pids if not _dead(pid)]
+    return still_running(pids)
 
 
 @pytest.mark.slow

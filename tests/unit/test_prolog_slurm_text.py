@@ -25,6 +25,7 @@ from clusterdiag.agent.slurm.scontrol import (
     parse_node,
 )
 from clusterdiag.checks.finding import Action, Finding, Status
+from tests.processes import still_running
 
 # `scontrol show node n1 -o` after `scontrol update nodename=n1 state=drain
 # reason="op: bad fan [ticket 12]"` (slurm-wlm 22.05.8, trimmed in the middle).
@@ -146,13 +147,12 @@ def test_scontrol_errors_are_one_line_and_bounded(tmp_path: Path) -> None:
     # A wrapper whose child keeps the output pipe: the whole session is killed in time.
     hang = _script(tmp_path / "hang", f"sleep 30 & echo $! > {tmp_path}/child\nwait\n")
     started = time.monotonic()
-    with pytest.raises(SlurmError, match=r"no answer within 0\.3 s"):
-        Scontrol(str(hang), environ={}, timeout_s=0.3).show_node("n1")
-    assert time.monotonic() - started < 2.0
+    # 3 s: time for a loaded machine to start the wrapper and its child before the kill
+    with pytest.raises(SlurmError, match=r"no answer within 3 s"):
+        Scontrol(str(hang), environ={}, timeout_s=3).show_node("n1")
+    assert time.monotonic() - started < 15.0  # the child holds the pipe 30 s
     child = int((tmp_path / "child").read_text())
-    time.sleep(0.1)
-    assert not Path(f"/proc/{child}").exists() or "Z" in Path(
-        f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    assert not still_running([child]), f"pid {child} outlived its session"
     with pytest.raises(SlurmError, match="not found"):
         Scontrol("/nonexistent/scontrol", environ={}).show_node("n1")
     late = Scontrol(str(hang), environ={}, deadline=time.monotonic())
