@@ -37,4 +37,4 @@ def test_unresolvable_names_end_within_each_nodes_time(monkeypatch: pytest.Monke
     assert not summaries
     assert {f.node for f in failures} == set(urls)
     assert {f.reason for f in failures} == {"no complete answer within 2 s"}, failures[:3]
-    assert took < 10, took  # 2 s per node, all at once: not 200 names queued 6 at a time
+    assert took < 30, took  # 2 s per node, all at once: not 200 names queued 6 at a time

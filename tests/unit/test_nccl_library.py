@@ -105,7 +105,7 @@ def test_loading_is_bounded_by_its_timeout(tmp_path: Path) -> None:
     path = str(tmp_path / "libnccl.so.2")
     started = time.monotonic()
     answer = nccl_versions([path], 0.001)[path]
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # a guard: the load itself is not waited for
     assert answer[0] is None
     assert "longer than" in (answer[1] or "")
 

@@ -42,7 +42,7 @@ def test_a_report_younger_than_two_intervals_is_used(tmp_path: Path) -> None:
     cached = _load(tmp_path)
     assert cached.report is not None
     assert cached.report.node == "n1"
-    assert 49 < (cached.age_s or 0) < 52
+    assert 49 < (cached.age_s or 0) < 60  # read back at once: a loaded machine's seconds
 
 
 def test_age_counts_from_the_end_of_the_collection_and_uses_the_agents_interval(

@@ -31,10 +31,12 @@ def test_a_source_that_blocks_forever_becomes_a_finding(monkeypatch: pytest.Monk
 
     monkeypatch.setitem(collect.SOURCES, "host", SourceSpec("host", blocking, 1.0, True))
     env = env_for(NodeSpec("n1", "dgx-h100"))
+    # The source's 1 s deadline ends it, not the run's budget: a budget far beyond the
+    # bound, so a loaded machine's slack fits between the two
     started = time.monotonic()
-    report = run_node(env, Config(), RunOptions(profile="dgx-h100", budget_s=3,
+    report = run_node(env, Config(), RunOptions(profile="dgx-h100", budget_s=60,
                                                 patterns=("host.*", "gpu.count")))
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 20.0
     assert calls == ["host"], "collected once however many checks read it"
     disk = [f for f in report.findings if f.check == "host.disk"]
     assert [f.status for f in disk] == [Status.ERROR]
