@@ -10,10 +10,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+# How long a test waits for something the agent is expected to do: a guard against a hang,
+# not a speed bound. A loaded 2-core CI machine can take seconds to start the interpreter
+# and more for a simulated dgx-h100's first collection.
+WAIT_S = 60.0
 
 XID_SPEC = {
     "nodes": [{"names": "n1", "profile": "dgx-h100"}],
@@ -45,7 +51,7 @@ class AgentProc:
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         self.url = ""
 
-    def wait_ready(self, timeout: float = 30) -> str:
+    def wait_ready(self, timeout: float = WAIT_S) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -65,14 +71,37 @@ class AgentProc:
     def log(self) -> str:
         return self.stderr_path.read_text()
 
-    def wait_log(self, text: str, timeout: float = 15) -> str:
+    def wait_log(self, text: str, timeout: float = WAIT_S) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            exited = self.proc.poll() is not None
             log = self.log()
             if text in log:
                 return log
+            if exited:
+                raise AssertionError(f"agent exited {self.proc.returncode} before it logged "
+                                     f"{text!r}: {log}")
             time.sleep(0.05)
         raise AssertionError(f"{text!r} not logged: {self.log()}")
+
+    def is_up(self) -> bool:
+        """This agent (not one killed before it in the same state dir) wrote agent.json:
+        it has bound its port and is about to collect."""
+        try:
+            return bool(json.loads((self.state / "agent.json").read_text())["pid"]
+                        == self.proc.pid)
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return False
+
+    def wait_for(self, condition: Callable[[], bool], what: str,
+                 timeout: float = WAIT_S) -> None:
+        """Until ``condition()`` holds; fails naming ``what`` (with the agent's log) if the
+        agent exits first or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.proc.poll() is None, f"agent exited before {what}: {self.log()}"
+            assert time.monotonic() < deadline, f"no {what} in {timeout:.0f} s: {self.log()}"
+            time.sleep(0.02)
 
     def signal(self, sig: int) -> None:
         os.kill(self.proc.pid, sig)

@@ -13,14 +13,14 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusterdiag.agent.sim.node import sweep_orphans
-from tests.integration.daemon_helpers import AgentProc, get
+from tests.integration.daemon_helpers import WAIT_S, AgentProc, get
 
 ROUNDS = 25
 NODE = f"crash{os.getpid()}"  # its own name, so the sim trees killed agents leave are ours
@@ -44,26 +44,6 @@ def _saved_ids(state: Path) -> list[str]:
     return [e["id"] for e in json.loads(path.read_text())["events"]] if path.exists() else []
 
 
-def _wait_for(condition: Callable[[AgentProc], bool], what: str, agent: AgentProc,
-              timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition(agent):
-        assert agent.proc.poll() is None, f"agent exited before {what}: {agent.log()}"
-        assert time.monotonic() < deadline, f"no {what} in {timeout:.0f} s: {agent.log()}"
-        time.sleep(0.02)
-
-
-def _is_up(agent: AgentProc) -> bool:
-    with contextlib.suppress(FileNotFoundError, ValueError):
-        return bool(json.loads((agent.state / "agent.json").read_text())["pid"]
-                    == agent.proc.pid)
-    return False
-
-
-def _has_recorded(agent: AgentProc) -> bool:
-    return "event=xid_recorded " in agent.log()
-
-
 # Where each round's kill lands. The moments are chosen by what the agent has done, not by
 # how long it has run, so a slow (loaded) machine still kills it in every phase:
 # "starting" anywhere from importing to the first collection, "up" once it wrote agent.json,
@@ -83,9 +63,9 @@ def test_sigkill_at_random_points_loses_nothing_and_always_restarts(
         phase = PHASES[round_ % len(PHASES)]
         agent = AgentProc(tmp_path, spec=spec, interval=0.1)
         if phase == "up":
-            _wait_for(_is_up, "agent.json", agent)
+            agent.wait_for(agent.is_up, "agent.json")
         elif phase == "recording":
-            _wait_for(_has_recorded, "XID recorded", agent)
+            agent.wait_log("event=xid_recorded ")
         delay = rng.uniform(0.02, 0.8)
         time.sleep(delay)
         agent.signal(signal.SIGKILL)
@@ -156,7 +136,7 @@ def _state_findings(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [f for f in report["findings"] if f["check"] == "agent.state_dir"]
 
 
-def _wait(what: str, predicate: Any, timeout: float = 15) -> None:
+def _wait(what: str, predicate: Any, timeout: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -174,6 +154,7 @@ def _outage(agent: AgentProc, break_it: Any, mend_it: Any, errno_name: str) -> N
     url = agent.wait_ready()
     agent.wait_log("why=interval")
     break_it()
+    assert "event=xid_recorded" not in agent.log(), "the XID came before the disk broke"
     log = agent.wait_log("event=state_write_failed")
     line = next(x for x in log.splitlines() if "event=state_write_failed" in x)
     assert f"errno={getattr(__import__('errno'), errno_name)}" in line, line
@@ -188,7 +169,7 @@ def _outage(agent: AgentProc, break_it: Any, mend_it: Any, errno_name: str) -> N
     _wait("a newer report while the disk is broken", lambda: _report(url)["started_at"] > first)
     assert get(f"{url}/healthz")[0] == 200
     assert not list(agent.state.glob(".tmp-*")), "a failed write left its temp file behind"
-    log = agent.wait_log("event=xid_recorded_in_memory", timeout=20)
+    log = agent.wait_log("event=xid_recorded_in_memory")
     event_id = re.search(r"event=xid_recorded_in_memory id=(\S+)", log)[1]  # type: ignore[index]
     assert event_id not in _saved_ids(agent.state)
     assert log.count("event=state_write_failed") == 1  # once per outage, not once a write
@@ -204,6 +185,12 @@ def _outage(agent: AgentProc, break_it: Any, mend_it: Any, errno_name: str) -> N
     assert _metric(url, "clusterdiag_state_writable") == 1
 
 
+# The outage's XID: due this long after the simulated node is built, which must be after
+# the disk broke (start-up, the first collections and the break take a few seconds, and
+# several more on a loaded CI machine).
+OUTAGE_XID_AT_S = 20.0
+
+
 def _iso(timestamp: float) -> str:
     from clusterdiag.reports.node import iso
 
@@ -213,7 +200,7 @@ def _iso(timestamp: float) -> str:
 @pytest.mark.slow
 def test_full_disk_after_start_is_reported_and_survived(tmp_path: Path, small_state: Path,
                                                         sim_trees: None) -> None:
-    agent = AgentProc(tmp_path, spec=_xid_spec(1, 12.0, 0), interval=0.5)
+    agent = AgentProc(tmp_path, spec=_xid_spec(1, OUTAGE_XID_AT_S, 0), interval=0.5)
     filler: list[Path] = []
     try:
         _outage(agent, lambda: filler.append(_fill(small_state)),
@@ -229,7 +216,7 @@ def test_read_only_state_dir_after_start_is_reported_and_survived(
     def remount(mode: str) -> None:
         subprocess.run(["mount", "-o", f"remount,{mode}", str(small_state)], check=True)
 
-    agent = AgentProc(tmp_path, spec=_xid_spec(1, 12.0, 0), interval=0.5)
+    agent = AgentProc(tmp_path, spec=_xid_spec(1, OUTAGE_XID_AT_S, 0), interval=0.5)
     try:
         _outage(agent, lambda: remount("ro"), lambda: remount("rw"), "EROFS")
     finally:
