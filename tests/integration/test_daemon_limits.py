@@ -111,7 +111,10 @@ def test_a_connection_flood_under_a_low_fd_limit_leaves_the_node_healthy(tmp_pat
         opened = len(os.listdir(f"/proc/{agent.pid}/fd"))
         verdicts, started = [], set()
         begun = time.monotonic()
-        while time.monotonic() - begun < 8.0:  # collections every second, flooded
+        # collections every second, flooded: at least 8 s of them, and (on a loaded
+        # machine, where each takes longer) until three have ended, within a minute
+        while time.monotonic() - begun < 8.0 or (
+                len(started) < 3 and time.monotonic() - begun < 60.0):
             time.sleep(1.0)
             report = json.loads((state / "report.json").read_text())
             started.add(report["started_at"])
@@ -225,7 +228,7 @@ def test_an_unfinished_tls_handshake_is_cut_off(tmp_path: Path,
         host, port = agent.wait_ready()[7:].rsplit(":", 1)
         socks = []
         for i in range(40):
-            sock = socket.create_connection((host, int(port)), timeout=20,
+            sock = socket.create_connection((host, int(port)), timeout=50,
                                             source_address=(source_address(i * 8), 0))
             if i % 2:
                 sock.sendall(bytes.fromhex("1603010200010001fc0303"))  # half a ClientHello
@@ -239,4 +242,4 @@ def test_an_unfinished_tls_handshake_is_cut_off(tmp_path: Path,
             sock.close()
     finally:
         agent.stop()
-    assert took < HANDSHAKE_S + 5.0, took
+    assert took < HANDSHAKE_S + 25.0, took  # asyncio's own limit would be 60 s

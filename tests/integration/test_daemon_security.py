@@ -119,12 +119,13 @@ def test_request_limits(tmp_path: Path) -> None:
                       + str(len(body)).encode() + b"\r\n\r\n" + body)
         assert answer.split(b" ", 2)[1] in (b"403", b"413"), answer[:100]
         # a sender that never finishes its headers is cut off after the keepalive limit
+        # (5 s; aiohttp's own would hold it 75 s), with slack for a loaded machine
         host, port = url[7:].rsplit(":", 1)
         started = time.monotonic()
-        with socket.create_connection((host, int(port)), timeout=20) as sock:
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
             assert sock.recv(100) == b""
-        assert time.monotonic() - started < 12
+        assert time.monotonic() - started < 30
     finally:
         agent.stop()
 
