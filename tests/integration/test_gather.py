@@ -5,6 +5,7 @@ output. Every node asked ends as a summary or as a reason, never as a crash."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sys
@@ -33,6 +34,9 @@ from clusterdiag.reports.tokenfile import read_token
 from tests.conftest import run_cli
 
 TOKEN = "s3cret-token"
+# A "slow" agent answers after SLOW_S; the gather's read timeout in the test that gives up
+# on it is READ_TIMEOUT_S, long enough for the quick agents (50 ms) on a loaded machine.
+SLOW_S, READ_TIMEOUT_S = 15.0, 5.0
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +55,7 @@ class Agents:
         self.in_flight = self.max_in_flight = 0
         self.loop = asyncio.new_event_loop()
         self.port = 0
+        self.closing = asyncio.Event()
 
     async def handle(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -62,8 +67,9 @@ class Agents:
             if request.headers.get("Authorization") != f"Bearer {self.token}":
                 return web.Response(status=401)
             kind = name.split("-")[0]
-            if kind == "slow":
-                await asyncio.sleep(3)
+            if kind == "slow":  # until SLOW_S, or the server closes
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.closing.wait(), SLOW_S)
             if kind == "flaky" and self.calls[name] == 1:
                 return web.Response(status=503)
             if kind == "garbage":
@@ -102,6 +108,7 @@ class Agents:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.closing.set)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 
@@ -149,7 +156,7 @@ def test_agent_gather_every_node_ends_as_summary_or_reason(agents: Agents) -> No
     names = ["ok-1", "ok-2", "garbage-1", "v2-1", "flaky-1", "impostor-1"]
     urls = {n: agents.url(n) for n in names}
     urls["dead-1"] = f"http://127.0.0.1:{_closed_port()}"
-    settings = GatherSettings(token=TOKEN, read_timeout_s=2, retries=1)
+    settings = GatherSettings(token=TOKEN, read_timeout_s=30, retries=1)  # none hangs
     ticks: list[int] = []
     summaries, failures = gather_agent(urls, settings, lambda: ticks.append(1))
     assert sorted(s.node for s in summaries) == ["flaky-1", "ok-1", "ok-2"]
@@ -170,10 +177,10 @@ def test_agent_gather_token_and_timeouts(agents: Agents) -> None:
     urls = {"ok-1": agents.url("ok-1"), "slow-1": agents.url("slow-1")}
     _, failures = gather_agent(urls, GatherSettings(token="wrong", retries=0))
     assert {f.reason for f in failures} == {"agent refused our token (HTTP 401)"}
-    _, failures = gather_agent(urls, GatherSettings(token=TOKEN, read_timeout_s=0.5,
+    _, failures = gather_agent(urls, GatherSettings(token=TOKEN, read_timeout_s=READ_TIMEOUT_S,
                                                     retries=0))
     assert [(f.node, f.reason) for f in failures] == [
-        ("slow-1", "no complete answer within 0.5 s")]
+        ("slow-1", f"no complete answer within {READ_TIMEOUT_S:g} s")]
 
 
 def test_agent_gather_bounds_concurrency(agents: Agents) -> None:
