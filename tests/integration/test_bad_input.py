@@ -1,6 +1,6 @@
 """Bad input is one line and exit 2, in bounded time and memory (issue 12, defect 7).
 
-Each case runs the real command under a 1 GiB address-space limit and a 20 s timeout: a
+Each case runs the real command under a 1 GiB address-space limit and a 60 s timeout: a
 YAML alias bomb or a FIFO must not get the chance to take the machine with it.
 """
 
@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 LIMIT_BYTES = 1 << 30
-LIMIT_S = 20.0
+LIMIT_S = 60.0
+# Refused as soon as read: interpreter start-up and one parse, with slack for a loaded
+# 2-core machine; a FIFO waited on or a bomb expanded would hold it until LIMIT_S.
+BOUND_S = 30.0
 
 
 def _limited() -> None:
@@ -80,7 +83,7 @@ def test_bad_config_is_one_line(case: str, tmp_path: Path) -> None:
     config.write_text(text)
     proc, seconds = run_bounded("run", "--simulate", "dgx-h100", "--config", str(config))
     assert_one_line(proc, str(config), word)
-    assert seconds < 10
+    assert seconds < BOUND_S
 
 
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
@@ -92,7 +95,7 @@ def test_config_that_is_not_a_file(special: str, tmp_path: Path) -> None:
         path = Path(special)
     proc, seconds = run_bounded("run", "--simulate", "dgx-h100", "--config", str(path))
     assert_one_line(proc, str(path), "not a regular file")
-    assert seconds < 10
+    assert seconds < BOUND_S
 
 
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
@@ -106,7 +109,7 @@ def test_merge_input_that_is_not_a_file(special: str, tmp_path: Path) -> None:
         path = Path(special)
     proc, seconds = run_bounded("report", "merge", str(path))
     assert_one_line(proc, str(path), "not a regular file")
-    assert seconds < 10
+    assert seconds < BOUND_S
 
 
 @pytest.mark.parametrize("nodes", [
@@ -117,7 +120,7 @@ def test_merge_input_that_is_not_a_file(special: str, tmp_path: Path) -> None:
 def test_node_sets_are_capped_in_total(nodes: str) -> None:
     proc, seconds = run_bounded("run", "--nodes", nodes, "--via", "agent")
     assert_one_line(proc, "--nodes", "100000")
-    assert seconds < 10
+    assert seconds < BOUND_S
 
 
 @pytest.mark.parametrize(("fault", "word"), [
@@ -132,7 +135,7 @@ def test_nan_in_spec_fields(fault: str, word: str, tmp_path: Path) -> None:
     spec.write_text(f"nodes:\n  - names: n1\n    profile: dgx-h100\nfaults:\n  - {fault}\n")
     proc, seconds = run_bounded("run", "--simulate", str(spec))
     assert_one_line(proc, str(spec), word)
-    assert seconds < 10
+    assert seconds < BOUND_S
 
 
 def test_spec_node_set_capped_in_total(tmp_path: Path) -> None:
@@ -140,4 +143,4 @@ def test_spec_node_set_capped_in_total(tmp_path: Path) -> None:
     spec.write_text("nodes:\n  - names: a[1-99999]b[1-99999]\n    profile: dgx-h100\n")
     proc, seconds = run_bounded("run", "--simulate", str(spec))
     assert_one_line(proc, str(spec), "100000")
-    assert seconds < 10
+    assert seconds < BOUND_S

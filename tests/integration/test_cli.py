@@ -197,7 +197,7 @@ def test_hung_gpu_cannot_hang_the_command(tmp_path: Path) -> None:
     assert proc.stderr is not None
     chunks: dict[int, bytes] = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}
     open_fds = set(chunks)
-    while open_fds and time.monotonic() - started < budget + 30:
+    while open_fds and time.monotonic() - started < budget + 60:
         ready, _, _ = select.select(list(open_fds), [], [], 0.5)
         for fd in ready:
             data = os.read(fd, 65536)
@@ -207,9 +207,9 @@ def test_hung_gpu_cannot_hang_the_command(tmp_path: Path) -> None:
                 open_fds.discard(fd)
     elapsed = time.monotonic() - started
     assert not open_fds, "output pipes still open: something left behind holds them"
-    assert proc.wait(timeout=5) == 1
+    assert proc.wait(timeout=30) == 1
     # a hang is forever; the margin is for interpreter start-up on a loaded machine
-    assert elapsed < budget + 15, elapsed
+    assert elapsed < budget + 30, elapsed
     report = json.loads(chunks[proc.stdout.fileno()])
     hung = [f for f in report["findings"] if f["check"] == "gpu.responsive"
             and f["status"] == "fail"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_helpers import AgentProc, get
+from tests.integration.daemon_helpers import WAIT_S, AgentProc, get
 from tests.integration.http_load import hammer, open_fds, rss_kib
 
 CLIENTS = 200
@@ -76,7 +76,7 @@ def test_200_clients_for_10_s_no_errors_and_memory_back(tmp_path: Path) -> None:
         print(f"RSS after settling {after / 1024:.1f} MiB (limit {limit / 1024:.1f} MiB)")
         assert after <= limit, f"RSS {after} KiB vs baseline {baseline} KiB"
         # every client connection is closed again (on a slower interpreter, a moment later)
-        fds_deadline = time.monotonic() + 5.0
+        fds_deadline = time.monotonic() + WAIT_S
         while open_fds(pid) >= 20 and time.monotonic() < fds_deadline:
             time.sleep(0.2)
         assert open_fds(pid) < 20
@@ -84,7 +84,7 @@ def test_200_clients_for_10_s_no_errors_and_memory_back(tmp_path: Path) -> None:
         # the rendered /metrics is reused between scrapes, yet follows every collection
         before = _collections(url)
         agent.wait_log("why=interval")
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + WAIT_S
         while _collections(url) == before and time.monotonic() < deadline:
             time.sleep(0.5)
         assert _collections(url) > before

@@ -22,11 +22,10 @@ from tests.conftest import REPO, run_cli
 
 def test_demo_reports_the_planted_faults_and_exits_1(tmp_path: Path) -> None:
     exclude = tmp_path / "exclude"
-    started = time.monotonic()
-    proc = run_cli("demo", "--exclude-file", str(exclude), timeout=60)
-    elapsed = time.monotonic() - started
+    # ~7 s on an idle 2-core machine, several times that on a loaded one: the timeout is
+    # a guard against a hang, how long the demo takes is not what this test is about
+    proc = run_cli("demo", "--exclude-file", str(exclude), timeout=180)
     assert proc.returncode == 1, proc.stderr
-    assert elapsed < 30
     banner, *lines = proc.stdout.splitlines()
     assert banner == "DEMO: a simulated cluster, 34 nodes, 5 planted faults (no real hardware read)"
     assert lines[0].startswith("NOT READY: ")
