@@ -23,7 +23,7 @@ from ..checks.ib_roles import assign, decide
 from ..checks.profile import Profile
 from ..checks.topology import gpus, nics, pair, rank
 from .model import Snapshot
-from .model.ib import IbPort
+from .model.ib import IbPort, nvswitch_management
 
 GIB = 1 << 30
 
@@ -76,9 +76,14 @@ def _nvswitches(snap: Snapshot, cap: Capture) -> None:
         cap.notes.append(f"NVSwitch values inherited from {cap.extends}: PCI not read")
         return
     count = sum(1 for d in snap.pci if d.is_nvswitch)
+    managers = sum(1 for d in snap.infiniband or [] if nvswitch_management(d))
     if count:
         cap.set("nvswitch", True, "NVSwitch functions on PCI (class 0x0680, vendor 10de)")
         cap.set("nvswitch_count", count, "NVSwitch functions on PCI")
+    elif managers:
+        cap.set("nvswitch", True, "NVSwitch management functions (VPD SMDL=SW_MNG)")
+        cap.set("nvswitch_mgmt_functions", managers,
+                "RDMA functions whose VPD says SMDL=SW_MNG")
 
 
 def _nics(snap: Snapshot, base: Profile, cap: Capture) -> None:

@@ -85,8 +85,8 @@ def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
 
 def sources_for(specs: Iterable[CheckSpec], profile: str) -> set[str]:
     names = {n for spec in specs for n in spec.needs}
-    if profile == "auto":
-        names |= {"pci", "nvml", "host"}
+    if profile == "auto":  # detection's evidence (checks/detect.py): the B200's NVSwitch
+        names |= {"pci", "nvml", "host", "infiniband"}  # managers are RDMA devices
     return names & set(SOURCES)
 
 

@@ -131,6 +131,16 @@ def read_text(path: str | os.PathLike[str], counter: FileCounter | None = None,
 MISSING = "missing"
 
 
+def read_bytes(path: str | os.PathLike[str], limit: int) -> tuple[bytes | None, str | None]:
+    """Up to ``limit`` bytes of a binary attribute (``vpd``, ``config``), or None and why;
+    the process running out of descriptors or memory is a reason too, never raised: the
+    caller may be a thread with nobody to catch it."""
+    try:
+        return _read_regular(path, limit), None
+    except OSError as exc:
+        return None, _reason(exc)
+
+
 def _reason(exc: OSError) -> str:
     if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
         return MISSING

@@ -5,13 +5,17 @@ as some 7-GPU platform, and a GH200 is not an H200. Only an unambiguous match wi
 
 The evidence, strongest first: the DMI product (a DGX says so); then the baseboard, from
 what a missing GPU cannot remove — the NVSwitches on PCI (an HGX 8-GPU board has its 4
-or 6 whether or not every GPU enumerates) and the GPU model (NVML's name, or the PCI
-device id where NVML cannot answer) — so an OEM HGX H100 with a GPU gone is judged as
-``hgx-h100-8gpu`` and gpu.count fails naming it, where it used to fall to ``generic`` and
-pass; then the number of GPUs. A profile with DMI names is a
-chassis and needs its name; several baseboards matching (a site profile extending a
-built-in) narrow to the site's. A VM holding some of a board's GPUs and no NVSwitch
-(a one-GPU H200 VM) matches nothing and stays ``generic``, with host.profile's warning.
+or 6 whether or not every GPU enumerates; on HGX B200, whose NVSwitches are no PCI
+functions, the ConnectX-7 functions they are managed through: VPD SMDL=SW_MNG, counted
+whatever their number, since the marker exists only on such boards) and the GPU model
+(NVML's name, or the PCI device id where NVML cannot answer) — so an OEM HGX H100 with
+a GPU gone is judged as ``hgx-h100-8gpu`` and gpu.count fails naming it, where it used
+to fall to ``generic`` and pass; then the number of GPUs (a B200 whose VPD could not be
+read, by an unprivileged agent, still matches its board by its 8 GPUs). A profile with
+DMI names is a chassis and needs its name; several baseboards matching (a site profile
+extending a built-in) narrow to the site's. A VM holding some of a board's GPUs and no
+NVSwitch (a one-GPU H200 VM) matches nothing and stays ``generic``, with host.profile's
+warning.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..agent.model import Snapshot
+from ..agent.model.ib import nvswitch_management
 from .profile import Profile, builtin_names, load_profile, profile_names
 
 
@@ -61,17 +66,24 @@ def detect_profile(snap: Snapshot) -> Detection:
         # 7-GPU platform judged against nothing.
         return Detection(by_dmi[0].name, f"DMI product {product!r}, {count_nvml} x {model}",
                          True)
-    if nvswitches:
-        board = _baseboard(candidates, len(nvswitches), max(count_nvml, count_pci))
+    managers = [d.name for d in snap.infiniband or [] if nvswitch_management(d)]
+    if nvswitches or managers:
+        board = _baseboard(candidates, len(nvswitches), bool(managers),
+                           max(count_nvml, count_pci))
         if board is not None:
-            return Detection(board.name, f"{len(nvswitches)} NVSwitches on PCI, "
+            switches = (f"{len(nvswitches)} NVSwitches on PCI" if nvswitches else
+                        f"{len(managers)} NVSwitch management functions (VPD SMDL=SW_MNG)")
+            return Detection(board.name, f"{switches}, "
                              f"{count_nvml} of {board.gpu_count} x {model} in NVML, "
                              f"{count_pci} on PCI", True)
     if snap.pci is not None and count_pci != count_nvml:
         return Detection("generic", f"{count_pci} GPUs on PCI but {count_nvml} in NVML", False)
     fits = [p for p in candidates if p.gpu_count == count_nvml]
     if snap.pci is not None:
-        fits = [p for p in fits if p.nvswitch == bool(nvswitches) or p.nvl72]
+        # A VPD that could not be read (an unprivileged agent) hides managers, not GPUs.
+        unread = any("vpd" in d.unknown for d in snap.infiniband or [])
+        fits = [p for p in fits if p.nvswitch == bool(nvswitches or managers) or p.nvl72
+                or (unread and not nvswitches and bool(p.nvswitch_mgmt_functions))]
     fits = [p for p in fits if not p.dmi_products] or fits
     if len(fits) != 1:
         names = [p.name for p in fits] or [p.name for p in candidates]
@@ -81,11 +93,15 @@ def detect_profile(snap: Snapshot) -> Detection:
                      f"{', NVSwitch on PCI' if nvswitches else ''}", True)
 
 
-def _baseboard(candidates: list[Profile], switches: int, gpus_seen: int) -> Profile | None:
-    """The one baseboard profile (no DMI names) with this many NVSwitches and room for
-    the GPUs seen; a site's own profile outranks the built-in it extends."""
-    boards = [p for p in candidates if not p.dmi_products and p.nvswitch_count == switches
-              and p.gpu_count is not None and gpus_seen <= p.gpu_count]
+def _baseboard(candidates: list[Profile], switches: int, managed: bool,
+               gpus_seen: int) -> Profile | None:
+    """The one baseboard profile (no DMI names) with this many NVSwitches on PCI, or whose
+    NVSwitches are managed through ConnectX functions when such are seen, and with room
+    for the GPUs seen; a site's own profile outranks the built-in it extends."""
+    boards = [p for p in candidates if not p.dmi_products and p.gpu_count is not None
+              and gpus_seen <= p.gpu_count
+              and (p.nvswitch_count == switches if switches
+                   else managed and bool(p.nvswitch_mgmt_functions))]
     if len(boards) > 1:
         builtin = set(builtin_names())
         boards = [p for p in boards if p.name not in builtin]

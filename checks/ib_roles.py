@@ -23,11 +23,19 @@ applies decides, and its reason is what ``topo`` and the report show:
    layer than most such devices do (the rails' link layer, read off the board); where none
    does (GB200 trays, VMs), an InfiniBand port that is not a DPU is.
 
+Before rules 2-5, whatever the profile: a function whose VPD says ``SMDL=SW_MNG`` is
+``management``, neither compute nor storage — the ConnectX-7 functions through which an
+HGX/DGX B200 or B300 baseboard's NVSwitches are managed (agent/model/ib.py gives the
+sources), which appear as ``mlx5_*`` InfiniBand devices like the rails. Only config's own
+lists (rule 1's storage and management names) come first. A VPD that could not be read
+(EACCES for an unprivileged agent, a read past the deadline) decides nothing: the other
+rules decide, and the reason says the VPD was unread, so an unread file never makes a
+role that fails the node.
+
 A device whose link layer could not be read is ``unknown`` (ib.hca_count then cannot tell
 a missing rail from an unreadable one); one whose every file is missing (unplugged after
 the listing) is gone, so not a rail. The port rate only breaks ties, since a rail that
-trained down must stay a rail for ib.rate to fail it. Not used: VPD (``SMDL=SW_MNG`` marks
-the NVSwitch management functions of HGX B200), which is not collected yet.
+trained down must stay a rail for ib.rate to fail it.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.model import Snapshot
-from ..agent.model.ib import DPU_TYPES, IbDevice
+from ..agent.model.ib import DPU_TYPES, IbDevice, nvswitch_management
 from .profile import Profile
 
 
@@ -197,6 +205,9 @@ def decide(devs: Sequence[IbDevice], profile: Profile, params: Mapping[str, Any]
             roles[dev.name] = Role("management", "named in config (management_hcas)")
         elif listed(dev, storage):
             roles[dev.name] = Role("storage", "named in config (storage_hcas)")
+        elif nvswitch_management(dev):
+            roles[dev.name] = Role("management", "NVSwitch management function (VPD "
+                                                  "SMDL=SW_MNG): not a rail")
         elif compute:
             roles[dev.name] = (Role("compute", "named in config (compute_hcas)")
                                if listed(dev, compute)
@@ -211,6 +222,12 @@ def decide(devs: Sequence[IbDevice], profile: Profile, params: Mapping[str, Any]
             rest.append(dev)
     layer = profile.hca_link_layer
     roles.update(_by_fabric(rest, layer, profile.compute_hcas) if layer else _by_affinity(rest))
+    for dev in devs if profile.nvswitch_mgmt_functions else ():
+        unread = dev.unknown.get("vpd")
+        if unread and roles[dev.name].role != "management":
+            role = roles[dev.name]
+            roles[dev.name] = Role(role.role, f"{role.reason}; VPD unread ({unread}), so "
+                                              "not known to be no NVSwitch management function")
     return roles
 
 

@@ -1,12 +1,14 @@
-"""NVSwitch checks: the board's NVSwitch chips on PCI (nvswitch.count) and their SXid
-errors in the kernel log (nvswitch.sxid). NVL72 compute trays have none: their
-switches are in the switch trays."""
+"""NVSwitch checks: the board's NVSwitch chips on PCI (nvswitch.count), or on boards whose
+NVSwitches are no PCI functions (HGX/DGX B200) the ConnectX-7 functions they are managed
+through (nvswitch.management), and their SXid errors in the kernel log (nvswitch.sxid).
+NVL72 compute trays have none: their switches are in the switch trays."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
 
+from ..agent.model.ib import nvswitch_management
 from ..agent.model.kernel import SxidEvent
 from ..agent.model.pci import unidentified
 from .finding import Action, Finding
@@ -32,6 +34,10 @@ def nvswitch_count(ctx: CheckContext) -> Iterator[Finding]:
     if profile.nvl72:
         yield Finding.skip(NODE, "NVL72 tray: the NVSwitches are in the switch trays")
         return
+    if profile.nvswitch and profile.nvswitch_mgmt_functions:
+        yield Finding.skip(NODE, "the NVSwitches are no PCI functions on this board "
+                                 "(nvswitch.management counts their managers)")
+        return
     if not profile.nvswitch or profile.nvswitch_count is None:
         yield Finding.skip(NODE, "no NVSwitch on this platform")
         return
@@ -55,6 +61,47 @@ def nvswitch_count(ctx: CheckContext) -> Iterator[Finding]:
                            len(found), want, Action.INVESTIGATE)
     else:
         yield Finding.passed(NODE, "NVSwitch count as expected", len(found), want)
+
+
+@check("nvswitch.management", needs=("infiniband",),
+       remedy="A management function missing from /sys/class/infiniband: is mlx5_ib loaded "
+              "(`lsmod`), does `lspci -d 15b3:` list all four functions of the baseboard's "
+              "ConnectX-7 bridge? Power-cycle the node; a function that stays missing is a "
+              "baseboard fault (RMA). VPD unreadable: run the agent as root (the sysfs vpd "
+              "file is root's only).",
+       actions=(Action.REBOOT, Action.INVESTIGATE))
+def management_functions(ctx: CheckContext) -> Iterator[Finding]:
+    """As many RDMA devices with VPD SMDL=SW_MNG as the profile's
+    ``nvswitch_mgmt_functions`` (4 on B200: two ports, each a full and a limited function).
+
+    Fewer with some VPD unreadable is an error naming the files, never a missing part;
+    more warns (the profile may be wrong for the node).
+    """
+    want = ctx.profile.nvswitch_mgmt_functions
+    if not want:
+        yield Finding.skip(NODE, "no NVSwitch management functions on this platform "
+                                 "(its NVSwitches, if any, are counted on PCI)")
+        return
+    devs = ctx.snapshot.infiniband
+    if devs is None:
+        stats = ctx.snapshot.sources.get("infiniband")
+        yield error_finding(NODE, "RDMA devices were not read",
+                            stats.error or stats.status if stats else None)
+        return
+    found = sorted(d.name for d in devs if nvswitch_management(d))
+    unread = {d.name: d.unknown["vpd"] for d in devs if "vpd" in d.unknown}
+    observed = {"found": found, "count": len(found)}
+    if len(found) < want and unread:
+        yield error_finding(NODE, f"NVSwitch management functions ({len(found)} of {want} "
+                                  "found, VPD unread)", unread)
+    elif len(found) < want:
+        yield Finding.fail(NODE, "NVSwitch management functions missing (VPD SMDL=SW_MNG)",
+                           observed, want, Action.REBOOT)
+    elif len(found) > want:
+        yield Finding.warn(NODE, "more NVSwitch management functions than the profile "
+                                 "expects", observed, want, Action.INVESTIGATE)
+    else:
+        yield Finding.passed(NODE, "NVSwitch management functions as expected", observed, want)
 
 
 def _event_time(event: SxidEvent, boot_time: float | None) -> float | None:

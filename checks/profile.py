@@ -44,7 +44,10 @@ class Profile:
     nvlinks_per_gpu: int = 0
     nvlink_version: int | None = None  # NVML enum (6 = NVLink 4)
     nvswitch: bool = False
-    nvswitch_count: int | None = None
+    nvswitch_count: int | None = None  # NVSwitch PCI functions (class 0x0680)
+    # Boards whose NVSwitches are no PCI functions (HGX/DGX B200): the ConnectX-7
+    # functions their NVSwitches are managed through, VPD SMDL=SW_MNG (checks/ib_roles.py).
+    nvswitch_mgmt_functions: int | None = None
     fabric_manager: bool = False
     nvl72: bool = False
     imex: bool = False

@@ -32,12 +32,17 @@ import time
 from pathlib import Path
 
 from ..model import SourceStats
-from ..model.ib import DPU_TYPES, IbDevice, RoceQos
+from ..model.ib import DPU_TYPES, IbDevice, RoceQos, nvswitch_management
 from ..model.pci import NVIDIA_VENDOR
 from ..sources import SourceEnv
 from ..sysfs import FileCounter, list_present, parse_int, read_int, read_text, under
 from .ib_port import read_port
 from .roce import read_qos
+from .vpd import read_vpds, vpd_path
+
+# VPD reads (collectors/vpd.py) get at most this long, so a wedged function leaves the
+# ports their time.
+_VPD_BUDGET_S = 1.0
 
 _BDF_LEN = len("0000:00:00.0")
 _DEVICE_FILES = ("fw_ver", "node_guid", "sys_image_guid", "hca_type", "board_id", "node_desc")
@@ -147,15 +152,28 @@ def _named(dev: IbDevice, names: list[str]) -> bool:
 
 def _skip_counters(dev: IbDevice, env: SourceEnv) -> bool:
     """Whether not to read the device's counters: a BlueField DPU's firmware-restricted
-    functions answer PMA reads with failing ACCESS_REG commands that flood the kernel log,
-    and config may keep a port out (named storage or management, or not among the
+    functions (and the limited functions that manage a B200's NVSwitches) answer PMA
+    reads with failing ACCESS_REG commands that flood the kernel log, and config may keep
+    a port out (named storage or management, or not among the
     compute_hcas it lists)."""
-    if dev.hca_type in DPU_TYPES:
+    if dev.hca_type in DPU_TYPES or nvswitch_management(dev):
         return True
     if _named(dev, [*_wanted(env, "storage_hcas"), *_wanted(env, "management_hcas")]):
         return True
     compute = _wanted(env, "compute_hcas")
     return bool(compute) and not _named(dev, compute)
+
+
+def _read_vpd(found: list[tuple[IbDevice, Path]], deadline: float) -> None:
+    """Each device's VPD keywords, or why they could not be read (collectors/vpd.py)."""
+    paths = {dev.name: vpd_path(base / "device") for dev, base in found if dev.pci_bdf}
+    read = read_vpds(list(paths.values()), min(deadline, time.monotonic() + _VPD_BUDGET_S))
+    for dev, _ in found:
+        value = read.get(paths.get(dev.name, ""))
+        if isinstance(value, dict):
+            dev.vpd = dict(value)
+        elif value is not None:
+            dev.unknown["vpd"] = value
 
 
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevice]:
@@ -169,6 +187,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
         stats.files_read += counter.count
         return []
     gpus = gpu_paths(env.root, counter)
+    _read_vpd([(dev, base) for dev, base, _ in found], deadline)
     devices = []
     qos: dict[str, RoceQos] = {}  # by netdev: a bond's ports share one
     read_tools = bool(env.wants("roce.pfc", "read_tools", True))

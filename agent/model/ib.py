@@ -17,6 +17,18 @@ ROLES = ("compute", "storage", "management", "unknown")
 # (hardware.md §3.1: MT41692 = BlueField-3 on the real H100 node).
 DPU_TYPES = frozenset({"MT41686", "MT41692"})
 
+# The vendor-specific VPD entry (``SMDL=`` inside a read-only ``Vx`` field, ConnectX's
+# ``VA``: ``MLX:MN=MLNX:...:SMDL=SW_MNG:MODL=...``) and its value that marks the ConnectX-7
+# functions an HGX/DGX B200 or B300 baseboard manages its NVSwitches through: its
+# NVSwitches are no PCI functions there. Fabric Manager user guide ("Systems using fourth
+# generation NVSwitches": the LPF's VPD "includes a vendor-specific field called SMDL, with
+# a non-zero value defined as SW_MNG"); NVIDIA/gpu-driver-container's
+# ``_assert_nvlink5_system`` greps ``/sys/class/infiniband/*/device/vpd`` for it; the
+# key=value sits in the VA field (L. Romanovsky, linux-pci, 2024-11-07, "PCI/sysfs: Fix
+# read permissions for VPD attributes").
+SMDL_KEY = "SMDL"
+NVSWITCH_MANAGEMENT = "SW_MNG"
+
 # Width of each narrow PortCounters field (kernel sysfs.c PORT_PMA_ATTR; hardware.md §3.3).
 # The data and packet counters come from PortCountersExtended (64-bit) on every ConnectX,
 # so they have no practical maximum and are not listed.
@@ -117,5 +129,27 @@ class IbDevice:
     pcie_width: int | None = None
     pcie_max_speed_gts: float | None = None
     pcie_max_width: int | None = None
+    # The read-only VPD keywords of the PCI function (PN, EC, V0, VA, ...; not SN, the
+    # serial), as collectors/vpd.py read them; empty when the function has no VPD, and
+    # ``unknown["vpd"]`` says why when it had one that could not be read.
+    vpd: dict[str, str] = field(default_factory=dict)
     ports: list[IbPort] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)
+
+
+def vpd_entries(vpd: dict[str, str]) -> dict[str, str]:
+    """The ``KEY=value`` entries inside the vendor-specific VPD keywords (``V0``..``VZ``),
+    split at ``:`` and ``,`` (ConnectX writes ``MLX:MN=MLNX:CSKU=V2:...``)."""
+    entries: dict[str, str] = {}
+    for keyword, value in vpd.items():
+        if len(keyword) == 2 and keyword[0] == "V":
+            for item in value.replace(",", ":").split(":"):
+                key, sep, val = item.partition("=")
+                if sep and key.strip():
+                    entries.setdefault(key.strip(), val.strip())
+    return entries
+
+
+def nvswitch_management(dev: IbDevice) -> bool:
+    """Whether the device is an NVSwitch management function: its VPD says SMDL=SW_MNG."""
+    return vpd_entries(dev.vpd).get(SMDL_KEY) == NVSWITCH_MANAGEMENT

@@ -185,6 +185,11 @@ def _nvswitch_missing(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.nvswitch_bdfs.pop()
 
 
+def _nvswitch_manager_missing(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The last NVSwitch management function's RDMA device gone (its PCI function too)."""
+    node.hcas.remove(next(h for h in reversed(node.hcas) if h.role == "management"))
+
+
 def _all_fabric(state: int) -> Apply:
     def apply(node: SimNode, fault: Mapping[str, Any]) -> None:
         for gpu in node.gpus:
@@ -361,7 +366,11 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_remote, profiles=_HGX),
     FaultKind("nvswitch_missing", "nvswitch.count", "fail", "reboot", "node", (),
-              _nvswitch_missing, profiles=_HGX),
+              _nvswitch_missing, profiles=("dgx-a100", "dgx-h100", "dgx-h200")),
+    # HGX B200: its NVSwitches are no PCI functions; one of the ConnectX-7 functions they
+    # are managed through gone.
+    FaultKind("nvswitch_manager_missing", "nvswitch.management", "fail", "reboot", "node",
+              (), _nvswitch_manager_missing, profiles=("dgx-b200",)),
     FaultKind("fabric_not_registered", "fabric.state", "fail", "investigate", "gpu0", (),
               _all_fabric(2), profiles=("dgx-h100", "dgx-h200", "dgx-b200", *_NVL)),
     FaultKind("fabric_degraded", "fabric.health_mask", "warn", "investigate", "gpu{gpu}",

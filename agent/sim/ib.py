@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ..model.ib import COUNTER_BITS, COUNTER_MAX, DATA_COUNTERS
 from .counter import Counter
 from .layout import HCA_LAYOUTS, OEM_HCA_LAYOUTS, HcaSlot
+from .vpd import build_vpd
 
 
 @dataclass(frozen=True)
@@ -21,18 +22,30 @@ class Model:
     device_id: str  # PCI device id
     fw_ver: str
     board_id: str
+    # VPD (sim/vpd.py): the identifier string, part number and the VA keyword's MODL.
+    product: str = ""
+    part: str = ""
+    modl: str = ""
 
 
 # ConnectX-7 and BlueField-3 strings as the real H100 node reports them (gpud tree);
 # ConnectX-6 and ConnectX-8 follow the same formats with their own device ids
 # (hardware.md §3.1: MT4123 CX-6 unverified, MT4131 CX-8 with fw 40.x).
 MODELS: dict[str, Model] = {
-    "cx6": Model("MT4123", "0x101b", "20.39.1002", "MT_0000000223"),
+    "cx6": Model("MT4123", "0x101b", "20.39.1002", "MT_0000000223",
+                 "NVIDIA ConnectX-6 VPI adapter card, HDR IB", "MCX653105A-HDAT", "CX653105A"),
     # ConnectX-6 Dx (PCI 15b3:101d -> MT4125), unverified strings like cx6's.
-    "cx6dx": Model("MT4125", "0x101d", "22.39.1002", "MT_0000000359"),
-    "cx7": Model("MT4129", "0x1021", "28.41.1000", "MT_0000000838"),
-    "cx8": Model("MT4131", "0x1023", "40.44.1036", "MT_0000001093"),
-    "bf3": Model("MT41692", "0xa2dc", "32.38.3056", "MT_0000000884"),
+    "cx6dx": Model("MT4125", "0x101d", "22.39.1002", "MT_0000000359",
+                   "NVIDIA ConnectX-6 Dx EN adapter card, 100GbE", "MCX623106AN-CDAT",
+                   "CX623106A"),
+    "cx7": Model("MT4129", "0x1021", "28.41.1000", "MT_0000000838",
+                 "NVIDIA ConnectX-7 HHHL Adapter Card, 400GbE / NDR IB, Single-port OSFP",
+                 "MCX75310AAS-NEAT", "CX75310A"),
+    "cx8": Model("MT4131", "0x1023", "40.44.1036", "MT_0000001093",
+                 "NVIDIA ConnectX-8 SuperNIC, 800G XDR", "C8180", "C8180"),
+    "bf3": Model("MT41692", "0xa2dc", "32.38.3056", "MT_0000000884",
+                 "NVIDIA BlueField-3 B3220 P-Series DPU, 200GbE/NDR200", "900-9D3B6-00CV-AA0",
+                 "BF3220"),
 }
 
 # Per-lane Gb/s of each speed name (hardware.md §3.2).
@@ -106,6 +119,7 @@ class SimHca:
     max_pcie_gen: int = 5
     max_pcie_width: int = 16
     present: bool = True  # False: the PCI function is there but no RDMA device
+    vpd: bytes = b""  # the function's VPD (sim/vpd.py); empty: no vpd file
     ports: list[SimIbPort] = field(default_factory=list)
 
     def port(self, number: int) -> SimIbPort:
@@ -169,7 +183,9 @@ def build_hcas(node_name: str, profile: str, pcie_gen: int | None, pcie_width: i
                      device_id=model.device_id, node_guid=_guid(node_name, slot.bdf),
                      role=slot.role, node_desc=f"{node_name} {slot.name}",
                      gpu_bdf=slot.gpu_bdf, pcie_gen=gen, pcie_width=width,
-                     max_pcie_gen=gen, max_pcie_width=width)
+                     max_pcie_gen=gen, max_pcie_width=width,
+                     vpd=build_vpd(model.product, model.part, model.modl,
+                                   f"{node_name}/{slot.bdf}", slot.manages_nvswitch))
         hca.ports = [_port(slot, lid=0x10 + i)]
         hcas.append(hca)
     return hcas

@@ -67,7 +67,9 @@ def _hgx(nvswitches: int, with_nics: bool = True) -> tuple[tuple[GpuSlot, ...], 
 _GIB = 1 << 30
 _H100_GPUS, _H100_SWITCHES = _hgx(4)
 _A100_GPUS, _A100_SWITCHES = _hgx(6)
-_B200_GPUS, _B200_SWITCHES = _hgx(2)
+# HGX B200: no NVSwitch is a PCI function (its ConnectX-7 management functions are
+# RDMA devices instead: _b200_bridge below).
+_B200_GPUS, _ = _hgx(2)
 _PCIE_GPUS, _ = _hgx(0, with_nics=False)
 _NVL72_GPUS = tuple(GpuSlot(bdf, numa, None, None) for bdf, numa in (
     ("0008:01:00.0", 0), ("0009:01:00.0", 0), ("0018:01:00.0", 1), ("0019:01:00.0", 1)))
@@ -89,7 +91,7 @@ LAYOUTS: dict[str, Layout] = {
                        # GA100 [A100 SXM4 80GB]; GA100 [A100 NVSwitch]
                        gpu_device_id=0x20B2, nvswitch_device_id=0x1AF1),
     "dgx-b200": Layout("NVIDIA B200", 10, 180 * _GIB, "97.00.4B.00.01", "692-2G525-0220-000",
-                       "G525.0220.00.03", _B200_GPUS, _B200_SWITCHES,
+                       "G525.0220.00.03", _B200_GPUS, (),
                        "DGXB200", _X86, gpu_device_id=0x2901),  # GB100 [B200]
     "gb200-nvl72": Layout("NVIDIA GB200", 10, 186 * _GIB, "97.00.82.00.0F",
                           "692-2G548-0200-000", "G548.0201.00.06", _NVL72_GPUS, (),
@@ -116,13 +118,14 @@ class HcaSlot:
     name: str
     bdf: str
     numa: int
-    role: str  # compute | storage: what the real machine uses it for
+    role: str  # compute | storage | management: what the real machine uses it for
     model: str
     link_layer: str
     width: int
     speed: str  # per-lane speed name: NDR, HDR, XDR
     netdev: str
     gpu_bdf: str | None = None
+    manages_nvswitch: bool = False  # VPD SMDL=SW_MNG (role "management")
 
 
 def _netdev(bdf: str, link_layer: str, multi_function: bool) -> str:
@@ -177,6 +180,20 @@ def _tray_hcas(model: str, speed: str, under_gpu: bool = False) -> tuple[HcaSlot
     return compute + dpus
 
 
+def _b200_bridge() -> tuple[HcaSlot, ...]:
+    """The HGX B200 baseboard's ConnectX-7 bridge: two ports, each one full and one limited
+    PCI function, four RDMA devices with VPD SMDL=SW_MNG (Fabric Manager user guide; four
+    such mlx5 devices on real B200 nodes, siderolabs/extensions#893 and #895). Their PCI
+    place is not published: here two functions on each of two root ports, no GPU below
+    them (provisional, like the profile); their names follow the rails' and storage's."""
+    return tuple(HcaSlot(f"mlx5_{12 + i}", f"0000:{bus:02x}:00.{function}", 0 if bus < 0x80
+                         else 1, "management", "cx7", "InfiniBand", 4, "NDR",
+                         f"ibp{bus}s0f{function}",
+                         manages_nvswitch=True)
+                 for i, (bus, function) in enumerate(((0x0a, 0), (0x0a, 1), (0x8a, 0),
+                                                      (0x8a, 1))))
+
+
 def _oem_hgx_hcas(model: str, speed: str) -> tuple[HcaSlot, ...]:
     """An OEM HGX server as such boards are commonly built (the layout issue 13 reports):
     the same 8 compute NICs beside their GPUs, and 4 ConnectX-6 Dx 100 GbE storage ports,
@@ -208,7 +225,7 @@ OEM_HCA_LAYOUTS: dict[str, tuple[HcaSlot, ...]] = {
 HCA_LAYOUTS: dict[str, tuple[HcaSlot, ...]] = {
     "dgx-h100": _hgx_hcas("cx7", "NDR", "cx7"),
     "dgx-h200": _hgx_hcas("cx7", "NDR", "cx7"),
-    "dgx-b200": _hgx_hcas("cx7", "NDR", "bf3"),
+    "dgx-b200": _hgx_hcas("cx7", "NDR", "bf3") + _b200_bridge(),
     "dgx-a100": _hgx_hcas("cx6", "HDR", "cx6"),
     "gb200-nvl72": _tray_hcas("cx7", "NDR"),
     "gb300-nvl72": _tray_hcas("cx8", "XDR", under_gpu=True),

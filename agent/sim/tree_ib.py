@@ -109,6 +109,8 @@ def write_ib_tree(node: SimNode, root: Path, pci: PciTree,
                            _ETH_CLASS if eth else _IB_CLASS, hca.numa,
                            cpulists[hca.numa % len(cpulists)], hca.pcie_gen, hca.pcie_width,
                            "mlx5_core", hca.max_pcie_gen, hca.max_pcie_width)
+        if hca.vpd:
+            (function / "vpd").write_bytes(hca.vpd)
         for port in hca.ports:
             # An IPoIB netdev exists only on top of a registered RDMA device.
             if hca.present or port.link_layer == "Ethernet":

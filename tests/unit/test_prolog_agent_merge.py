@@ -79,7 +79,9 @@ def test_a_disabled_gpu_processes_is_not_rerun() -> None:
 
 @pytest.mark.parametrize(("profile", "sources"), [
     ("dgx-h100", {"nvml"}),  # the agent's profile: no detection, NVML alone
-    ("no-such-profile", {"nvml", "pci", "host"}),  # unknown: detected again
+    # unknown: detected again, from all detection's evidence (a B200's NVSwitch managers
+    # are RDMA devices)
+    ("no-such-profile", {"nvml", "pci", "host", "infiniband"}),
 ])
 def test_the_rerun_collects_nvml_alone_with_the_agents_profile(
         profile: str, sources: set[str]) -> None:
