@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.kernel import KernelLog, SxidEvent
 from clusterdiag.agent.model.pci import NVIDIA_VENDOR, PciDevice
 from clusterdiag.checks import nvswitch as nvswitch_checks
@@ -15,7 +16,8 @@ from tests.checks.nvlink.factory import NOW, judge, make_snapshot, nvswitch, one
 def test_catalog_declares_the_contract() -> None:
     ids = sorted(i for i in REGISTRY
                  if REGISTRY[i].func.__module__ == nvswitch_checks.__name__)
-    assert ids == ["nvswitch.count", "nvswitch.sxid"]
+    assert ids == ["nvswitch.count", "nvswitch.management", "nvswitch.sxid"]
+    assert REGISTRY["nvswitch.management"].needs == ("infiniband",)
     assert REGISTRY["nvswitch.sxid"].params["window_s"] == 7200
     assert REGISTRY["nvswitch.sxid"].needs == ("kernel_log",)
     assert REGISTRY["nvswitch.count"].needs == ("pci",)
@@ -116,3 +118,42 @@ def test_sxid_uses_uptime_and_boot_time_when_no_wall_time() -> None:
     assert one(judge("nvswitch.sxid", make_snapshot(kernel_log=log))).status is Status.PASS
     log.boot_time = NOW - 200
     assert one(judge("nvswitch.sxid", make_snapshot(kernel_log=log))).status is Status.FAIL
+
+
+# --- nvswitch.management -----------------------------------------------------------------
+
+MANAGER_VA = {"VA": "MLX:MN=MLNX:CSKU=V2:UUID=V3:PCI=V0:SMDL=SW_MNG:MODL=C7010Z"}
+RAIL_VA = {"VA": "MLX:MN=MLNX:CSKU=V2:UUID=V3:PCI=V0:MODL=CX75310A"}
+
+
+def _b200_devices(managers: int, unread: int = 0) -> list[IbDevice]:
+    devs = [IbDevice(f"mlx5_{i}", vpd=dict(RAIL_VA)) for i in range(8)]
+    devs += [IbDevice(f"mlx5_{12 + i}", vpd=dict(MANAGER_VA)) for i in range(managers)]
+    for dev in devs[:unread]:
+        dev.vpd, dev.unknown["vpd"] = {}, "Permission denied (EACCES)"
+    return devs
+
+
+def test_nvswitch_management_counts_the_vpd_marked_functions() -> None:
+    finding = one(judge("nvswitch.management", make_snapshot(infiniband=_b200_devices(4)),
+                        "dgx-b200"))
+    assert (finding.status, finding.observed["count"], finding.expected) == (Status.PASS, 4, 4)
+    finding = one(judge("nvswitch.management", make_snapshot(infiniband=_b200_devices(3)),
+                        "dgx-b200"))
+    assert (finding.status, finding.action) == (Status.FAIL, Action.REBOOT)
+    assert finding.observed["found"] == ["mlx5_12", "mlx5_13", "mlx5_14"]
+
+
+def test_nvswitch_management_short_with_vpd_unread_is_an_error_not_a_fail() -> None:
+    snap = make_snapshot(infiniband=_b200_devices(4, unread=9))
+    finding = one(judge("nvswitch.management", snap, "dgx-b200"))
+    assert finding.status is Status.ERROR
+    assert finding.observed["mlx5_12"] == "Permission denied (EACCES)"
+
+
+def test_nvswitch_management_skips_where_switches_are_on_pci() -> None:
+    assert one(judge("nvswitch.management", make_snapshot(infiniband=[]))).status is Status.SKIP
+    # ... and nvswitch.count skips on B200, saying where the switches are counted instead.
+    count = one(judge("nvswitch.count", make_snapshot(pci=[]), "hgx-b200-8gpu"))
+    assert count.status is Status.SKIP
+    assert "nvswitch.management" in count.message
