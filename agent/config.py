@@ -39,6 +39,7 @@ import math
 import os
 import reprlib
 
+from ..checks.levels import LEVEL_NAMES
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -423,6 +424,7 @@ def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]
             merged[key].update(value)
         else:
             merged[key] = value
-    if merged["level"] not in ("quick", "full"):
-        raise ConfigError(f"{where}: key 'level' must be quick or full, got {merged['level']!r}")
+    if merged["level"] not in LEVEL_NAMES:
+        raise ConfigError(f"{where}: key 'level' must be {' or '.join(LEVEL_NAMES)}, "
+                          f"got {merged['level']!r}")
     return Config(merged, str(path))

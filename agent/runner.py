@@ -7,15 +7,16 @@ rates, profile resolution, and turning a check that raised into an ``error`` fin
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..checks import index
 from ..checks.detect import detect_profile
 from ..checks.finding import Finding, Status
+from ..checks.levels import Level, Mode
 from ..checks.profile import Profile, load_profile
-from ..checks.registry import CheckContext, CheckSpec
+from ..checks.registry import CheckContext, CheckSpec, History
 from ..reports.node import NodeReport, inventory, iso
 from . import __version__
 from .collect import SOURCES, collect_snapshot, one_line
@@ -26,8 +27,8 @@ from .sources import SourceEnv
 
 @dataclass
 class RunOptions:
-    level: str = "quick"
-    mode: str = "run"
+    level: Level = Level.QUICK
+    mode: Mode = Mode.RUN
     patterns: tuple[str, ...] = ()
     budget_s: float = 10.0
     profile: str = "auto"
@@ -104,7 +105,7 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
     env.params = collector_params(config, specs)
     names = sources_for(specs, options.profile)
     previous: Snapshot | None = None
-    if options.level == "full" and any(s.rate for s in specs):
+    if options.level == Level.FULL and any(s.rate for s in specs):
         sampled = {n for n in names if SOURCES[n].counters}
         previous = collect_snapshot(env, sampled, deadline, options.level)
         time.sleep(max(0.0, min(options.full_interval_s, deadline - time.monotonic() - 1.0)))
@@ -126,10 +127,10 @@ def assign_roles(snap: Snapshot, config: Config, profile: Profile) -> None:
 
 def evaluate(snap: Snapshot, config: Config, options: RunOptions,
              previous: Snapshot | None = None, started: float | None = None,
-             history: Mapping[str, Any] | None = None, now: float | None = None) -> NodeReport:
+             history: History | None = None, now: float | None = None) -> NodeReport:
     """Judge a snapshot: the same path for a live run and a saved snapshot re-read offline.
 
-    ``history`` is the daemon's persisted state (events seen, sample times) for checks
+    ``history`` is what the agent remembers across cycles (its counter window) for checks
     that read ``ctx.history``; a one-shot run has none. ``now`` is the time the checks
     judge windows from (the kernel log's last hour): a saved snapshot is judged as of
     when it was taken, not as of today."""
@@ -142,7 +143,7 @@ def evaluate(snap: Snapshot, config: Config, options: RunOptions,
             snapshot=snap, profile=profile, level=options.level, mode=options.mode,
             now=time.time() if now is None else now, previous=previous,
             profile_source=source, profile_reason=reason,
-            history=history or {},
+            history=history or History(),
             params=config.check_params(spec.id, spec.params, profile.thresholds.get(spec.id)),
         )
         findings.extend(judge(spec, ctx))

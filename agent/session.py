@@ -143,7 +143,9 @@ def budget_flag(budget: float | None) -> float | None:
 def run_options(config: Config, level: str | None, profile: str | None,
                 budget: float | None, patterns: str | None, mode: str = "run") -> RunOptions:
     """The flags over the config's defaults; an unknown profile name or a glob that
-    selects nothing is a usage error."""
+    selects nothing is a usage error. ``level`` and ``mode`` are words, as click, the config
+    (both validated against checks.levels) and the Slurm program name give them."""
+    from ..checks.levels import Level, Mode
     from ..checks.profile import UnknownProfileError, load_profile
     from .runner import RunOptions
 
@@ -154,7 +156,7 @@ def run_options(config: Config, level: str | None, profile: str | None,
         except UnknownProfileError as exc:
             raise UsageError(str(exc)) from None
     return RunOptions(
-        level=level or config.data["level"], mode=mode,
+        level=Level(level or config.data["level"]), mode=Mode(mode),
         patterns=check_patterns(patterns),
         budget_s=float(budget if budget is not None else config.data["budget_s"]),
         profile=name, full_interval_s=float(config.data["full_interval_s"]),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 
 from .finding import Finding
+from .levels import Level, Mode, levels_of
 from .manifest import CHECKS
 
 TYPE_CHECKING = False
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
     from .registry import CheckSpec
 
-LEVELS = ("quick", "full")
 MANIFEST = "manifest.py"
 PROFILE_DATA = "profile_data.py"
 COMMAND = "python -m clusterdiag.checks.index --write"
@@ -47,13 +47,13 @@ class Entry:
         self.needs: tuple[str, ...] = tuple(fields["needs"])
         self.rate: bool = fields["rate"]
         self.active: bool = fields["active"]
-        self.skip_in: frozenset[str] = frozenset(fields["skip_in"])
+        self.skip_in: frozenset[Mode] = frozenset(Mode(m) for m in fields["skip_in"])
         self.privileged: bool = fields["privileged"]
         self.params: Mapping[str, Any] = fields["params"]
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        return ("full",) if (self.rate or self.active) else LEVELS
+    def levels(self) -> tuple[Level, ...]:
+        return levels_of(self.rate, self.active)
 
 
 ENTRIES: dict[str, Entry] = {check_id: Entry(check_id, fields)
@@ -73,7 +73,8 @@ def family_of(module: str) -> str:
 def fields_of(spec: CheckSpec) -> dict[str, Any]:
     """A registered check as the manifest writes it."""
     return {"family": family_of(spec.func.__module__), "needs": spec.needs,
-            "rate": spec.rate, "active": spec.active, "skip_in": tuple(sorted(spec.skip_in)),
+            "rate": spec.rate, "active": spec.active,
+            "skip_in": tuple(sorted(mode.value for mode in spec.skip_in)),
             "privileged": spec.privileged, "params": dict(spec.params)}
 
 
@@ -100,7 +101,10 @@ def select(patterns: Iterable[str] | None) -> list[Entry]:
 
 
 def skip_reason(entry: Entry, enabled: bool, level: str, mode: str) -> str | None:
-    """Why a selected check does not run at this level and in this mode, or None."""
+    """Why a selected check does not run at this level and in this mode, or None.
+
+    ``level`` and ``mode`` are a Level and a Mode, or their words: the prolog plans with the
+    level of the agent's report as that report spells it (hostile input, never coerced)."""
     if not enabled:
         return "disabled in config"
     if level not in entry.levels:
@@ -108,13 +112,13 @@ def skip_reason(entry: Entry, enabled: bool, level: str, mode: str) -> str | Non
                 else "active test: runs at --level full")
     if mode in entry.skip_in:
         return f"does not apply in the {mode}"
-    if entry.active and mode == "agent":
+    if entry.active and mode == Mode.AGENT:
         return "active test: the agent never loads the GPUs (run it with clusterdiag run)"
     return None
 
 
-def plan(patterns: Iterable[str], enabled: Mapping[str, bool] | None, level: str, mode: str
-         ) -> tuple[list[Entry], list[Finding]]:
+def plan(patterns: Iterable[str], enabled: Mapping[str, bool] | None, level: str,
+         mode: str) -> tuple[list[Entry], list[Finding]]:
     """The checks to run, and the skip findings for those selected but not run.
     ``enabled`` maps a check id to False where the config turned it off."""
     run: list[Entry] = []

@@ -14,9 +14,22 @@ from typing import Any
 
 from ..agent.model import SOURCE_FIELDS, Snapshot
 from .finding import Action, Finding
+from .levels import Level, Mode, levels_of
 from .profile import Profile
 
-LEVELS = ("quick", "full")
+
+@dataclass(frozen=True)
+class History:
+    """What the agent remembers across cycles that a check judges by; a one-shot run has
+    none (every field None).
+
+    ``counter_window`` is the oldest checkpoint of the agent's counter window within the
+    hour (agent/daemon/counterwindow.py), as its state file holds it: ``{"taken_at": float,
+    "counters": {component: {counter name: int}}}``. The state dir is hostile input, so it
+    stays untyped here and checks/window.py validates it before judging by it.
+    """
+
+    counter_window: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -24,11 +37,11 @@ class CheckContext:
     snapshot: Snapshot
     profile: Profile
     params: Mapping[str, Any]
-    level: str = "quick"
-    mode: str = "run"
+    level: Level = Level.QUICK
+    mode: Mode = Mode.RUN
     now: float = 0.0
     previous: Snapshot | None = None  # an earlier sample of the same node, for rates
-    history: Mapping[str, Any] = field(default_factory=dict)  # the daemon's persisted state
+    history: History = field(default_factory=History)  # the agent's, across cycles
     profile_source: str = "config"  # config | detected | ambiguous
     profile_reason: str = ""
 
@@ -46,14 +59,14 @@ class CheckSpec:
     params: Mapping[str, Any]
     rate: bool  # judges counters over time: skipped at quick, needs two samples
     active: bool  # runs a workload (e.g. all_reduce_perf): full only
-    skip_in: frozenset[str]  # modes where it does not apply (fabric.imex in the prolog)
+    skip_in: frozenset[Mode]  # modes where it does not apply (fabric.imex in the prolog)
     actions: tuple[Action, ...]  # what it can ask for when it fails or warns
     privileged: bool = False  # reads what only root may (PCI config space): the prolog
     # re-runs it when the hardened agent had to skip it
 
     @property
-    def levels(self) -> tuple[str, ...]:
-        return ("full",) if (self.rate or self.active) else LEVELS
+    def levels(self) -> tuple[Level, ...]:
+        return levels_of(self.rate, self.active)
 
 
 REGISTRY: dict[str, CheckSpec] = {}
@@ -83,6 +96,7 @@ def check(
     """Register ``func`` as check ``check_id``; its docstring's first line is its summary.
     ``needs`` names Snapshot fields (``SOURCE_FIELDS``); any other name is refused."""
     needs = tuple(needs)
+    modes = frozenset(Mode(mode) for mode in skip_in)  # a typo fails the import
     unknown = sorted(set(needs) - SOURCE_FIELDS)
     if unknown:
         raise UnknownNeedError(f"check {check_id!r} needs {', '.join(map(repr, unknown))}: "
@@ -101,7 +115,7 @@ def check(
             params=dict(params or {}),
             rate=rate,
             active=active,
-            skip_in=frozenset(skip_in),
+            skip_in=modes,
             actions=tuple(actions),
             privileged=privileged,
         )

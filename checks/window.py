@@ -5,7 +5,7 @@ or flaps twice in an hour, never shows ``min_events`` in one interval, so a rate
 fed only the previous sample passes it forever (the pattern that preceded an
 ``Xid 149 NETIR_LINK_DOWN`` on a real GB200 cluster). The agent keeps checkpoints of the
 event counters that trickle (agent/daemon/counterwindow.py, saved across restarts) and
-hands the oldest one within ``WINDOW_S`` to the checks as ``ctx.history[COUNTER_WINDOW]``:
+hands the oldest one within ``WINDOW_S`` to the checks as ``ctx.history.counter_window``:
 ``{"taken_at": float, "counters": {component: {counter name: int}}}``, components as the
 checks name them (``mlx5_0/1``, ``gpu3.link7``). ``ib.error_rate`` and
 ``nvlink.error_rate`` judge those counters' growth since it, with their usual rules; a
@@ -24,7 +24,6 @@ from typing import Any
 from .rates import Rate, counter_rate, sample_interval
 from .registry import CheckContext
 
-COUNTER_WINDOW = "counter_window"
 WINDOW_S = 3600.0
 # The counters the agent keeps, by family (names as the snapshot has them).
 IB_WINDOW_COUNTERS = ("link_downed", "link_error_recovery")
@@ -55,7 +54,7 @@ def window_base(ctx: CheckContext) -> WindowBase | None:
     Usable: well formed, within ``WINDOW_S`` of the snapshot, and not newer than the
     previous sample (a window shorter than the interval would judge less, not more).
     """
-    base = ctx.history.get(COUNTER_WINDOW)
+    base = ctx.history.counter_window
     if not isinstance(base, Mapping):
         return None
     taken_at, counters = base.get("taken_at"), base.get("counters")
@@ -72,5 +71,5 @@ def window_base(ctx: CheckContext) -> WindowBase | None:
     return WindowBase(float(taken_at), seconds, clean)
 
 
-__all__ = ["COUNTER_WINDOW", "IB_WINDOW_COUNTERS", "NVLINK_WINDOW_COUNTERS", "WINDOW_S",
+__all__ = ["IB_WINDOW_COUNTERS", "NVLINK_WINDOW_COUNTERS", "WINDOW_S",
            "WindowBase", "window_base"]

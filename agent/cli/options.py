@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from ...checks.levels import LEVEL_NAMES
+
 FORMATS = ("table", "json", "md", "html", "line")
 
 
@@ -30,7 +32,7 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Use the simulator: a profile name (dgx-h100) or a spec file."),
         click.option("--node", default=None, help="With a spec of several nodes, which one."),
         click.option("--profile", default=None, help="Platform profile, or auto (default)."),
-        click.option("--level", type=click.Choice(["quick", "full"]), default=None,
+        click.option("--level", type=click.Choice(LEVEL_NAMES), default=None,
                      help="quick (default) skips rate and active checks."),
         click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
                      help="Config file (default /etc/clusterdiag/config.yaml when present)."),

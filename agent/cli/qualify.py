@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ...checks.levels import LEVEL_NAMES
 from ..errors import ExitCode
 from .options import report_options
 from .output import write
@@ -20,7 +21,7 @@ from .output import write
               help="srun (default inside an allocation), ssh (with --nodes) or local.")
 @click.option("--tests", default=None, metavar="LIST",
               help="Comma-separated: node,pairs,rails,scaling,rack (default: what applies).")
-@click.option("--level", type=click.Choice(["quick", "full"]), default=None,
+@click.option("--level", type=click.Choice(LEVEL_NAMES), default=None,
               help="quick (default) or full: longer runs and dcgmi diag -r 3.")
 @click.option("--budget", type=float, default=None, help="Seconds the whole run may take.")
 @click.option("--profile", default=None, help="Platform profile name or a site profile file.")

@@ -17,8 +17,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...checks.registry import History
 from ...checks.window import (
-    COUNTER_WINDOW,
     IB_WINDOW_COUNTERS,
     NVLINK_WINDOW_COUNTERS,
     WINDOW_S,
@@ -88,10 +88,9 @@ class CounterWindow:
         self.samples = kept
         return changed
 
-    def history(self, now: float) -> dict[str, Any]:
-        """The entry ``ctx.history`` carries for the rate checks; empty without a base."""
-        base = self.base(now)
-        return {COUNTER_WINDOW: base} if base is not None else {}
+    def history(self, now: float) -> History:
+        """What ``ctx.history`` carries for the rate checks: no window without a base."""
+        return History(counter_window=self.base(now))
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": 2, "node": self.node, "samples": self.samples}

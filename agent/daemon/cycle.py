@@ -5,8 +5,8 @@ the sticky findings they keep alive."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from ...checks.registry import History
 from ...reports.node import NodeReport
 from ..collect import collect_snapshot
 from ..config import Config
@@ -35,12 +35,7 @@ def judge(snap: Snapshot, config: Config, options: RunOptions, previous: Snapsho
     if previous is not None and previous.node != snap.node:
         previous = None
     inject(snap, events)
-    history: dict[str, Any] = {
-        "previous_taken_at": previous.taken_at if previous is not None else None,
-        "window_s": round(snap.taken_at - previous.taken_at, 3) if previous is not None else None,
-        "events": [dict(e) for e in events.active()],
-        **(window.history(snap.taken_at) if window is not None else {}),
-    }
+    history = window.history(snap.taken_at) if window is not None else History()
     report = evaluate(snap, config, options, previous=previous, started=started, history=history)
     add_sticky(report, events)
     report.duration_s = round(max(0.0, time.time() - started), 3)

@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import generate_latest
 
+from ...checks.levels import Level, Mode
 from ..config import Config
 from ..runner import RunOptions, evaluate
 from ..sim.faults import FAULTS
@@ -116,9 +117,9 @@ class Fleet:
             key = _key(node)
             if key in done:
                 continue
-            full = any(FAULTS[str(f["kind"])].level == "full" for f in node.faults)
+            full = any(FAULTS[str(f["kind"])].level is Level.FULL for f in node.faults)
             env = env_for(node)
-            options = RunOptions(level="full" if full else "quick", mode="agent",
+            options = RunOptions(level=Level.FULL if full else Level.QUICK, mode=Mode.AGENT,
                                  budget_s=float(self.config.data["budget_s"]),
                                  profile=str(self.config.data["profile"]))
             started = time.time()

@@ -26,6 +26,7 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
+from ...checks.levels import Level, Mode
 from ...reports.node import NodeReport
 from .. import session
 from ..collect import one_line
@@ -113,7 +114,7 @@ class Agent:
 
     def options(self) -> RunOptions:
         data = self.config.data
-        return RunOptions(level=self.overrides.level or "full", mode="agent",
+        return RunOptions(level=Level(self.overrides.level or Level.FULL), mode=Mode.AGENT,
                           budget_s=float(data["budget_s"]),
                           profile=self.overrides.profile or data["profile"],
                           full_interval_s=float(data["full_interval_s"]))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...checks.finding import Action, Finding, Status
+from ...checks.levels import Level
 from ...checks.profile import Profile, UnknownProfileError, load_profile
 from ...checks.qualify import StragglerRule
 from ...reports.cluster import ClusterFinding, ClusterReport
@@ -137,7 +138,7 @@ def run(request: Request, config: Config) -> QualifyReport:
     notes: list[str] = []
     tests, cross_tests = _tests(request.tests)
     settings = dict(config.section("qualify"))
-    level = request.level or config.data["level"]
+    level = Level(request.level or config.data["level"])
     budget = float(request.budget if request.budget is not None else settings["budget_s"])
     if request.simulate is not None:
         from ..sim.tools import simulated_cluster

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from ...checks.finding import Action, Finding, Status
+from ...checks.levels import Level
 from ...checks.profile import Profile
 from ...checks.qualify import TEST_NAMES, expectations
 from ...checks.qualify_cross import (
@@ -147,7 +148,7 @@ class Cross:
     def _allreduce(self, test: str, nodes: Sequence[str], stage: str, number: int,
                    env: Mapping[str, str]) -> CrossRun:
         tools = self.options.settings.get("tools") or {}
-        iters = "100" if self.options.level == "full" else "20"
+        iters = "100" if self.options.level == Level.FULL else "20"
         argv = [program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
                 "-g", str(self._gpus(nodes)), "-w", "5", "-n", iters]
         step = Step(test, "nccl-tests", tuple(argv), tuple(sorted(env.items())),

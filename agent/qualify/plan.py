@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...checks.levels import Level
+
 # How to get each tool: what a skipped test says.
 INSTALL = {
     "all_reduce_perf": "build nccl-tests (github.com/NVIDIA/nccl-tests, `make`) and put "
@@ -69,13 +71,13 @@ def program(name: str, tools: Mapping[str, Any]) -> str:
     return str(tools.get(name) or name)
 
 
-def node_steps(inventory: Inventory, level: str, settings: Mapping[str, Any],
+def node_steps(inventory: Inventory, level: Level, settings: Mapping[str, Any],
                tests: frozenset[str]) -> list[Step]:
     """The node's steps, in the order they run (one at a time: they share the GPUs)."""
     tools = settings.get("tools") or {}
     deadlines = {**DEADLINES, **(settings.get("deadline_s") or {})}
     gpus = len(inventory.gpus)
-    iters = "100" if level == "full" else "20"
+    iters = "100" if level == Level.FULL else "20"
     steps: list[Step] = []
     allreduce = (program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
                  "-g", str(gpus), "-w", "5", "-n", iters)
@@ -91,7 +93,7 @@ def node_steps(inventory: Inventory, level: str, settings: Mapping[str, Any],
                           (program("nvbandwidth", tools), "-t", *NVBANDWIDTH_CASES),
                           deadline_s=float(deadlines["nvbandwidth"])))
     if "gpu_compute" in tests and gpus:
-        burn = str(int(float(settings.get("burn_s", 30.0)) * (4 if level == "full" else 1)))
+        burn = str(int(float(settings.get("burn_s", 30.0)) * (4 if level == Level.FULL else 1)))
         dcgm = Step("gpu_compute", "dcgmi", (program("dcgmi", tools), "diag", "-r",
                                              "diagnostic", "-j"),
                     deadline_s=float(deadlines["dcgm"]))
@@ -109,7 +111,7 @@ def node_steps(inventory: Inventory, level: str, settings: Mapping[str, Any],
                               component=f"{rail.hca}/{rail.port}"))
     if "dcgm" in tests and gpus:
         steps.append(Step("dcgm", "dcgmi", (program("dcgmi", tools), "diag", "-r",
-                                            "3" if level == "full" else "2", "-j"),
+                                            "3" if level == Level.FULL else "2", "-j"),
                           deadline_s=float(deadlines["dcgm"])))
     return steps
 

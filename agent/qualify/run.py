@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...checks.levels import Level
 from ...checks.profile import Profile
 from ...checks.qualify import (
     Judgement,
@@ -36,7 +37,7 @@ _HUNG_EXITS = (124, 137)  # coreutils timeout on the node: TERM, then KILL
 @dataclass
 class QualifyOptions:
     tests: frozenset[str]
-    level: str = "quick"
+    level: Level = Level.QUICK
     budget_s: float = 3600.0
     settings: Mapping[str, Any] = field(default_factory=dict)  # config "qualify" section
 

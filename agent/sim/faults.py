@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...checks.levels import Level
 from .counter import Counter
 from .hardware import SimGpu, SimNode
 from .ib_faults import (
@@ -65,7 +66,7 @@ class FaultKind:
     component: str  # format string over the fault's keys: "gpu{gpu}", "node"
     keys: tuple[str, ...]  # location keys it requires
     apply: Apply
-    level: str = "quick"  # full: needs two samples (rate checks)
+    level: Level = Level.QUICK  # full: needs two samples (rate checks)
     options: tuple[str, ...] = ()  # optional keys
     profiles: tuple[str, ...] = ()  # platforms it makes sense on (empty: any with GPUs)
     cluster: bool = False  # caught across nodes by a cluster.* check; the node alone passes
@@ -306,7 +307,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("ecc_dbe", "gpu.ecc_uncorrected", "fail", "reset_gpu", "gpu{gpu}", ("gpu",),
               _field(4, 2)),
     FaultKind("ecc_sbe_storm", "gpu.ecc_corrected_rate", "warn", "investigate", "gpu{gpu}",
-              ("gpu",), _counter(3, 200.0), level="full"),
+              ("gpu",), _counter(3, 200.0), level=Level.FULL),
     FaultKind("row_remap_pending", "gpu.row_remap", "fail", "reset_gpu", "gpu{gpu}", ("gpu",),
               _field(144, 1)),
     FaultKind("row_remap_failure", "gpu.row_remap", "fail", "rma", "gpu{gpu}", ("gpu",),
@@ -339,7 +340,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("clocks_locked", "gpu.clocks", "warn", "fix_config", "gpu{gpu}", ("gpu",),
               _locked_clocks),
     FaultKind("slowdown_time", "gpu.clocks", "warn", "investigate", "gpu{gpu}", ("gpu",),
-              _counter(270, 0.5e9), level="full"),  # half of each second in HW thermal
+              _counter(270, 0.5e9), level=Level.FULL),  # half of each second in HW thermal
     FaultKind("power_capped", "gpu.power_limit", "warn", "fix_config", "gpu{gpu}", ("gpu",),
               _field(190, 400_000)),
     FaultKind("pcie_width_degraded", "gpu.pcie_link", "fail", "investigate", "gpu{gpu}",
@@ -347,7 +348,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("pcie_gen_degraded", "gpu.pcie_link", "fail", "investigate", "gpu{gpu}",
               ("gpu",), _set("pcie_gen", 3)),
     FaultKind("pcie_replay_storm", "gpu.pcie_replay_rate", "warn", "investigate", "gpu{gpu}",
-              ("gpu",), _counter(94, 100.0), level="full"),
+              ("gpu",), _counter(94, 100.0), level=Level.FULL),
     FaultKind("persistence_off", "gpu.persistence_mode", "warn", "fix_config", "gpu{gpu}",
               ("gpu",), _set("persistence", 0)),
     FaultKind("mig_enabled", "gpu.mig_mode", "fail", "fix_config", "gpu{gpu}", ("gpu",),
@@ -359,9 +360,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("nvlink_down", "nvlink.links_up", "fail", "reset_gpu", "gpu{gpu}",
               ("gpu", "link"), _nvlink_down, profiles=_NVLINK),
     FaultKind("nvlink_crc_storm", "nvlink.error_rate", "fail", "reset_gpu", "gpu{gpu}.link{link}",
-              ("gpu", "link"), _nvlink_crc, level="full", profiles=_NVLINK),
+              ("gpu", "link"), _nvlink_crc, level=Level.FULL, profiles=_NVLINK),
     FaultKind("nvlink_recovery_trickle", "nvlink.error_rate", "fail", "reset_gpu",
-              "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_trickle, level="full",
+              "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_trickle, level=Level.FULL,
               profiles=_NVLINK, trend=True),
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_remote, profiles=_HGX),
@@ -438,7 +439,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("ib_port_armed", "ib.port_state", "fail", "investigate", "{hca}/{port}",
               ("hca",), port_armed, options=("port",), profiles=_IB),
     FaultKind("ib_transport_errors", "ib.transport_errors", "fail", "investigate",
-              "{hca}/{port}", ("hca",), rnr_retry_exceeded, level="full", options=("port",),
+              "{hca}/{port}", ("hca",), rnr_retry_exceeded, level=Level.FULL, options=("port",),
               profiles=_IB),
     FaultKind("roce_netdev_down", "ib.port_state", "warn", "investigate", "{hca}/{port}",
               ("hca",), netdev_down, options=("port",), profiles=_IB),
@@ -458,18 +459,18 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("roce_nccl_tc_wrong", "roce.nccl", "fail", "fix_config", "mlx5_0/1", (),
               roce_nccl_tc_wrong, options=("tc",), profiles=_ROCE, fabric="roce"),
     FaultKind("ib_symbol_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), symbol_errors, level="full", options=("port",), profiles=_IB),
+              ("hca",), symbol_errors, level=Level.FULL, options=("port",), profiles=_IB),
     FaultKind("ib_link_downed", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), link_downed, level="full", options=("port",), profiles=_IB),
+              ("hca",), link_downed, level=Level.FULL, options=("port",), profiles=_IB),
     FaultKind("ib_link_flapping", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), link_flapping, level="full", options=("port",), profiles=_IB,
+              ("hca",), link_flapping, level=Level.FULL, options=("port",), profiles=_IB,
               trend=True),
     FaultKind("ib_rcv_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), rcv_errors, level="full", options=("port",), profiles=_IB),
+              ("hca",), rcv_errors, level=Level.FULL, options=("port",), profiles=_IB),
     FaultKind("ib_counter_saturated", "ib.error_rate", "warn", "investigate", "{hca}/{port}",
-              ("hca",), counter_saturated, level="full", options=("port",), profiles=_IB),
+              ("hca",), counter_saturated, level=Level.FULL, options=("port",), profiles=_IB),
     FaultKind("ib_xmit_wait", "ib.congestion", "warn", "investigate", "{hca}/{port}",
-              ("hca",), xmit_wait, level="full", options=("port",), profiles=_IB),
+              ("hca",), xmit_wait, level=Level.FULL, options=("port",), profiles=_IB),
     FaultKind("nic_pcie_degraded", "ib.pcie_link", "fail", "investigate", "{hca}", ("hca",),
               pcie_degraded, profiles=_IB),
     FaultKind("mlx5_health_error", "ib.kernel_errors", "fail", "reboot", "{hca}", ("hca",),
@@ -492,7 +493,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("nccl_env_bad_ifname", "nccl.env", "fail", "fix_config", "node", (),
               conf("NCCL_SOCKET_IFNAME", "eth0"), options=("value",)),
     FaultKind("allreduce_slow", "nccl.allreduce", "fail", "investigate", "node", (),
-              allreduce_slow, level="full", profiles=_NVLINK),
+              allreduce_slow, level=Level.FULL, profiles=_NVLINK),
     FaultKind("nccl_ib_disabled", "nccl.env", "fail", "fix_config", "node", (),
               conf("NCCL_IB_DISABLE", "1"), profiles=_IB),
     FaultKind("hca_firmware_mixed", "ib.firmware", "warn", "fix_config", "{hca}", ("hca",),

@@ -23,7 +23,7 @@ from clusterdiag.agent.model.kernel import XidEvent
 from clusterdiag.agent.runner import RunOptions, evaluate
 from clusterdiag.agent.sources import SourceEnv
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.window import COUNTER_WINDOW
+from clusterdiag.checks.registry import History
 from tests.conftest import REPO
 
 H200 = REPO / "tests/fixtures/real/h200-vm-580.159.04.snapshot.json"
@@ -136,7 +136,7 @@ def _read(root: Path, taken_at: float) -> Snapshot:
 
 
 def _ib_judge(snap: Snapshot, previous: Snapshot | None = None,
-              history: dict[str, object] | None = None) -> list[Finding]:
+              history: History | None = None) -> list[Finding]:
     options = RunOptions(level="full", profile="dgx-h100", patterns=("ib.*",))
     return evaluate(snap, Config(), options, previous=previous, history=history).findings
 
@@ -181,8 +181,8 @@ def test_link_flapping_over_the_agents_hour_in_the_real_h100_tree(tmp_path: Path
     _write(root, f"{PORT}/counters/link_error_recovery", "5")
     second = _read(root, 1030.0)
     baseline = _ib_judge(copy.deepcopy(second), previous=first)
-    window = {COUNTER_WINDOW: {"taken_at": 1030.0 - 1800.0,
-                               "counters": {"mlx5_4/1": {"link_error_recovery": 0}}}}
+    window = History({"taken_at": 1030.0 - 1800.0,
+                      "counters": {"mlx5_4/1": {"link_error_recovery": 0}}})
     trend = _ib_judge(second, previous=first, history=window)
     assert ("ib.error_rate", "mlx5_4/1", "warn", "reseat_cable") in _keys(baseline)
     assert _new_verdicts(baseline, trend) == {("ib.error_rate", "mlx5_4/1", "fail", "reseat_cable")}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -16,8 +15,8 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Finding, Status
 from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import CheckContext
-from clusterdiag.checks.window import COUNTER_WINDOW, WINDOW_S
+from clusterdiag.checks.registry import CheckContext, History
+from clusterdiag.checks.window import WINDOW_S
 from tests.checks.nvlink.factory import make_gpu, make_snapshot
 from tests.unit.test_ib_checks import _eight, _snap
 
@@ -28,7 +27,7 @@ def _downs(n: object) -> dict[str, object]:
     return {"link_downed": n, "link_error_recovery": 0}
 
 
-def _judge(snap: Snapshot, previous: Snapshot, history: dict[str, Any]) -> list[Finding]:
+def _judge(snap: Snapshot, previous: Snapshot, history: History) -> list[Finding]:
     spec = REGISTRY["ib.error_rate"]
     ctx = CheckContext(snapshot=snap, profile=load_profile("dgx-h100"), params=dict(spec.params),
                        level="full", now=snap.taken_at, previous=previous, history=history)
@@ -41,7 +40,7 @@ def _at(t: float, link_downed: int, counter: str = "link_downed") -> Snapshot:
     return _snap(devs, 1000.0 + t)
 
 
-Judge = Callable[[Snapshot, Snapshot, dict[str, Any]], list[Finding]]
+Judge = Callable[[Snapshot, Snapshot, History], list[Finding]]
 
 
 def _agent_cycles(downs_at: list[float], until: float, step: float = 30.0,
@@ -57,7 +56,7 @@ def _agent_cycles(downs_at: list[float], until: float, step: float = 30.0,
         snap = at(t, sum(1 for d in downs_at if d <= t))
         if previous is not None:
             with_window = judge(snap, previous, window.history(snap.taken_at))
-            without = judge(snap, previous, {})
+            without = judge(snap, previous, History())
         window.add(snap)
         previous, t = snap, t + step
     return with_window, without
@@ -85,15 +84,15 @@ def test_one_down_within_the_hour_keeps_warning_after_the_interval() -> None:
 
 
 @pytest.mark.parametrize("history", [
-    {},
-    {COUNTER_WINDOW: {"taken_at": 1000.0 - WINDOW_S - 1, "counters": {PORT: _downs(0)}}},
-    {COUNTER_WINDOW: {"taken_at": 1290.0, "counters": {PORT: _downs(0)}}},  # after previous
-    {COUNTER_WINDOW: {"taken_at": 1000.0, "counters": {PORT: {"link_downed": "0"}}}},
-    {COUNTER_WINDOW: {"taken_at": "x", "counters": {PORT: _downs(0)}}},
-    {COUNTER_WINDOW: ["not", "a", "mapping"]},
+    History(),
+    History({"taken_at": 1000.0 - WINDOW_S - 1, "counters": {PORT: _downs(0)}}),
+    History({"taken_at": 1290.0, "counters": {PORT: _downs(0)}}),  # after previous
+    History({"taken_at": 1000.0, "counters": {PORT: {"link_downed": "0"}}}),
+    History({"taken_at": "x", "counters": {PORT: _downs(0)}}),
+    History(["not", "a", "mapping"]),  # type: ignore[arg-type]  # a hostile file
 ])
 def test_without_a_usable_window_the_previous_interval_is_judged(
-        history: dict[str, Any]) -> None:
+        history: History) -> None:
     """A base 2 downs back that is too old, newer than the previous sample or malformed
     changes nothing: one down in the last interval warns, as in a one-shot run."""
     found = _judge(_at(300.0, 2), _at(270.0, 1), history)
@@ -117,7 +116,7 @@ def test_link_error_recoveries_minutes_apart_fail_in_the_agent() -> None:
 
 
 def _nvlink_judge(platform: str) -> Judge:
-    def judge(snap: Snapshot, previous: Snapshot, history: dict[str, Any]) -> list[Finding]:
+    def judge(snap: Snapshot, previous: Snapshot, history: History) -> list[Finding]:
         spec = REGISTRY["nvlink.error_rate"]
         ctx = CheckContext(snapshot=snap, profile=load_profile(platform),
                            params=dict(spec.params), level="full", now=snap.taken_at,
@@ -169,7 +168,7 @@ def test_checkpoints_are_spaced_and_rolled_forward() -> None:
 def test_no_ib_counters_add_no_checkpoint() -> None:
     window = CounterWindow("n1")
     assert not window.add(Snapshot(node="n1", taken_at=1000.0))
-    assert window.history(1030.0) == {}
+    assert window.history(1030.0) == History()
 
 
 def test_saved_window_round_trip_and_refusals(caplog: pytest.LogCaptureFixture) -> None:

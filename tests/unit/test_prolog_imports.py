@@ -42,7 +42,8 @@ LAUNCHER = frozenset({
 FRESH_REPORT = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.config", "agent.nvml_library", "agent.session", "agent.slurm.agent_report",
     "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log", "agent.slurm.prolog",
-    "agent.slurm.reason", "checks", "checks.finding", "checks.index", "checks.manifest",
+    "agent.slurm.reason", "checks", "checks.finding", "checks.index", "checks.levels",
+    "checks.manifest",
     "reports", "reports.hostname", "reports.safefile")}
 # What the fresh-report path must not load: each costs a sizeable part of an interpreter
 # start, or stands for a whole layer it does not need.
@@ -69,7 +70,8 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "checks.gpu.memory", "checks.gpu.modes", "checks.gpu.pcie", "checks.gpu.presence",
     "checks.gpu.processes", "checks.gpu.recovery", "checks.gpu.thermal", "checks.gpu.xid",
     "checks.host", "checks.ib",
-    "checks.index", "checks.manifest", "checks.profile_data", "agent.nvml_library",
+    "checks.index", "checks.levels", "checks.manifest", "checks.profile_data",
+    "agent.nvml_library",
     "checks.ib_rates", "checks.nccl", "checks.nccl_env", "checks.nccl_host", "checks.nvlink",
     "checks.nvlink.error_rate", "checks.nvlink.helpers", "checks.nvlink.links",
     "checks.nvlink.topology", "checks.nvswitch", "checks.host_profile",
