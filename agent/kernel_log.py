@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
+from .model.pci import normalize_bdf
 from .sysfs import open_regular, raise_if_exhausted
 
 # domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (hardware.md §5.1).
@@ -135,14 +136,6 @@ _EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"error (?:message )?received(?: from)?:? ?(?P<src>" + _BDF_FN + r")?")),
 )
 _DEVICE_RE = re.compile(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
-
-
-def normalize_bdf(text: str) -> str:
-    """``0000:9B:00`` / ``00000000:9b:00.0`` -> ``0000:9b:00.0``: the form NVML, sysfs and
-    the log all reduce to, so events join with devices whatever the printer's width."""
-    head, _, function = text.partition(".")
-    domain, bus, device = head.split(":")
-    return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{int(function or 0)}"
 
 
 # --- one line --------------------------------------------------------------------------
@@ -378,7 +371,7 @@ class _Parser:
                  ) -> None:
         if self._kept(stamp):
             self.log.xids.append(XidEvent(
-                xid=xid, pci_bdf=normalize_bdf(bdf), pid=pid, process=process,
+                xid=xid, pci_bdf=normalize_bdf(bdf) or bdf, pid=pid, process=process,
                 message=message, raw=raw, gpu_instance=gpu_instance, time=stamp.time,
                 uptime_s=stamp.uptime_s))
 
@@ -388,8 +381,9 @@ class _Parser:
             self._event(raw, stamp)
         elif self._kept(stamp):
             self.log.sxids.append(SxidEvent(
-                sxid=int(m["sxid"]), pci_bdf=normalize_bdf(m["bdf"]), message=m["msg"] or "",
-                raw=raw, time=stamp.time, uptime_s=stamp.uptime_s, switch_device=m["dev"]))
+                sxid=int(m["sxid"]), pci_bdf=normalize_bdf(m["bdf"]) or m["bdf"],
+                message=m["msg"] or "", raw=raw, time=stamp.time, uptime_s=stamp.uptime_s,
+                switch_device=m["dev"]))
 
     def _event(self, raw: str, stamp: _Stamp) -> None:
         msg = stamp.message
@@ -402,11 +396,11 @@ class _Parser:
             groups = m.groupdict()
             device: str | None
             if groups.get("src"):
-                device = normalize_bdf(groups["src"])
+                device = normalize_bdf(groups["src"]) or groups["src"]
             elif groups.get("uuid"):
                 device = groups["uuid"]
             elif d := _DEVICE_RE.search(msg):
-                device = normalize_bdf(d["bdf"])
+                device = normalize_bdf(d["bdf"]) or d["bdf"]
             else:
                 device = None
             self.log.events.append(KernelEvent(
@@ -641,4 +635,4 @@ def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
     return log
 
 
-__all__ = ["normalize_bdf", "parse_lines", "read_file", "read_kmsg"]
+__all__ = ["parse_lines", "read_file", "read_kmsg"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks import index
+from ..checks.common import nvml_down
 from ..checks.detect import detect_profile
 from ..checks.finding import Finding, Status
 from ..checks.levels import Level, Mode
@@ -50,17 +51,8 @@ def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str]:
     return load_profile(found.name), ("detected" if found.confident else "ambiguous"), found.reason
 
 
-def _nvml_down(snap: Snapshot) -> str | None:
-    nv = snap.nvml
-    if nv is None:
-        return None
-    if nv.library_error:
-        return nv.library_error
-    return "no answer from nvmlInit" if "init" in nv.errors else None
-
-
 def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
-    down = _nvml_down(ctx.snapshot) if "nvml" in spec.needs else None
+    down = nvml_down(ctx.snapshot.nvml) if "nvml" in spec.needs else None
     if down and spec.id not in index.NVML_DOWN_JUDGES:
         return [index.nvml_down_skip(spec.id, down)]
     missing = [n for n in spec.needs if n in SOURCES and getattr(ctx.snapshot, n) is None]

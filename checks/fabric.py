@@ -16,8 +16,9 @@ from collections.abc import Iterator
 
 from ..agent.model.gpu import FabricInfo, Gpu
 from ..agent.model.host import HostInfo, ServiceState
+from .common import gpu_component
 from .finding import Action, Finding, Status
-from .nvlink.helpers import answering, error_finding, gpu_component, nvml_info
+from .nvlink.helpers import answering, nvml_info
 from .registry import CheckContext, check
 
 NODE = "node"
@@ -79,7 +80,7 @@ def _host(ctx: CheckContext) -> HostInfo | Finding:
     host = ctx.snapshot.host
     if host is None:
         stats = ctx.snapshot.sources.get("host")
-        return error_finding(NODE, "host facts were not collected",
+        return Finding.error(NODE, "host facts were not collected",
                              stats.error or stats.status if stats else None)
     return host
 
@@ -124,7 +125,7 @@ def _fabric_gpus(ctx: CheckContext, unsupported_warns: bool = False
             findings.append(Finding.skip(component, "GPU did not answer NVML "
                                                     "(gpu.responsive reports it)"))
         elif "fabric" in gpu.errors:
-            findings.append(error_finding(component, "NVML fabric info unreadable",
+            findings.append(Finding.error(component, "NVML fabric info unreadable",
                                           gpu.errors["fabric"]))
         elif fabric is None or "fabric" in gpu.unsupported \
                 or fabric.state == STATE_NOT_SUPPORTED:
@@ -176,9 +177,9 @@ def manager(ctx: CheckContext) -> Iterator[Finding]:
     state = _service(host, unit)
     observed = state and f"{state.active}/{state.sub}"
     if state is None:
-        yield error_finding(NODE, "Fabric Manager service state was not collected", unit)
+        yield Finding.error(NODE, "Fabric Manager service state was not collected", unit)
     elif state.error is not None:
-        yield error_finding(NODE, "systemctl did not answer about Fabric Manager",
+        yield Finding.error(NODE, "systemctl did not answer about Fabric Manager",
                             state.error)
     elif state.load == "not-found":
         yield Finding.fail(NODE, "Fabric Manager not installed", state.load, "loaded",

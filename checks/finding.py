@@ -129,8 +129,10 @@ class Finding:
         return cls(Status.PASS, component, message, observed, expected)
 
     @classmethod
-    def skip(cls, component: str, message: str) -> Finding:
-        return cls(Status.SKIP, component, message)
+    def skip(cls, component: str, message: str, observed: Any = None) -> Finding:
+        """Not judged here, and why; ``observed`` is what was read (an NVML reason such as
+        ``NotSupported``), where anything was."""
+        return cls(Status.SKIP, component, message, observed)
 
     @classmethod
     def warn(cls, component: str, message: str, observed: Any = None, expected: Any = None,
@@ -143,8 +145,11 @@ class Finding:
         return cls(Status.FAIL, component, message, observed, expected, action)
 
     @classmethod
-    def error(cls, component: str, message: str) -> Finding:
-        return cls(Status.ERROR, component, message, action=Action.INVESTIGATE)
+    def error(cls, component: str, message: str, observed: Any = None) -> Finding:
+        """The check could not tell: the evidence was missing or unreadable. ``observed``
+        says what was read instead (the error a read returned), so the report names the
+        cause."""
+        return cls(Status.ERROR, component, message, observed, action=Action.INVESTIGATE)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -21,17 +21,11 @@ GIB = 1 << 30
 NODE = "node"
 
 
-def _error(component: str, message: str, reason: Any) -> Finding:
-    """The check could not tell: the evidence was missing or unreadable."""
-    return Finding(Status.ERROR, component, message, observed=reason,
-                   action=Action.INVESTIGATE)
-
-
 def _host(ctx: CheckContext) -> HostInfo | Finding:
     host = ctx.snapshot.host
     if host is None:
-        return _error(NODE, "host facts were not collected",
-                      ctx.snapshot.sources.get("host"))
+        return Finding.error(NODE, "host facts were not collected",
+                             ctx.snapshot.sources.get("host"))
     return host
 
 
@@ -48,7 +42,7 @@ def cpu_count(ctx: CheckContext) -> Iterator[Finding]:
     elif minimum is None:
         yield Finding.skip(NODE, "no minimum CPU count configured")
     elif host.cpu_count is None:
-        yield _error(NODE, "CPU count unreadable", host.unknown.get("cpu_count"))
+        yield Finding.error(NODE, "CPU count unreadable", host.unknown.get("cpu_count"))
     elif host.cpu_count < minimum:
         yield Finding.fail(NODE, "fewer CPUs online than expected", host.cpu_count,
                            f">= {minimum}")
@@ -78,7 +72,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     if min_gib is None:
         yield Finding.skip(NODE, "no minimum memory size configured")
     elif host.memory_total_bytes is None:
-        yield _error(NODE, "memory size unreadable", host.unknown.get("memory_total_bytes"))
+        yield Finding.error(NODE, "memory size unreadable", host.unknown.get("memory_total_bytes"))
     else:
         gib = round(host.memory_total_bytes / GIB, 1)
         if gib < min_gib:
@@ -92,7 +86,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
         counts = {"corrected": mc.corrected, "uncorrected": mc.uncorrected}
         if mc.corrected is None or mc.uncorrected is None:
             reasons = {k: v for k, v in host.unknown.items() if k.startswith(f"edac.{mc.name}.")}
-            yield _error(mc.name, "EDAC error count unreadable", reasons)
+            yield Finding.error(mc.name, "EDAC error count unreadable", reasons)
         elif mc.uncorrected > ue_max:
             yield Finding.fail(mc.name, "uncorrected memory errors (EDAC)", counts,
                                f"uncorrected <= {ue_max}")
@@ -118,9 +112,9 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
     for path in ctx.params["paths"]:
         usage = by_path.get(path)
         if usage is None:
-            yield _error(path, "free space was not measured", "not in the snapshot")
+            yield Finding.error(path, "free space was not measured", "not in the snapshot")
         elif usage.error is not None:
-            yield _error(path, "cannot measure free space", usage.error)
+            yield Finding.error(path, "cannot measure free space", usage.error)
         elif not usage.total_bytes or usage.free_bytes is None:
             yield Finding.skip(path, "filesystem reports no size")
         else:
@@ -160,13 +154,13 @@ def mounts(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.skip(NODE, "no required mounts configured")
         return
     if "mounts" in host.unknown:
-        yield _error(NODE, "mount table unreadable", host.unknown["mounts"])
+        yield Finding.error(NODE, "mount table unreadable", host.unknown["mounts"])
         return
     visible = {m.mountpoint: m for m in host.mounts}
     for entry in required:
         path, fstype = _mount_entry(entry)
         if path is None:
-            yield _error(NODE, "invalid required mount entry", entry)
+            yield Finding.error(NODE, "invalid required mount entry", entry)
             continue
         mount = visible.get(path)
         if mount is None:
@@ -211,9 +205,9 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
         state = states.get(name)
         observed = state and f"{state.active}/{state.sub}"
         if state is None:
-            yield _error(name, "service state was not collected", None)
+            yield Finding.error(name, "service state was not collected", None)
         elif state.error is not None:
-            yield _error(name, "systemctl did not answer", state.error)
+            yield Finding.error(name, "systemctl did not answer", state.error)
         elif state.load == "not-found":
             yield Finding.fail(name, "required service not installed", state.load, "loaded",
                                Action.FIX_CONFIG)
@@ -245,7 +239,7 @@ def clock_sync(ctx: CheckContext) -> Iterator[Finding]:
     clock = host.clock
     if clock is None or clock.method is None:
         if "clock" in host.unknown:
-            yield _error(NODE, "clock-sync tool did not answer", host.unknown["clock"])
+            yield Finding.error(NODE, "clock-sync tool did not answer", host.unknown["clock"])
         else:
             yield Finding.skip(NODE, "no way to tell clock sync (no timedatectl, chronyc "
                                      "or ntpq answered)")
@@ -291,7 +285,7 @@ def kernel_cmdline(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.skip(NODE, "no kernel parameters configured")
         return
     if "cmdline" in host.unknown:
-        yield _error(NODE, "kernel command line unreadable", host.unknown["cmdline"])
+        yield Finding.error(NODE, "kernel command line unreadable", host.unknown["cmdline"])
         return
     params = effective_cmdline(host.cmdline)
     problems = 0
@@ -377,10 +371,11 @@ def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
     """
     log = ctx.snapshot.kernel_log
     if log is None:
-        yield _error(NODE, "kernel log was not collected", ctx.snapshot.sources.get("kernel_log"))
+        yield Finding.error(NODE, "kernel log was not collected",
+                            ctx.snapshot.sources.get("kernel_log"))
         return
     if log.unknown and not log.lines_read:
-        yield _error(NODE, "kernel log unreadable", log.unknown)
+        yield Finding.error(NODE, "kernel log unreadable", log.unknown)
         return
     since = ctx.now - ctx.params["window_s"]
     counts = dict.fromkeys((rule[0] for rule in _KERNEL_RULES), 0)
@@ -432,8 +427,8 @@ def dstate_processes(ctx: CheckContext) -> Iterator[Finding]:
     elif elapsed < ctx.params["min_stuck_s"]:
         yield Finding.skip(NODE, "samples too close together to call a process stuck")
     elif "dstate" in host.unknown or "dstate" in before.unknown:
-        yield _error(NODE, "process list unreadable",
-                     host.unknown.get("dstate") or before.unknown.get("dstate"))
+        yield Finding.error(NODE, "process list unreadable",
+                            host.unknown.get("dstate") or before.unknown.get("dstate"))
     else:
         earlier = {(p.pid, p.start_ticks) for p in before.dstate}
         stuck = [{"pid": p.pid, "name": p.name, "wchan": p.wchan} for p in host.dstate
@@ -490,7 +485,7 @@ def pcie_aer(ctx: CheckContext) -> Iterator[Finding]:
     now, elapsed = ctx.snapshot.pci, _elapsed(ctx)
     before = ctx.previous.pci if ctx.previous is not None else None
     if now is None:
-        yield _error(NODE, "PCI devices were not collected", ctx.snapshot.sources.get("pci"))
+        yield Finding.error(NODE, "PCI devices were not collected", ctx.snapshot.sources.get("pci"))
         return
     if before is None or elapsed is None or elapsed <= 0:
         yield Finding.skip(NODE, "needs an earlier sample of this node")

@@ -33,8 +33,7 @@ def port_component(dev: IbDevice, port: IbPort) -> str:
 
 def unknown_finding(component: str, what: str, reason: str | None) -> Finding:
     """The check could not tell: the value was unreadable or garbage."""
-    return Finding(Status.ERROR, component, f"{what} unknown", observed=reason,
-                   action=Action.INVESTIGATE)
+    return Finding.error(component, f"{what} unknown", reason)
 
 
 def devices(ctx: CheckContext) -> list[IbDevice]:

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from ..agent.model.ib import nvswitch_management
 from ..agent.model.kernel import SxidEvent
 from ..agent.model.pci import unidentified
+from .common import NODE
 from .finding import Action, Finding
-from .nvlink.helpers import NODE, error_finding
 from .registry import CheckContext, check
 from .xid_catalog import sxid_info
 
@@ -44,14 +44,14 @@ def nvswitch_count(ctx: CheckContext) -> Iterator[Finding]:
     pci = ctx.snapshot.pci
     if pci is None:
         stats = ctx.snapshot.sources.get("pci") or ctx.snapshot.sources.get("sysfs")
-        yield error_finding(NODE, "PCI devices were not collected",
+        yield Finding.error(NODE, "PCI devices were not collected",
                             stats.error or stats.status if stats else None)
         return
     found = sorted(d.bdf for d in pci if d.is_nvswitch)
     want = profile.nvswitch_count
     unread = unidentified(pci)
     if len(found) < want and unread:
-        yield error_finding(NODE, "fewer NVSwitches than expected, but PCI devices could not "
+        yield Finding.error(NODE, "fewer NVSwitches than expected, but PCI devices could not "
                             "be identified", {"found": len(found), "unidentified": unread})
     elif len(found) < want:
         yield Finding.fail(NODE, "NVSwitches missing from PCI", len(found), want,
@@ -153,11 +153,11 @@ def sxid(ctx: CheckContext) -> Iterator[Finding]:
     log = ctx.snapshot.kernel_log
     if log is None:
         stats = ctx.snapshot.sources.get("kernel_log")
-        yield error_finding(NODE, "kernel log was not read",
+        yield Finding.error(NODE, "kernel log was not read",
                             stats.error or stats.status if stats else None)
         return
     if log.unknown and not log.lines_read:
-        yield error_finding(NODE, "kernel log unreadable", dict(log.unknown))
+        yield Finding.error(NODE, "kernel log unreadable", dict(log.unknown))
         return
     now = ctx.now or ctx.snapshot.taken_at
     since = now - float(ctx.params["window_s"])

@@ -22,6 +22,7 @@ import typing
 from typing import Any
 
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
+from ..model.pci import pci_address
 from ..serde import SerdeError, from_jsonable, to_jsonable
 from .nvml_budget import CallClock
 
@@ -127,7 +128,7 @@ class GpuReader:
         g.serial = self.call("serial", "nvmlDeviceGetSerial", h)
         pci = self.call("pci_bdf", "nvmlDeviceGetPciInfo", h)
         if pci is not None:
-            g.pci_bdf = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
+            g.pci_bdf = pci_address(pci.domain, pci.bus, pci.device)
         g.board_part_number = self.call("board_part_number", "nvmlDeviceGetBoardPartNumber", h)
         g.vbios = self.call("vbios", "nvmlDeviceGetVbiosVersion", h)
         g.inforom_image = self.call("inforom_image", "nvmlDeviceGetInforomImageVersion", h)
@@ -307,7 +308,7 @@ class GpuReader:
         pci = self.call(f"nvlinks.{link.link}.remote_bdf",
                         "nvmlDeviceGetNvLinkRemotePciInfo", self.handle, link.link)
         if pci is not None:
-            link.remote_bdf = f"{pci.domain:04x}:{pci.bus:02x}:{pci.device:02x}.0"
+            link.remote_bdf = pci_address(pci.domain, pci.bus, pci.device)
 
 
 def checked(gpu: Gpu) -> Gpu:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from ..model import SourceStats
-from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice
+from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice, normalize_bdf
 from ..sources import SourceEnv
 from ..sysfs import FileCounter, list_present, open_regular, parse_int, read_int, read_text, under
 
@@ -71,11 +71,14 @@ def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool) -
     vendor, why = read_int(f"{base}/vendor", counter, 16)
     device, _ = read_int(f"{base}/device", counter, 16)
     pci_class, _ = read_int(f"{base}/class", counter, 16)
-    dev = PciDevice(bdf=bdf, vendor=vendor or 0, device=device or 0, pci_class=pci_class or 0)
+    # The kernel names devices as pci_address writes them; normalised all the same, so
+    # the checks can match NVML's, the log's and sysfs's addresses as they stand.
+    dev = PciDevice(bdf=normalize_bdf(bdf) or bdf, vendor=vendor or 0, device=device or 0,
+                    pci_class=pci_class or 0)
     if vendor is None:
         unknown["vendor"] = why or "unreadable"
     try:
-        dev.path = _bdf_path(_link_target(base))
+        dev.path = [normalize_bdf(p) or p for p in _bdf_path(_link_target(base))]
     except OSError as exc:
         unknown["path"] = str(exc)
     with contextlib.suppress(OSError):  # no driver bound: no link

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 NVIDIA_VENDOR = 0x10DE
@@ -10,7 +11,7 @@ MELLANOX_VENDOR = 0x15B3
 
 @dataclass
 class PciDevice:
-    bdf: str  # 0000:3b:00.0, lower case
+    bdf: str  # 0000:3b:00.0, as pci_address writes it
     vendor: int
     device: int
     pci_class: int  # 24-bit class code, e.g. 0x030200 (3D controller)
@@ -40,3 +41,29 @@ def unidentified(devices: list[PciDevice] | None) -> dict[str, str]:
     """bdf -> why, for the devices whose vendor could not be read: any of them may be the
     GPU or switch a count is short of, so a short count with these is not a fail."""
     return {d.bdf: d.unknown["vendor"] for d in devices or [] if "vendor" in d.unknown}
+
+
+def pci_address(domain: int, bus: int, device: int, function: int = 0) -> str:
+    """The one form a PCI address has in a snapshot, whoever read it: ``0000:3b:00.0``,
+    lower case, the domain in 4 digits (more only where it needs them), the function
+    always written. The collectors store every address in this form (``normalize_bdf``),
+    so the checks match GPUs, Xid lines, NVLink peers and PCI devices by it."""
+    return f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
+
+
+# [domain:]bus:device[.function]: NVML's busId has an 8-digit domain, sysfs and NVML's
+# legacy busId 4, lspci may omit it; Xid lines omit the function (hardware.md §1.3, §5.1).
+_BDF = re.compile(r"(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
+                  r"(?P<device>[0-9a-fA-F]{1,2})(?:\.(?P<function>[0-7]))?")
+
+
+def normalize_bdf(text: str | None) -> str | None:
+    """Any printed form of a PCI address in ``pci_address``'s form, or None when ``text``
+    is not one. ``00000000:1B:00.0`` (NVML), ``0000:1b:00.0`` (sysfs), ``0000:1b:00``
+    (an Xid line: the GPU's function, 0) and ``1b:00.0`` (no domain: 0) are all
+    ``0000:1b:00.0``."""
+    m = _BDF.fullmatch(text.strip()) if text else None
+    if m is None:
+        return None
+    return pci_address(int(m["domain"] or "0", 16), int(m["bus"], 16), int(m["device"], 16),
+                       int(m["function"] or "0"))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..common import NODE, gpu_component
 from ..finding import Action, Finding
 from ..registry import CheckContext, check
-from .helpers import NODE, answering_gpus, component, missing, skip_finding
+from .helpers import answering_gpus, missing
 
 
 @check("gpu.model", needs=("nvml",),
@@ -18,7 +19,7 @@ def model(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU is one of the profile's models (exact NVML names)."""
     wanted = ctx.profile.gpu_models
     if not wanted:
-        yield skip_finding(NODE, "profile names no GPU model")
+        yield Finding.skip(NODE, "profile names no GPU model")
         return
     gpus, skips = answering_gpus(ctx)
     yield from skips
@@ -26,9 +27,10 @@ def model(ctx: CheckContext) -> Iterator[Finding]:
         if gpu.name is None:
             yield missing(gpu, "GPU name", "name")
         elif gpu.name in wanted:
-            yield Finding.passed(component(gpu), "GPU model as expected", gpu.name, list(wanted))
+            yield Finding.passed(gpu_component(gpu), "GPU model as expected", gpu.name,
+                                 list(wanted))
         else:
-            yield Finding.fail(component(gpu), "GPU model not in the profile", gpu.name,
+            yield Finding.fail(gpu_component(gpu), "GPU model not in the profile", gpu.name,
                                list(wanted), Action.FIX_CONFIG)
 
 
@@ -44,7 +46,7 @@ def inforom(ctx: CheckContext) -> Iterator[Finding]:
         if gpu.inforom_valid is None:
             yield missing(gpu, "InfoROM validity", "inforom_valid")
         elif gpu.inforom_valid:
-            yield Finding.passed(component(gpu), "InfoROM valid", gpu.inforom_image)
+            yield Finding.passed(gpu_component(gpu), "InfoROM valid", gpu.inforom_image)
         else:
-            yield Finding.fail(component(gpu), "InfoROM corrupted", gpu.inforom_image,
+            yield Finding.fail(gpu_component(gpu), "InfoROM corrupted", gpu.inforom_image,
                                "valid", Action.RMA)

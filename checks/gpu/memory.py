@@ -13,10 +13,11 @@ import re
 from collections.abc import Iterator
 
 from ...agent.model.gpu import Gpu
+from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
 from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..registry import CheckContext, check
-from .helpers import FIELDS, NODE, answering_gpus, component, missing, previous_gpu, skip_finding
+from .helpers import FIELDS, answering_gpus, missing
 
 GIB = 1 << 30
 
@@ -37,7 +38,7 @@ def ecc_mode(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     required = bool(ctx.params["required"])
     for gpu in gpus:
-        comp, cur, pending = component(gpu), gpu.ecc_enabled, gpu.ecc_pending
+        comp, cur, pending = gpu_component(gpu), gpu.ecc_enabled, gpu.ecc_pending
         if cur is None:
             yield missing(gpu, "ECC mode", "ecc_enabled", FIELDS)
             continue
@@ -80,7 +81,7 @@ def ecc_uncorrected(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     limit = int(ctx.params["max_volatile"])
     for gpu in gpus:
-        comp, count = component(gpu), gpu.ecc_volatile_uncorrected
+        comp, count = gpu_component(gpu), gpu.ecc_volatile_uncorrected
         if count is None:
             yield missing(gpu, "volatile uncorrected ECC count", "ecc_volatile_uncorrected",
                           FIELDS)
@@ -113,20 +114,20 @@ def ecc_corrected_rate(ctx: CheckContext) -> Iterator[Finding]:
     """
     dt = sample_interval(ctx.previous, ctx.snapshot)
     if dt is None:
-        yield skip_finding(NODE, "needs an earlier sample (--level full or the agent)")
+        yield Finding.skip(NODE, "needs an earlier sample (--level full or the agent)")
         return
     gpus, skips = answering_gpus(ctx)
     yield from skips
     limit, min_events = float(ctx.params["max_per_min"]), int(ctx.params["min_events"])
     for gpu in gpus:
-        comp, prev = component(gpu), previous_gpu(ctx, gpu)
+        comp, prev = gpu_component(gpu), previous_gpu(ctx.previous, gpu)
         if gpu.ecc_volatile_corrected is None:
             yield missing(gpu, "volatile corrected ECC count", "ecc_volatile_corrected", FIELDS)
             continue
         rate = counter_rate(prev.ecc_volatile_corrected if prev else None,
                             gpu.ecc_volatile_corrected, dt)
         if rate is None:
-            yield skip_finding(comp, "GPU not in the earlier sample")
+            yield Finding.skip(comp, "GPU not in the earlier sample")
         elif rate.over_per_min(limit, min_events):
             yield Finding.warn(comp, "corrected ECC errors growing fast",
                                {**rate.to_dict(), "min_events": min_events},
@@ -157,7 +158,7 @@ def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     limit = int(ctx.params["max_pages"])
     for gpu in gpus:
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         sbe, dbe, pending = gpu.retired_pages_sbe, gpu.retired_pages_dbe, gpu.retired_pending
         if sbe is None and dbe is None and pending is None:
             yield missing(gpu, "page retirement", "retired_pages_sbe", "retired_pages_dbe",
@@ -208,7 +209,7 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
     banks_limit = ctx.params["max_banks_without_spares"]
     keys = ("remap_pending", "remap_failure", "remapped_uncorrected", FIELDS)
     for gpu in gpus:
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         pending, failure = gpu.remap_pending, gpu.remap_failure
         unc, hist = gpu.remapped_uncorrected, gpu.remap_histogram
         sram = bool(gpu.sram_threshold_exceeded)
@@ -219,7 +220,7 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
             if sram:
                 continue
             if gpu.mig_enabled:
-                yield skip_finding(comp, "row remapping not reported while MIG is enabled",
+                yield Finding.skip(comp, "row remapping not reported while MIG is enabled",
                                    gpu.unsupported.get("remap_pending"))
             else:
                 yield missing(gpu, "row remapping", *keys)
@@ -267,13 +268,13 @@ def memory_size(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     tolerance = float(ctx.params["tolerance_pct"]) / 100
     for gpu in gpus:
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         expected = _expected_gib(ctx, gpu)
         if gpu.memory_total_bytes is None:
             yield missing(gpu, "memory size", "memory_total_bytes")
             continue
         if expected is None:
-            yield skip_finding(comp, "no expected memory size (profile, model name or "
+            yield Finding.skip(comp, "no expected memory size (profile, model name or "
                                      "config)", round(gpu.memory_total_bytes / GIB, 1))
             continue
         gib = round(gpu.memory_total_bytes / GIB, 1)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..common import NODE, gpu_component
 from ..finding import Action, Finding
 from ..registry import CheckContext, check
-from .helpers import NODE, answering_gpus, component, error_finding, missing
+from .helpers import answering_gpus, missing
 
 
 @check("gpu.persistence_mode", needs=("nvml",), params={"required": True},
@@ -20,7 +21,7 @@ def persistence_mode(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     required = bool(ctx.params["required"])
     for gpu in gpus:
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         if gpu.persistence_mode is None:
             yield missing(gpu, "persistence mode", "persistence_mode")
         elif gpu.persistence_mode:
@@ -40,13 +41,13 @@ def mig_mode(ctx: CheckContext) -> Iterator[Finding]:
     """MIG mode is what the config wants: ``disabled`` (default), ``enabled`` or ``any``."""
     want = str(ctx.params["mig"]).lower()
     if want not in ("disabled", "enabled", "any"):
-        yield error_finding(NODE, "checks.gpu.mig_mode.mig must be disabled, enabled or any",
+        yield Finding.error(NODE, "checks.gpu.mig_mode.mig must be disabled, enabled or any",
                             want)
         return
     gpus, skips = answering_gpus(ctx)
     yield from skips
     for gpu in gpus:
-        comp, cur, pending = component(gpu), gpu.mig_enabled, gpu.mig_pending
+        comp, cur, pending = gpu_component(gpu), gpu.mig_enabled, gpu.mig_pending
         if cur is None:
             if want == "enabled" and "mig_enabled" in gpu.unsupported:
                 yield Finding.fail(comp, "MIG required but not supported on this GPU",

@@ -9,19 +9,12 @@ from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu
+from ...agent.model.pci import normalize_bdf
+from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
 from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..registry import CheckContext, check
-from .helpers import (
-    FIELDS,
-    NODE,
-    answering_gpus,
-    component,
-    missing,
-    norm_bdf,
-    previous_gpu,
-    skip_finding,
-)
+from .helpers import FIELDS, answering_gpus, missing
 
 # Link speed in GT/s -> PCIe generation.
 _GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
@@ -47,9 +40,9 @@ def link_view(snap: Snapshot, gpu: Gpu, profile_gen: int | None,
               profile_width: int | None) -> LinkView:
     """Expected = the smallest of the GPU's and its upstream port's capability and the
     profile, so a Gen4 slot or an x8 bifurcation is not blamed on the GPU."""
-    pci = {norm_bdf(d.bdf): d for d in snap.pci or []}
-    dev = pci.get(norm_bdf(gpu.pci_bdf))
-    parent = pci.get(norm_bdf(dev.path[-2])) if dev is not None and len(dev.path) >= 2 \
+    pci = {normalize_bdf(d.bdf): d for d in snap.pci or []}
+    dev = pci.get(normalize_bdf(gpu.pci_bdf))
+    parent = pci.get(normalize_bdf(dev.path[-2])) if dev is not None and len(dev.path) >= 2 \
         else None
     ends = [d for d in (dev, parent) if d is not None]
     gens = [g for d in ends if (g := gen_from_gts(d.max_link_speed_gts))] + \
@@ -82,12 +75,12 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     prof = ctx.profile
     for gpu in gpus:
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         link = link_view(ctx.snapshot, gpu, prof.gpu_pcie_gen, prof.gpu_pcie_width)
         if link.width is None:
             yield missing(gpu, "PCIe link width", "pcie_width_current")
         elif link.max_width is None:
-            yield skip_finding(comp, "no expected PCIe width (not in sysfs or the profile)",
+            yield Finding.skip(comp, "no expected PCIe width (not in sysfs or the profile)",
                                link.width)
         elif link.width < link.max_width:
             # DCGM's pcie plugin fails below min_pci_width (peers.md §2.2).
@@ -101,7 +94,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
         if link.gen is None:
             yield missing(gpu, "PCIe link generation", "pcie_gen_current")
         elif link.max_gen is None:
-            yield skip_finding(comp, "no expected PCIe generation (not in sysfs or the "
+            yield Finding.skip(comp, "no expected PCIe generation (not in sysfs or the "
                                      "profile)", observed)
         elif pstate != 0:
             yield Finding.passed(comp, "PCIe generation not judged at idle (P-state not 0)",
@@ -137,24 +130,24 @@ def pcie_replay_rate(ctx: CheckContext) -> Iterator[Finding]:
     """
     dt = sample_interval(ctx.previous, ctx.snapshot)
     if dt is None:
-        yield skip_finding(NODE, "needs an earlier sample (--level full or the agent)")
+        yield Finding.skip(NODE, "needs an earlier sample (--level full or the agent)")
         return
     gpus, skips = answering_gpus(ctx)
     yield from skips
     prof, min_events = ctx.profile, int(ctx.params["min_events"])
     for gpu in gpus:
-        comp, prev = component(gpu), previous_gpu(ctx, gpu)
+        comp, prev = gpu_component(gpu), previous_gpu(ctx.previous, gpu)
         if gpu.pcie_replay_count is None:
             yield missing(gpu, "PCIe replay counter", "pcie_replay_count", FIELDS)
             continue
         rate = counter_rate(prev.pcie_replay_count if prev else None, gpu.pcie_replay_count, dt)
         if rate is None:
-            yield skip_finding(comp, "GPU not in the earlier sample")
+            yield Finding.skip(comp, "GPU not in the earlier sample")
             continue
         limit = _replay_limit(ctx.params, link_view(ctx.snapshot, gpu, prof.gpu_pcie_gen,
                                                     prof.gpu_pcie_width))
         if limit is None:
-            yield skip_finding(comp, "PCIe generation and width unknown: no replay limit",
+            yield Finding.skip(comp, "PCIe generation and width unknown: no replay limit",
                                rate.to_dict())
         elif rate.over_per_min(limit, min_events):
             yield Finding.warn(comp, "PCIe replay rate above the limit",

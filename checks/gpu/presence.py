@@ -7,10 +7,10 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 from ...agent.model.gpu import Gpu, NvmlInfo
-from ...agent.model.pci import PciDevice, unidentified
+from ...agent.model.pci import PciDevice, normalize_bdf, unidentified
+from ..common import NODE, gpu_component, nvml_usable
 from ..finding import Action, Finding
 from ..registry import CheckContext, check
-from .helpers import NODE, component, error_finding, norm_bdf, nvml_usable, skip_finding
 
 # --- gpu.responsive --------------------------------------------------------------------
 
@@ -45,7 +45,7 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
         observed: dict[str, Any] = {"error": error,
                                     "message": nvml.library_message if nvml else None}
         if error == "NoPermission":
-            yield error_finding(NODE, "no permission to use NVML", observed)
+            yield Finding.error(NODE, "no permission to use NVML", observed)
         elif pci_gpus:
             observed["pci_gpus"] = [d.bdf for d in pci_gpus]
             if error == "LibraryNotFound":
@@ -55,15 +55,15 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
                 yield Finding.fail(NODE, "NVIDIA GPUs on PCI but the driver does not answer",
                                    observed, "NVML initialised", Action.REBOOT)
         elif snap.pci is None:
-            yield error_finding(NODE, "NVML unavailable and PCI not read: cannot tell "
+            yield Finding.error(NODE, "NVML unavailable and PCI not read: cannot tell "
                                       "whether GPUs are present", observed)
         else:
             hint = _LIBRARY_HINTS.get(str(error), str(error))
-            yield skip_finding(NODE, f"no NVIDIA GPU on this node (PCI) and no driver ({hint})",
+            yield Finding.skip(NODE, f"no NVIDIA GPU on this node (PCI) and no driver ({hint})",
                                observed)
         return
     if "deadline" in nvml.errors:
-        yield error_finding(NODE, "NVML not judged: no answer within clusterdiag's own budget",
+        yield Finding.error(NODE, "NVML not judged: no answer within clusterdiag's own budget",
                             nvml.errors["deadline"])
         return
     if "init" in nvml.errors:
@@ -71,7 +71,7 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
                            nvml.errors["init"], "NVML answers", Action.REBOOT)
         return
     if "worker" in nvml.errors:
-        yield error_finding(NODE, "NVML reader crashed", nvml.errors["worker"])
+        yield Finding.error(NODE, "NVML reader crashed", nvml.errors["worker"])
     if "device_count" in nvml.errors:
         yield Finding.fail(NODE, "NVML could not count the GPUs", nvml.errors["device_count"],
                            "a GPU count", Action.REBOOT)
@@ -83,12 +83,12 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.fail(f"gpu{index}", "GPU did not answer NVML within the deadline",
                            "timeout", "an answer", Action.REBOOT)
     if not seen and not nvml.unanswered:
-        yield skip_finding(NODE, "NVML enumerates no GPU (see gpu.count)",
+        yield Finding.skip(NODE, "NVML enumerates no GPU (see gpu.count)",
                            {"device_count": nvml.device_count})
 
 
 def _responsive_gpu(gpu: Gpu, unanswered: bool) -> Finding:
-    comp = component(gpu)
+    comp = gpu_component(gpu)
     if gpu.lost == "GpuIsLost":
         return Finding.fail(comp, "GPU has fallen off the bus (GpuIsLost)", gpu.lost,
                             "answers NVML", Action.REBOOT)
@@ -96,7 +96,7 @@ def _responsive_gpu(gpu: Gpu, unanswered: bool) -> Finding:
         return Finding.fail(comp, "GPU requires a reset (ResetRequired)", gpu.lost,
                             "answers NVML", Action.RESET_GPU)
     if (unanswered or gpu.lost == "timeout") and "deadline" in gpu.errors:
-        return error_finding(comp, "GPU not judged: no answer within clusterdiag's own budget",
+        return Finding.error(comp, "GPU not judged: no answer within clusterdiag's own budget",
                              gpu.errors["deadline"])
     if unanswered or gpu.lost == "timeout":
         return Finding.fail(comp, "GPU did not answer NVML within the deadline", "timeout",
@@ -105,7 +105,7 @@ def _responsive_gpu(gpu: Gpu, unanswered: bool) -> Finding:
         return Finding.fail(comp, "GPU not answering NVML", gpu.lost, "answers NVML",
                             Action.REBOOT)
     if "handle" in gpu.unsupported:
-        return skip_finding(comp, "GPU not accessible to clusterdiag", gpu.unsupported["handle"])
+        return Finding.skip(comp, "GPU not accessible to clusterdiag", gpu.unsupported["handle"])
     if "handle" in gpu.errors:
         reason = gpu.errors["handle"]
         if reason.startswith("InsufficientPower"):
@@ -149,10 +149,10 @@ def count(ctx: CheckContext) -> Iterator[Finding]:
         nvml_count = nvml.device_count if nvml.device_count is not None else len(nvml.gpus)
     observed = {"pci": None if pci is None else len(pci), "nvml": nvml_count}
     if pci is None and nvml_count is None:
-        yield error_finding(NODE, "neither PCI nor NVML could count the GPUs", observed)
+        yield Finding.error(NODE, "neither PCI nor NVML could count the GPUs", observed)
         return
     if not pci and not nvml_count and not expected:
-        yield skip_finding(NODE, "no NVIDIA GPU on this node", observed)
+        yield Finding.skip(NODE, "no NVIDIA GPU on this node", observed)
         return
     problems = 0
     if pci is not None and nvml_count is not None and nvml is not None:
@@ -162,7 +162,7 @@ def count(ctx: CheckContext) -> Iterator[Finding]:
     if expected is not None and seen is not None:
         if seen < expected and unread:
             problems += 1
-            yield error_finding(NODE, "fewer GPUs than expected, but PCI devices could not be "
+            yield Finding.error(NODE, "fewer GPUs than expected, but PCI devices could not be "
                                 "identified", {**observed, "unidentified": unread})
         elif seen < expected:
             problems += 1
@@ -175,7 +175,7 @@ def count(ctx: CheckContext) -> Iterator[Finding]:
     if problems:
         return
     if expected is None:
-        yield skip_finding(NODE, "no GPU count in the profile (PCI and NVML agree)", observed)
+        yield Finding.skip(NODE, "no GPU count in the profile (PCI and NVML agree)", observed)
     else:
         yield Finding.passed(NODE, "GPU count as expected", observed, expected)
 
@@ -183,11 +183,11 @@ def count(ctx: CheckContext) -> Iterator[Finding]:
 def _missing_from_nvml(pci: list[PciDevice], nvml: NvmlInfo,
                        nvml_count: int) -> Generator[Finding, None, int]:
     """Fail per PCI GPU that NVML does not enumerate; the generator returns the count."""
-    bus_ids = [norm_bdf(g.pci_bdf) for g in nvml.gpus]
+    bus_ids = [normalize_bdf(g.pci_bdf) for g in nvml.gpus]
     found = 0
     if bus_ids and all(bus_ids) and len(bus_ids) >= nvml_count:
         for dev in pci:
-            if norm_bdf(dev.bdf) not in bus_ids:
+            if normalize_bdf(dev.bdf) not in bus_ids:
                 found += 1
                 yield Finding.fail(NODE, "GPU on PCI but not enumerated by NVML",
                                    {"bus_id": dev.bdf, "driver": dev.driver},

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..common import NODE, gpu_component
 from ..finding import Action, Finding
 from ..registry import CheckContext, check
-from .helpers import NODE, answering_gpus, component, error_finding, missing, skip_finding
+from .helpers import answering_gpus, missing
 
 
 @check("gpu.processes", needs=("nvml",),
@@ -58,7 +59,7 @@ def processes(ctx: CheckContext) -> Iterator[Finding]:
                            Action.FIX_CONFIG)
         wanted = None  # unknown: judge no other job's processes
     if wanted is not None and not wanted:
-        yield skip_finding(NODE, "the job has no GPU")
+        yield Finding.skip(NODE, "the job has no GPU")
         return
     yield from (f for f in skips if wanted is None or f.component == NODE
                 or int(f.component[3:]) in wanted)
@@ -68,7 +69,7 @@ def processes(ctx: CheckContext) -> Iterator[Finding]:
         theirs = wanted is None or gpu.index in wanted
         if job is None and not theirs:
             continue
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         if gpu.processes is None:
             if theirs:
                 yield missing(gpu, "GPU process list", "processes")
@@ -118,7 +119,7 @@ def _job_gpus(value: Any, gpus: list[Any]) -> set[int] | str | Finding | None:
         return None
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list):
-        return error_finding(NODE, "checks.gpu.processes.job_gpus must be minor numbers or "
+        return Finding.error(NODE, "checks.gpu.processes.job_gpus must be minor numbers or "
                              "GPU UUIDs", value)
     by_minor = {g.minor_number: g.index for g in gpus if g.minor_number is not None}
     by_uuid = {g.uuid.lower(): g.index for g in gpus if isinstance(g.uuid, str)}
@@ -131,7 +132,7 @@ def _job_gpus(value: Any, gpus: list[Any]) -> set[int] | str | Finding | None:
         elif not item:
             continue
         else:
-            return error_finding(NODE, "checks.gpu.processes.job_gpus must be minor numbers "
+            return Finding.error(NODE, "checks.gpu.processes.job_gpus must be minor numbers "
                                  "or GPU UUIDs", value)
         if index is None:
             return item

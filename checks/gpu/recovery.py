@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..common import gpu_component
 from ..finding import Action, Finding, Status
 from ..registry import CheckContext, check
-from .helpers import FIELDS, answering_gpus, component, missing
+from .helpers import FIELDS, answering_gpus, missing
 
 # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) values (hardware.md §1.5; 6 and 7 from pynvml
 # 13.615): status, message, action. Shared with gpu.xid, which reads Xid 154's new value.
@@ -52,4 +53,4 @@ def recovery_action(ctx: CheckContext) -> Iterator[Finding]:
         if gpu.recovery_action is None:
             yield missing(gpu, "GPU recovery action", "recovery_action", FIELDS)
         else:
-            yield recovery_finding(component(gpu), gpu.recovery_action, "NVML field 230")
+            yield recovery_finding(gpu_component(gpu), gpu.recovery_action, "NVML field 230")

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...agent.model.gpu import Gpu
+from ..common import gpu_component, previous_gpu
 from ..finding import Action, Finding, Status
 from ..rates import sample_interval
 from ..registry import CheckContext, check
-from .helpers import FIELDS, answering_gpus, component, missing, previous_gpu
+from .helpers import FIELDS, answering_gpus, missing
 
 
 @check("gpu.temperature", needs=("nvml",),
@@ -34,7 +35,7 @@ def temperature(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     min_margin, max_mem = ctx.params["min_slowdown_margin_c"], ctx.params["max_memory_c"]
     for gpu in gpus:
-        comp, temp, slow = component(gpu), gpu.temperature_c, gpu.slowdown_temperature_c
+        comp, temp, slow = gpu_component(gpu), gpu.temperature_c, gpu.slowdown_temperature_c
         if temp is None:
             yield missing(gpu, "GPU temperature", "temperature_c")
         elif slow is None:
@@ -92,12 +93,12 @@ def clock_events(ctx: CheckContext) -> Iterator[Finding]:
     gpus, skips = answering_gpus(ctx)
     yield from skips
     for gpu in gpus:
-        comp, mask = component(gpu), gpu.clock_event_reasons
+        comp, mask = gpu_component(gpu), gpu.clock_event_reasons
         if mask is None:
             yield missing(gpu, "clock event reasons", "clock_event_reasons")
             continue
         observed = {"mask": f"0x{mask:x}", "reasons": clock_reason_names(mask)}
-        prev = previous_gpu(ctx, gpu)
+        prev = previous_gpu(ctx.previous, gpu)
         sustained = bool(prev and prev.clock_event_reasons is not None
                          and prev.clock_event_reasons & HW_SLOWDOWN)
         if mask & POWER_BRAKE:
@@ -155,9 +156,9 @@ def clocks(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     dt = sample_interval(ctx.previous, ctx.snapshot)
     for gpu in gpus:
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         found = list(_held_clock(gpu, float(ctx.params["below_max_pct"])))
-        prev = previous_gpu(ctx, gpu)
+        prev = previous_gpu(ctx.previous, gpu)
         if dt is not None and prev is not None:
             found += _slowdown_time(gpu, prev, dt, float(ctx.params["max_slowdown_share"]))
         if any(f.status is not Status.PASS for f in found):
@@ -175,7 +176,7 @@ def _held_clock(gpu: Gpu, below_max_pct: float) -> Iterator[Finding]:
     if mask is None or cur is None or not top or not mask & APPLICATION_CLOCKS:
         return
     if cur < top * (1 - below_max_pct / 100):
-        yield Finding.warn(component(gpu), "SM clock held below its maximum by an "
+        yield Finding.warn(gpu_component(gpu), "SM clock held below its maximum by an "
                            "application or locked-clock setting",
                            {"sm_clock_mhz": cur, "max_mhz": top,
                             "reasons": clock_reason_names(mask)},
@@ -187,7 +188,7 @@ def _slowdown_time(gpu: Gpu, prev: Gpu, dt: float, max_share: float) -> Iterator
              if (before := prev.clock_event_time_ns.get(name)) is not None and now >= before}
     share = sum(grown.values()) / (dt * 1e9)
     if grown and share > max_share:
-        yield Finding.warn(component(gpu), "GPU spent time in thermal or power-brake "
+        yield Finding.warn(gpu_component(gpu), "GPU spent time in thermal or power-brake "
                            "slowdown between samples",
                            {"slowdown_ns": {k: v for k, v in grown.items() if v},
                             "seconds": round(dt, 3), "share": round(share, 3)},
@@ -212,7 +213,7 @@ def power_limit(ctx: CheckContext) -> Iterator[Finding]:
     yield from skips
     tolerance = float(ctx.params["tolerance_pct"])
     for gpu in gpus:
-        comp = component(gpu)
+        comp = gpu_component(gpu)
         limit = gpu.power_limit_w  # NVML field 190, the current (enforced) limit
         reference = ctx.params["expected_w"] or ctx.profile.gpu_power_limit_w \
             or gpu.power_default_limit_w

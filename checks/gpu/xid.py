@@ -12,10 +12,11 @@ from typing import Any
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu
 from ...agent.model.kernel import KernelLog
+from ...agent.model.pci import normalize_bdf
+from ..common import NODE, gpu_component, nvml_usable
 from ..finding import Action, Finding
 from ..registry import CheckContext, check
 from ..xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
-from .helpers import NODE, component, norm_bdf, nvml_usable, skip_finding
 from .recovery import RECOVERY_ACTIONS, recovery_finding
 
 # The severity word of a 144-150 line ("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (...)",
@@ -83,18 +84,18 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
     log, nvml = snap.kernel_log, snap.nvml
     nvml_events = [e for e in (nvml.events if nvml else []) if e.xid is not None]
     if log is None and not nvml_events:
-        yield skip_finding(NODE, "kernel log not collected: Xid history unknown")
+        yield Finding.skip(NODE, "kernel log not collected: Xid history unknown")
         return
     if log is not None and not log.xids and not log.lines_read and log.unknown \
             and not nvml_events:
-        yield skip_finding(NODE, "kernel log unreadable: Xid history unknown", dict(log.unknown))
+        yield Finding.skip(NODE, "kernel log unreadable: Xid history unknown", dict(log.unknown))
         return
     gpus = nvml.gpus if nvml else []
     by_bdf = _gpus_by_bus_id(snap, gpus)
     by_index = {g.index: g for g in gpus}
     events: dict[str, list[_Event]] = {}  # "gpu3", or a bus id no NVML GPU has
     for x in log.xids if log else []:
-        key = _gpu_key(by_bdf.get(norm_bdf(x.pci_bdf) or ""), x.pci_bdf)
+        key = _gpu_key(by_bdf.get(normalize_bdf(x.pci_bdf) or ""), x.pci_bdf)
         events.setdefault(key, []).append(_Event(x.xid, x.time, x.uptime_s, x.pid, x.message))
     burst_s = float(ctx.params["burst_s"])
     for n in nvml_events:  # the same Xid the log has: counted once, from the log
@@ -126,8 +127,8 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
                 comp, "older Xid errors outside the window or before the last reset",
                 {"gpu": key, "history": dict(sorted(history.items()))})
     for gpu in gpus:
-        if component(gpu) not in events:
-            yield Finding.passed(component(gpu), "no Xid errors in the kernel log")
+        if gpu_component(gpu) not in events:
+            yield Finding.passed(gpu_component(gpu), "no Xid errors in the kernel log")
     if not events and not gpus:
         yield Finding.passed(NODE, "no Xid errors in the kernel log")
 
@@ -135,19 +136,21 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
 def _gpus_by_bus_id(snap: Snapshot, gpus: list[Gpu]) -> dict[str, Gpu]:
     """NVML GPUs by bus id. A GPU that was lost before NVML gave its bus id is matched
     to the one PCI GPU no NVML GPU claims, when there is exactly one of each."""
-    by_bdf = {b: g for g in gpus if (b := norm_bdf(g.pci_bdf))}
+    by_bdf = {b: g for g in gpus if (b := normalize_bdf(g.pci_bdf))}
     orphans = [g for g in gpus if not g.pci_bdf]
     unclaimed = [b for d in snap.pci or [] if d.is_nvidia_gpu
-                 and (b := norm_bdf(d.bdf)) and b not in by_bdf]
+                 and (b := normalize_bdf(d.bdf)) and b not in by_bdf]
     if len(orphans) == 1 and len(unclaimed) == 1:
         by_bdf[unclaimed[0]] = orphans[0]
     return by_bdf
 
 
 def _gpu_key(gpu: Gpu | None, bdf: str | None) -> str:
+    """``gpu3``; for a bus no NVML GPU has, the bus as an Xid line names it (no function)."""
     if gpu is not None:
-        return component(gpu)
-    return norm_bdf(bdf) or "unknown"
+        return gpu_component(gpu)
+    address = normalize_bdf(bdf)
+    return address.rsplit(".", 1)[0] if address else "unknown"
 
 
 def _key_order(key: str) -> tuple[int, str]:
@@ -160,14 +163,14 @@ def _resets(log: KernelLog | None, gpu: Gpu | None,
 
     A driver load (no device) resets every GPU; NVSentinel's acknowledgement names a UUID.
     """
-    own = {norm_bdf(gpu.pci_bdf) if gpu else None, norm_bdf(key)} - {None}
+    own = {normalize_bdf(gpu.pci_bdf) if gpu else None, normalize_bdf(key)} - {None}
     found: list[tuple[float | None, float | None]] = []
     for e in log.events if log else []:
         if e.kind != "gpu_reset":
             continue
         dev = e.device
         if (dev is None or (gpu is not None and dev == gpu.uuid)
-                or (not dev.startswith("GPU-") and norm_bdf(dev) in own)):
+                or (not dev.startswith("GPU-") and normalize_bdf(dev) in own)):
             found.append((e.time, e.uptime_s))
     return found
 

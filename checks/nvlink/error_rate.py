@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ...agent.model import Snapshot
-from ...agent.model.gpu import Gpu
+from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding, Status
 from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from ..window import NVLINK_WINDOW_COUNTERS, window_base
-from .helpers import NODE, error_finding, gpu_component, nvlink_gpus
+from .helpers import nvlink_gpus
 
 # How each generation's counters are judged (names as the NVML collector stores them).
 # kind "events": fail on an increase of at least the threshold and of at least
@@ -39,18 +38,6 @@ _COUNTER_TEXT = {
     "local_link_integrity": "NVLink local link integrity errors",
     "symbol_errors": "NVLink symbol errors",
 }
-
-
-def _previous_gpu(previous: Snapshot, gpu: Gpu) -> Gpu | None:
-    gpus = previous.nvml.gpus if previous.nvml is not None else []
-    if gpu.uuid:
-        for old in gpus:
-            if old.uuid == gpu.uuid:
-                return old
-    for old in gpus:
-        if old.index == gpu.index and (not gpu.uuid or not old.uuid):
-            return old
-    return None
 
 
 @check("nvlink.error_rate", needs=("nvml",), rate=True,
@@ -108,14 +95,14 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
         return
     dt = sample_interval(previous, ctx.snapshot)
     if dt is None:
-        yield error_finding(NODE, "samples out of order: cannot compute rates",
+        yield Finding.error(NODE, "samples out of order: cannot compute rates",
                             {"previous": previous.taken_at, "current": ctx.snapshot.taken_at})
         return
     params = ctx.params
     base = window_base(ctx)
     for gpu in judged:
         component = gpu_component(gpu)
-        old = _previous_gpu(previous, gpu)
+        old = previous_gpu(previous, gpu)
         if old is None:
             yield Finding.skip(component, "GPU not in the earlier sample")
             continue

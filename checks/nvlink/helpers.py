@@ -4,26 +4,12 @@ check judges, the NVML part of the snapshot, and how links are named."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu, NvmlInfo
-from ..finding import Action, Finding, Status
+from ..common import NODE, gpu_component, nvml_down
+from ..finding import Finding
 from ..registry import CheckContext
-
-NODE = "node"
-
-
-
-
-def gpu_component(gpu: Gpu) -> str:
-    return f"gpu{gpu.index}"
-
-
-def error_finding(component: str, message: str, observed: Any = None) -> Finding:
-    """The check could not tell: the evidence was missing or unreadable."""
-    return Finding(Status.ERROR, component, message, observed=observed,
-                   action=Action.INVESTIGATE)
 
 
 def nvml_info(snapshot: Snapshot) -> NvmlInfo | Finding:
@@ -31,10 +17,11 @@ def nvml_info(snapshot: Snapshot) -> NvmlInfo | Finding:
     nvml = snapshot.nvml
     if nvml is None:
         stats = snapshot.sources.get("nvml")
-        return error_finding(NODE, "NVML data was not collected",
+        return Finding.error(NODE, "NVML data was not collected",
                              stats.error or stats.status if stats else None)
-    if nvml.library_error is not None:
-        return error_finding(NODE, "NVML unavailable", nvml.library_error)
+    down = nvml_down(nvml)
+    if down is not None:
+        return Finding.error(NODE, "NVML unavailable", down)
     return nvml
 
 

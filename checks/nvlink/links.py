@@ -7,9 +7,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ...agent.model.gpu import Gpu
+from ..common import NODE, gpu_component
 from ..finding import Action, Finding
 from ..registry import CheckContext, check
-from .helpers import NODE, error_finding, gpu_component, link_errors, links_text, nvlink_gpus
+from .helpers import link_errors, links_text, nvlink_gpus
 
 # NVML_NVLINK_VERSION_*: the enum value is not the generation (hardware.md §1.10).
 NVLINK_VERSION_NAMES = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0",
@@ -46,7 +47,7 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in judged:
         component = gpu_component(gpu)
         if not gpu.nvlinks:
-            yield error_finding(component, "NVLink states were not read", link_errors(gpu)
+            yield Finding.error(component, "NVLink states were not read", link_errors(gpu)
                                 or None)
             continue
         present = {link.link for link in gpu.nvlinks}
@@ -59,7 +60,7 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(component, "all NVLinks active", observed, f"{expected}/"
                                  f"{expected}")
         elif unread and len(up) + len(unread) >= expected:
-            yield error_finding(component, "NVLink state unreadable for some links",
+            yield Finding.error(component, "NVLink state unreadable for some links",
                                 {"links": links_text(unread), **link_errors(gpu)})
         else:
             if down:

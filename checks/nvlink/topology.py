@@ -7,10 +7,12 @@ from collections.abc import Iterator
 from itertools import combinations
 
 from ...agent.model.gpu import Gpu, NvLink
+from ...agent.model.pci import normalize_bdf
+from ..common import NODE, gpu_component
 from ..finding import Action, Finding
 from ..profile import Profile
 from ..registry import CheckContext, check
-from .helpers import NODE, error_finding, gpu_component, links_text, nvlink_gpus
+from .helpers import links_text, nvlink_gpus
 
 
 @check("nvlink.topology", needs=("nvml",),
@@ -37,7 +39,7 @@ def topology(ctx: CheckContext) -> Iterator[Finding]:
     nvml = ctx.snapshot.nvml
     p2p = nvml.p2p_nvlink if nvml is not None else {}
     if not p2p:
-        yield error_finding(NODE, "NVLink P2P status was not read")
+        yield Finding.error(NODE, "NVLink P2P status was not read")
         return
     bad: dict[str, str] = {}
     unread: dict[str, str | None] = {}
@@ -53,22 +55,10 @@ def topology(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.fail(NODE, "GPU pairs without NVLink P2P", bad, "ok",
                            Action.INVESTIGATE)
     if unread:
-        yield error_finding(NODE, "NVLink P2P status unreadable for some GPU pairs", unread)
+        yield Finding.error(NODE, "NVLink P2P status unreadable for some GPU pairs", unread)
     if not bad and not unread:
         yield Finding.passed(NODE, "every GPU pair reaches the others over NVLink",
                              f"{len(pairs)} pairs ok")
-
-
-def _bdf_key(bdf: str | None) -> tuple[int, int, int] | None:
-    """``00000000:3B:00.0`` and ``0000:3b:00.0`` -> (0, 0x3b, 0): NVML pads the domain
-    to 8 digits in some calls and 4 in others, and remote PCI info has no function."""
-    if not bdf:
-        return None
-    try:
-        domain, bus, rest = bdf.strip().lower().split(":")
-        return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
-    except ValueError:
-        return None
 
 
 @check("nvlink.remote", needs=("nvml",),
@@ -95,8 +85,8 @@ def remote(ctx: CheckContext) -> Iterator[Finding]:
         return
     profile = ctx.profile
     want_switch = profile.nvswitch or profile.nvl72
-    local_gpus = {_bdf_key(g.pci_bdf) for g in (ctx.snapshot.nvml.gpus
-                                                  if ctx.snapshot.nvml else [])}
+    local_gpus = {normalize_bdf(g.pci_bdf) for g in (ctx.snapshot.nvml.gpus
+                                                       if ctx.snapshot.nvml else [])}
     local_gpus.discard(None)
     for gpu in judged:
         yield from (_remote_switch(gpu, profile) if want_switch
@@ -138,7 +128,7 @@ def _remote_switch(gpu: Gpu, profile: Profile) -> Iterator[Finding]:
                                f"{switch_links}/{len(active)}", f"{len(active)}/{len(active)}",
                                Action.INVESTIGATE)
         elif any(k.endswith("remote_type") for k in gpu.errors):
-            yield error_finding(component, "NVLink endpoint type unreadable",
+            yield Finding.error(component, "NVLink endpoint type unreadable",
                                 {"links": links_text(unread)})
         elif not bad:
             yield Finding.skip(component, "NVML did not report the NVLink endpoints")
@@ -147,7 +137,7 @@ def _remote_switch(gpu: Gpu, profile: Profile) -> Iterator[Finding]:
                              f"{len(active)} links", "switch")
 
 
-def _remote_gpu(gpu: Gpu, local_gpus: set[tuple[int, int, int] | None]) -> Iterator[Finding]:
+def _remote_gpu(gpu: Gpu, local_gpus: set[str | None]) -> Iterator[Finding]:
     component = gpu_component(gpu)
     active = [link for link in gpu.nvlinks if link.active]
     if not active:
@@ -163,7 +153,7 @@ def _remote_gpu(gpu: Gpu, local_gpus: set[tuple[int, int, int] | None]) -> Itera
         elif link.remote_type != "gpu":
             yield Finding.fail(where, f"NVLink ends on a {link.remote_type}, not a GPU",
                                observed, "gpu", Action.INVESTIGATE)
-        elif link.remote_bdf and _bdf_key(link.remote_bdf) not in local_gpus:
+        elif link.remote_bdf and normalize_bdf(link.remote_bdf) not in local_gpus:
             yield Finding.fail(where, "NVLink peer is not a GPU of this node", observed,
                                "a local GPU", Action.INVESTIGATE)
         else:

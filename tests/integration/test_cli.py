@@ -142,6 +142,22 @@ def test_explain_names_the_line_that_registers_each_check() -> None:
         assert text.startswith(f'@check("{spec.id}"'), (spec.id, where, line, text)
 
 
+@pytest.mark.parametrize(("check_id", "room"), [
+    ("gpu.ecc_mode", "checks/gpu/memory.py"), ("gpu.xid", "checks/gpu/xid.py"),
+    ("nvlink.links_up", "checks/nvlink/links.py"),
+    ("nvlink.remote", "checks/nvlink/topology.py"),
+    ("nvswitch.sxid", "checks/nvswitch.py"), ("host.profile", "checks/host_profile.py")])
+def test_explain_names_the_room_of_a_check_in_a_family_package(check_id: str,
+                                                              room: str) -> None:
+    explain = run_cli("checks", "explain", check_id)
+    assert explain.returncode == 0, explain.stderr
+    (line,) = [x for x in explain.stdout.splitlines() if x.startswith("defined at: ")]
+    where, number = line.removeprefix("defined at: ").rsplit(":", 1)
+    assert where == room
+    assert (REPO / where).read_text().splitlines()[int(number) - 1].startswith(
+        f'@check("{check_id}"')
+
+
 def test_the_catalog_lists_and_explains_cluster_checks_too() -> None:
     from clusterdiag.reports.cluster_checks import CATALOG
 

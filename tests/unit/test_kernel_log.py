@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.kernel_log import normalize_bdf, parse_lines, read_file, read_kmsg
+from clusterdiag.agent.kernel_log import parse_lines, read_file, read_kmsg
 from clusterdiag.agent.model.kernel import KernelLog, XidEvent
+from clusterdiag.agent.model.pci import normalize_bdf
 from clusterdiag.agent.serde import from_jsonable, to_jsonable
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernel_log"

@@ -74,7 +74,7 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.nvml_library",
     "checks.ib_rates", "checks.nccl", "checks.nccl_env", "checks.nccl_host", "checks.nvlink",
     "checks.nvlink.error_rate", "checks.nvlink.helpers", "checks.nvlink.links",
-    "checks.nvlink.topology", "checks.nvswitch", "checks.host_profile",
+    "checks.nvlink.topology", "checks.nvswitch", "checks.host_profile", "checks.common",
     "checks.profile", "checks.profiles", "checks.rates", "checks.registry", "checks.topology",
     "checks.window", "checks.xid_catalog", "reports", "reports.facts", "reports.hostname",
     "reports.node", "reports.safefile")}
