@@ -85,14 +85,14 @@ def management_functions(ctx: CheckContext) -> Iterator[Finding]:
     devs = ctx.snapshot.infiniband
     if devs is None:
         stats = ctx.snapshot.sources.get("infiniband")
-        yield error_finding(NODE, "RDMA devices were not read",
+        yield Finding.error(NODE, "RDMA devices were not read",
                             stats.error or stats.status if stats else None)
         return
     found = sorted(d.name for d in devs if nvswitch_management(d))
     unread = {d.name: d.unknown["vpd"] for d in devs if "vpd" in d.unknown}
     observed = {"found": found, "count": len(found)}
     if len(found) < want and unread:
-        yield error_finding(NODE, f"NVSwitch management functions ({len(found)} of {want} "
+        yield Finding.error(NODE, f"NVSwitch management functions ({len(found)} of {want} "
                                   "found, VPD unread)", unread)
     elif len(found) < want:
         yield Finding.fail(NODE, "NVSwitch management functions missing (VPD SMDL=SW_MNG)",
