@@ -21,10 +21,28 @@ class SerdeError(ValueError):
     """Raised when data does not have the shape a dataclass expects."""
 
 
+# Exactly these types (not subclasses: a str enum is an Enum first) are JSON as they are.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names in order, None for any other type: looked up once per
+    class, where ``dataclasses.fields`` builds its tuple anew on every call (the agent
+    turns a ~10,000-value snapshot into JSON every cycle)."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def to_jsonable(value: Any) -> Any:
     """Return ``value`` as dicts, lists and scalars (dataclasses become dicts)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    names = _field_names(cls)
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):

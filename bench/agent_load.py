@@ -1,35 +1,55 @@
-"""The agent's cost on a node, simulated dgx-h100: RSS and CPU idle at the default interval
-(30 s), the same during an XID storm of 8 events/s, and /metrics latency (median, p99
-over 1,000 requests), each beside ``python3 -c pass`` measured in the same run.
+"""The agent's cost on a node: idle CPU at the default interval (30 s) and RSS beside
+node_exporter over the same window, CPU during an XID storm of 8 events/s, and /metrics
+latency (median, p99 over 1,000 requests), from a non-editable install of this checkout.
 
     .venv/bin/python bench/agent_load.py [--quick] [--json]
 
---quick watches for 20 s and sends 200 requests (a smoke run). node_exporter, the issue's
-anchor for idle CPU, is a Go binary not in these machines' registries; ``python3 -c pass``
-stands beside. The agent must have written its first report, stay alive, answer every
-/metrics request with clusterdiag's series and (storm) record the events, or the
-benchmark fails.
+Idle is watched for 120 s (--quick: 30 s, and 200 requests), three processes side by side
+so that the machine's load falls on all alike:
+
+- the agent on the real host path: ``--root`` of a simulated dgx-h100 tree written once
+  before (no simulator code in the agent's process), the real pynvml (no GPU here: NVML
+  answers "library not found", so a real node adds its NVML calls in the worker);
+- the agent on ``--simulate dgx-h100``: NVML answers, but the simulator runs inside the
+  agent (it rewrites the tree's counter files before every sample), and is counted;
+- node_exporter (Debian's prometheus-node-exporter, when on PATH) with its default
+  collectors on this machine.
+
+Each is scraped on ``/metrics`` every 30 s, as Prometheus would. CPU includes every
+process an agent started (NVML worker, XID listener, the commands it ran). The agents
+must have written their first report, stay alive, answer every scrape with their series,
+and (storm) record the events; node_exporter must answer every scrape with its own; or
+the benchmark fails.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 import yaml
-from common import Figure, emit, fail, module_note, python_start_s
+from common import Figure, emit, fail, install_note, plain_install, python_start_s
+
+from clusterdiag.agent.sim.node import build, make_root
+from clusterdiag.agent.sim.spec import NodeSpec
 
 DEFAULT_INTERVAL_S = 30
+SCRAPE_EVERY_S = 30
 STORM_PER_S = 8
+NODE = "bench-node"
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def python_baseline() -> tuple[float, float]:
@@ -41,52 +61,105 @@ def python_baseline() -> tuple[float, float]:
     return after.ru_maxrss / 1024, cpu
 
 
-def _cpu(agent: psutil.Process) -> float:
-    """CPU seconds of the agent and every process it started (listener, NVML worker)."""
-    own = agent.cpu_times()
-    kids = sum(sum(c.cpu_times()[:2]) for c in agent.children(recursive=True))
-    return own.user + own.system + own.children_user + own.children_system + kids
+@dataclass
+class Watched:
+    """One process watched: how to scrape it and what its scrape must hold."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    url: str
+    series: bytes
+    state: Path | None = None
+    cpu0: float = 0.0
+    peak_mb: float = 0.0
+    scrapes: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def cpu(self) -> float:
+        """CPU seconds of the process and every process it started (reaped or live)."""
+        me = psutil.Process(self.proc.pid)
+        own = me.cpu_times()
+        kids = sum(sum(c.cpu_times()[:2]) for c in me.children(recursive=True))
+        return own.user + own.system + own.children_user + own.children_system + kids
+
+    def scrape(self) -> float:
+        started = time.perf_counter()
+        with _OPENER.open(self.url, timeout=10) as resp:
+            body = resp.read()
+        took = time.perf_counter() - started
+        if self.series not in body:
+            fail(f"{self.name}: /metrics answered without its series ({self.series!r})")
+        if self.proc.poll() is not None:
+            fail(f"{self.name} exited {self.proc.returncode} while watched")
+        self.scrapes += 1
+        return took
 
 
-def watch(spec: str, tmp: Path, watch_s: float, requests: int = 0) -> dict[str, Any]:
-    """Start an agent on ``spec``, wait for its first report, then watch it."""
-    state = tmp / "state"
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_agent(name: str, clusterdiag: str, source: list[str], state: Path) -> Watched:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clusterdiag.agent", "agent", "--simulate", spec,
-         "--interval", str(DEFAULT_INTERVAL_S), "--state-dir", str(state), "--listen",
-         "127.0.0.1:0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not (state / "report.json").exists():
-            if time.monotonic() > deadline or proc.poll() is not None:
-                fail(f"the agent wrote no report: exit {proc.poll()}")
+        [clusterdiag, "agent", *source, "--interval", str(DEFAULT_INTERVAL_S), "--state-dir",
+         str(state), "--listen", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not (state / "report.json").exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            fail(f"{name}: the agent wrote no report: exit {proc.poll()}")
+        time.sleep(0.05)
+    url = f"http://{json.loads((state / 'agent.json').read_text())['listen']}/metrics"
+    return Watched(name, proc, url, b"clusterdiag_", state)
+
+
+def start_node_exporter(program: str) -> Watched:
+    address = f"127.0.0.1:{_free_port()}"
+    proc = subprocess.Popen([program, f"--web.listen-address={address}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watched = Watched("node_exporter", proc, f"http://{address}/metrics", b"node_cpu_seconds")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            watched.scrape()
+            return watched
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                fail(f"node_exporter did not answer on {address} (exit {proc.poll()})")
             time.sleep(0.05)
-        time.sleep(2.0)  # past the first collection's end
-        agent = psutil.Process(proc.pid)
-        cpu0, peak, started = _cpu(agent), 0.0, time.monotonic()
-        while time.monotonic() - started < watch_s:
-            peak = max(peak, agent.memory_info().rss / 2**20)
-            time.sleep(0.5)
-        used, wall = _cpu(agent) - cpu0, time.monotonic() - started
-        url = f"http://{json.loads((state / 'agent.json').read_text())['listen']}/metrics"
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        latencies = []
-        for _ in range(requests):
-            t = time.perf_counter()
-            with opener.open(url, timeout=10) as resp:
-                body = resp.read()
-            latencies.append(time.perf_counter() - t)
-            if b"clusterdiag_" not in body:
-                fail("/metrics answered without clusterdiag's series")
-        if proc.poll() is not None:
-            fail(f"the agent exited {proc.returncode} while watched")
-        events = json.loads((state / "events.json").read_text())["events"] \
-            if (state / "events.json").exists() else []
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    return {"rss": peak, "cpu": 100 * used / wall, "latencies": latencies,
-            "events": len(events)}
+
+
+def watch(procs: list[Watched], watch_s: float) -> float:
+    """Sample RSS twice a second and scrape each every SCRAPE_EVERY_S; the window's wall."""
+    time.sleep(2.0)  # past the first collection's end
+    for p in procs:
+        p.cpu0 = p.cpu()
+    started = time.monotonic()
+    next_scrape = started
+    while (now := time.monotonic()) - started < watch_s:
+        if now >= next_scrape:
+            for p in procs:
+                p.scrape()
+            next_scrape += SCRAPE_EVERY_S
+        for p in procs:
+            p.peak_mb = max(p.peak_mb, psutil.Process(p.proc.pid).memory_info().rss / 2**20)
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def stop(procs: list[Watched]) -> None:
+    for p in procs:
+        if p.proc.poll() is None:
+            p.proc.terminate()
+    for p in procs:
+        try:
+            p.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            p.proc.kill()
 
 
 def storm_spec(path: Path, watch_s: float) -> str:
@@ -99,39 +172,99 @@ def storm_spec(path: Path, watch_s: float) -> str:
     return str(path)
 
 
+def _events(state: Path) -> int:
+    path = state / "events.json"
+    return len(json.loads(path.read_text())["events"]) if path.exists() else 0
+
+
+def _exporter_version(program: str) -> str:
+    proc = subprocess.run([program, "--version"], capture_output=True, text=True, check=False)
+    words = (proc.stdout + proc.stderr).split()
+    return words[2] if len(words) > 2 and words[1] == "version" else "(version unknown)"
+
+
 def main() -> None:
-    print(module_note(), file=sys.stderr)
     quick = "--quick" in sys.argv[1:]
-    watch_s, requests = (20, 200) if quick else (60, 1000)
+    idle_s, storm_s, requests = (30, 20, 200) if quick else (120, 60, 1000)
     start_s = python_start_s()
     py_rss, py_cpu = python_baseline()
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "idle").mkdir()
-        idle = watch("dgx-h100", Path(tmp) / "idle", watch_s, requests)
-        (Path(tmp) / "storm").mkdir()
-        storm = watch(storm_spec(Path(tmp) / "storm.yaml", watch_s), Path(tmp) / "storm",
-                      watch_s)
-    if storm["events"] < STORM_PER_S * watch_s / 2:
-        fail(f"the storm recorded {storm['events']} events")
-    latencies = idle["latencies"]
+    exporter = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    work = Path(tempfile.mkdtemp(prefix="clusterdiag-bench-agent-"))
+    figures: list[Figure] = []
+    try:
+        with plain_install(work / "install") as install:
+            print(install_note(install), file=sys.stderr)
+            root = work / "root"
+            shutil.copytree(make_root(build(NodeSpec(NODE, "dgx-h100"))), root, symlinks=True)
+            for name in ("host", "sim", "storm"):
+                (work / name).mkdir()
+            procs: list[Watched] = []
+            try:
+                procs.append(start_agent("agent --root", install.clusterdiag,
+                                         ["--root", str(root), "--node", NODE], work / "host"))
+                procs.append(start_agent("agent --simulate", install.clusterdiag,
+                                         ["--simulate", "dgx-h100"], work / "sim"))
+                if exporter:
+                    procs.append(start_node_exporter(exporter))
+                else:
+                    print("node_exporter not on PATH (apt-get install prometheus-node-exporter):"
+                          " no anchor for idle CPU", file=sys.stderr)
+                wall = watch(procs, idle_s)
+                cpu = {p.name: 100 * (p.cpu() - p.cpu0) / wall for p in procs}
+                host = procs[0]
+                for _ in range(requests):
+                    host.latencies.append(host.scrape())
+            finally:
+                stop(procs)
+            storm: list[Watched] = []
+            try:
+                storm.append(start_agent("agent storm", install.clusterdiag,
+                                         ["--simulate", storm_spec(work / "storm.yaml",
+                                                                   storm_s)], work / "storm"))
+                storm_wall = watch(storm, storm_s)
+                storm_cpu = 100 * (storm[0].cpu() - storm[0].cpu0) / storm_wall
+            finally:
+                stop(storm)
+            events = _events(work / "storm")
+            if events < STORM_PER_S * storm_s / 2:
+                fail(f"the storm recorded {events} events")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    window = f"{idle_s} s at the default {DEFAULT_INTERVAL_S} s interval, scraped every " \
+             f"{SCRAPE_EVERY_S} s"
+    anchor = "node_exporter" if exporter else ""
+    base = cpu.get("node_exporter")
+    base_mb = procs[2].peak_mb if exporter else py_rss
+    for p in procs[:2]:
+        how = "real host path: --root of a prebuilt dgx-h100 tree, no NVML here" \
+            if p.name == "agent --root" else "--simulate dgx-h100, the simulator's work counted"
+        figures += [
+            Figure(f"agent CPU idle ({how}; {window})", round(cpu[p.name], 3), "% of one core",
+                   "<= 0.5 %", anchor, None if not base else cpu[p.name] / base),
+            Figure(f"agent RSS peak ({how})", round(p.peak_mb, 1), "MB",
+                   "<= 50 MB (aiohttp kept)", anchor or "python3 -c pass",
+                   p.peak_mb / base_mb)]
+    if exporter and base is not None:
+        ne = procs[2]
+        figures += [Figure(f"node_exporter {_exporter_version(exporter)} CPU (default "
+                           f"collectors, same window)", round(base, 3), "% of one core"),
+                    Figure("node_exporter RSS peak", round(ne.peak_mb, 1), "MB")]
+    latencies = procs[0].latencies
     median = statistics.median(latencies)
     p99 = sorted(latencies)[max(0, int(len(latencies) * 0.99) - 1)]
-    interval = f"{watch_s} s at the default {DEFAULT_INTERVAL_S} s interval"
-    emit([
-        Figure(f"agent RSS peak (main process, {interval})", round(idle["rss"], 1), "MB",
-               "<= 50 MB (aiohttp kept)", "python3 -c pass RSS", round(idle["rss"] / py_rss, 1)),
-        Figure(f"agent CPU idle ({interval}, listener and workers included)",
-               round(idle["cpu"], 2), "% of one core", "<= 0.5 %"),
-        Figure(f"agent CPU during an XID storm of {STORM_PER_S}/s ({watch_s} s, "
-               f"{storm['events']} events recorded)", round(storm["cpu"], 2), "% of one core"),
-        Figure("agent RSS peak during the storm", round(storm["rss"], 1), "MB"),
-        Figure(f"/metrics latency median ({requests} requests)", round(median * 1000, 2), "ms",
-               "", "python3 -c pass", round(median / start_s, 3)),
-        Figure(f"/metrics latency p99 ({requests} requests)", round(p99 * 1000, 2), "ms", "",
-               "python3 -c pass", round(p99 / start_s, 3)),
+    figures += [
+        Figure(f"agent CPU during an XID storm of {STORM_PER_S}/s ({storm_s} s, {events} events "
+               "recorded; --simulate)", round(storm_cpu, 2), "% of one core"),
+        Figure("agent RSS peak during the storm", round(storm[0].peak_mb, 1), "MB"),
+        Figure(f"/metrics latency median ({requests} requests, agent --root)",
+               round(median * 1000, 2), "ms", "", "python3 -c pass", median / start_s),
+        Figure(f"/metrics latency p99 ({requests} requests, agent --root)",
+               round(p99 * 1000, 2), "ms", "", "python3 -c pass", p99 / start_s),
         Figure("python3 -c pass", round(start_s * 1000, 1), "ms"),
         Figure("python3 -c pass CPU", round(py_cpu * 1000, 1), "ms"),
-    ])
+    ]
+    print(f"load: {os.getloadavg()[0]:.1f} (1-min average at the end)", file=sys.stderr)
+    emit(figures)
 
 
 if __name__ == "__main__":
