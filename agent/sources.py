@@ -295,6 +295,11 @@ class SourceEnv:
     kernel_lookback_s: float = 7200.0
     # A --kernel-log file's every matching line, the window not applied (snapshot, §8).
     kernel_log_every_line: bool = False
+    # Whether to read the hardware's counters (IB port counters, PCIe AER): rate checks,
+    # the agent's metrics and counter window, and a report's facts read them; a Slurm
+    # program judging the quick checks does not, and they are most of the files a node
+    # has (issue 15: ~900 of a dgx-h100's ~1,900).
+    counters: bool = True
     # Called before each sample is collected: the simulator brings files that stand for
     # moving hardware counters up to date (real sysfs files are live on their own).
     before_sample: list[Callable[[], None]] = field(default_factory=list)

@@ -12,6 +12,10 @@ the prolog's verdict line (``pass`` or ``FAIL node not ready``) and name where i
 findings came from (the agent's report, or its own checks), or the benchmark fails:
 timing a start-up error is what the earlier version of this script did.
 
+Beside them, the floor: the install's interpreter starting, reading the agent's report and
+then every file the prolog without a report opened (recorded in one untimed run), one
+read each; what no Python prolog reading those files can go below.
+
 LBNL NHC is the figure to beat: when ``nhc`` is on PATH it is timed beside, else its
 recorded figure is printed with its source.
 """
@@ -77,6 +81,64 @@ def _timed(argv: list[str], env: dict[str, str], expect: str | None) -> float:
     return wall
 
 
+# Runs the installed prolog with every file it opens recorded: what the floor reads.
+_RECORD = """
+import builtins, json, os, sys
+opened = []
+real_open, real_builtin = os.open, builtins.open
+def os_open(path, *args, **kwargs):
+    fd = real_open(path, *args, **kwargs)
+    opened.append(os.fsdecode(path))
+    return fd
+def builtin_open(file, *args, **kwargs):
+    handle = real_builtin(file, *args, **kwargs)
+    if isinstance(file, (str, bytes, os.PathLike)):
+        opened.append(os.fsdecode(file))
+    return handle
+os.open, builtins.open = os_open, builtin_open
+out, sys.argv = sys.argv[1], ["clusterdiag", *sys.argv[2:]]
+from clusterdiag.agent.launch import main
+try:
+    main()
+except SystemExit:
+    pass
+builtins.open = real_builtin
+with open(out, "w") as handle:
+    json.dump([p for p in opened if not p.endswith((".py", ".pyc"))], handle)
+"""
+# The floor: start, read the agent's report as JSON, open and read every file the prolog
+# without a report read (one read each), close it.
+_FLOOR = """
+import json, os, sys
+json.load(open(sys.argv[1]))
+for path in json.load(open(sys.argv[2])):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        continue
+    try:
+        os.read(fd, 4096)
+    except OSError:
+        pass
+    os.close(fd)
+"""
+
+
+def floor_case(install_python: str, prolog: list[str], env: dict[str, str], work: Path,
+               report: Path) -> tuple[list[str], int]:
+    """The floor's command, and how many files it reads: those the prolog without a
+    report opened (recorded in one untimed run of it)."""
+    record = work / "opened.json"
+    proc = subprocess.run([install_python, "-c", _RECORD, str(record), *prolog[1:]],
+                          capture_output=True, text=True, check=False, env=env)
+    if not record.exists():
+        fail(f"recording what the prolog reads failed: {proc.stderr[-300:]}")
+    files = len(json.loads(record.read_text()))
+    if files < 100:
+        fail(f"the prolog without a report opened only {files} files: not a collection")
+    return [install_python, "-c", _FLOOR, str(report), str(record)], files
+
+
 def main() -> None:
     runs = _runs()
     work = Path(tempfile.mkdtemp(prefix="clusterdiag-bench-prolog-"))
@@ -99,6 +161,9 @@ def main() -> None:
                                               "prolog": {"drain": False}}))
                 cases[case] = ([install.clusterdiag, "prolog", "--root", str(root),
                                 "--config", str(config)], expect)
+            floor, files = floor_case(install.python, cases["without"][0], env, work,
+                                      work / "with" / "report.json")
+            cases["floor"] = (floor, None)
             nhc = shutil.which("nhc")
             if nhc:
                 cases["nhc"] = ([nhc], None)
@@ -115,6 +180,10 @@ def main() -> None:
                                   "agent report", round(median[case] * 1000, 1), "ms",
                                   goal=f"{goal} python3", baseline="python3 -c pass",
                                   ratio=median[case] / base))
+        figures.append(Figure(f"least a Python prolog can cost here: start, read the report "
+                              f"and the {files} files the prolog without one reads",
+                              round(median["floor"] * 1000, 1), "ms", baseline="python3 -c pass",
+                              ratio=median["floor"] / base))
         if "nhc" in median:
             figures.append(Figure("LBNL NHC (nhc on PATH)", round(median["nhc"] * 1000, 1),
                                   "ms"))

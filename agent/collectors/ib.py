@@ -197,7 +197,8 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
         if time.monotonic() > deadline:
             dev.unknown["ports"] = "not read: the source's deadline passed"
         else:
-            dev.ports = [read_port(env.root, base, n, not dev.excluded, counter)
+            dev.ports = [read_port(env.root, base, n, env.counters and not dev.excluded,
+                                   counter)
                          for n in _port_numbers(base, dev)]
         for port in dev.ports:
             if port.link_layer == "Ethernet" and port.netdev is not None:

@@ -65,7 +65,8 @@ def _link_target(link: str) -> str:
         return os.path.realpath(link)
 
 
-def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool) -> PciDevice:
+def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool,
+                with_aer: bool = True) -> PciDevice:
     base = f"{under(root, '/sys/bus/pci/devices')}/{bdf}"
     unknown: dict[str, str] = {}
     vendor, why = read_int(f"{base}/vendor", counter, 16)
@@ -91,12 +92,13 @@ def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool) -
     dev.max_link_speed_gts = _speed_gts(text)
     dev.max_link_width, _ = read_int(f"{base}/max_link_width", counter, 10)
     dev.local_cpulist, _ = read_text(f"{base}/local_cpulist", counter)
-    for kind, name in _AER_FILES.items():
-        text, reason = read_text(f"{base}/{name}", counter)
-        if text is not None:
-            dev.aer[kind] = parse_aer(text)
-        elif reason not in ("missing", None):
-            unknown[f"aer.{kind}"] = reason
+    if with_aer:  # counters: only where rates or facts read them (SourceEnv.counters)
+        for kind, name in _AER_FILES.items():
+            text, reason = read_text(f"{base}/{name}", counter)
+            if text is not None:
+                dev.aer[kind] = parse_aer(text)
+            elif reason not in ("missing", None):
+                unknown[f"aer.{kind}"] = reason
     if with_config:
         dev.acs_ctrl = read_acs_ctrl(Path(base, "config"), unknown)
     dev.unknown = unknown
@@ -144,10 +146,11 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
         # in its unknown. One whose files are gone was unplugged after the listing.
         if vendor not in _KEEP_VENDORS and (vendor is not None or why == "missing"):
             continue
-        dev = read_device(env.root, bdf, counter, with_config=False)
+        dev = read_device(env.root, bdf, counter, with_config=False, with_aer=env.counters)
         wanted[bdf] = dev
         bridges.update(b for b in dev.path[:-1])
     for bdf in sorted(bridges - set(wanted)):
-        wanted[bdf] = read_device(env.root, bdf, counter, with_config=True)
+        wanted[bdf] = read_device(env.root, bdf, counter, with_config=True,
+                                  with_aer=env.counters)
     stats.files_read += counter.count
     return [wanted[b] for b in sorted(wanted)]

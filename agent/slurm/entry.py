@@ -95,7 +95,14 @@ class Run:
 
             self._env = session.source_env(self.config, self.inputs.root,
                                            self.inputs.kernel_log, None, self.node)
+            self._env.counters = self.rates_judged()
         return self._env
+
+    def rates_judged(self) -> bool:
+        """Whether this run's checks compare counters (rate checks run at ``full`` only):
+        else the node's counters are not read at all, and the report they would fill in
+        is never written by a Slurm program (SourceEnv.counters)."""
+        return (self.inputs.level or "quick") != "quick"
 
     def uses_real_nvml(self) -> bool:
         """Whether NVML is read through the real pynvml (not the simulator's)."""
