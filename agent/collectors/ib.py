@@ -9,9 +9,10 @@ names.
 Ethernet (RoCE) ports also get their GID table, ECN settings and, on compute rails, PFC
 and trust from the tools (collectors/roce.py).
 
-Counters are read for every device but the BlueField DPUs and those config names storage
-or management: on DGX/GB200-class systems reading the PMA counters of a firmware-restricted
-function makes mlx5 send ACCESS_REG commands that fail and flood the kernel log
+Counters are read, where the caller wants them (``SourceEnv.counters``), for every device
+but the BlueField DPUs and those config names storage or management: on DGX/GB200-class
+systems reading the PMA counters of a firmware-restricted function makes mlx5 send
+ACCESS_REG commands that fail and flood the kernel log
 (node_exporter#3434, gpud#1164; hardware.md §3.3).
 
 PHY health (pre-/post-FEC BER, FEC corrections, module temperature, voltage and optical
@@ -32,12 +33,12 @@ import time
 from pathlib import Path
 
 from ..model import SourceStats
-from ..model.ib import DPU_TYPES, IbDevice, RoceQos, nvswitch_management
+from ..model.ib import DPU_TYPES, IbDevice, nvswitch_management
 from ..model.pci import NVIDIA_VENDOR
 from ..sources import SourceEnv
 from ..sysfs import FileCounter, list_present, parse_int, read_int, read_text, under
 from .ib_port import read_port
-from .roce import read_qos
+from .roce import read_all_qos
 from .vpd import read_vpds, vpd_path
 
 # VPD reads (collectors/vpd.py) get at most this long, so a wedged function leaves the
@@ -189,7 +190,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
     gpus = gpu_paths(env.root, counter)
     _read_vpd([(dev, base) for dev, base, _ in found], deadline)
     devices = []
-    qos: dict[str, RoceQos] = {}  # by netdev: a bond's ports share one
+    tools: dict[str, bool] = {}  # by netdev: a bond's ports share one
     read_tools = bool(env.wants("roce.pfc", "read_tools", True))
     for dev, base, path in found:
         dev.gpu_hops = gpu_hops(path, gpus) if path else {}
@@ -202,11 +203,13 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
                          for n in _port_numbers(base, dev)]
         for port in dev.ports:
             if port.link_layer == "Ethernet" and port.netdev is not None:
-                if port.netdev not in qos:
-                    qos[port.netdev] = read_qos(env, port.netdev, counter, deadline,
-                                                tools=read_tools and not dev.excluded)
-                port.qos = qos[port.netdev]
+                tools.setdefault(port.netdev, read_tools and not dev.excluded)
         devices.append(dev)
+    qos = read_all_qos(env, tools, counter, deadline)
+    for dev in devices:
+        for port in dev.ports:
+            if port.netdev in qos and port.link_layer == "Ethernet":
+                port.qos = qos[port.netdev]
     stats.files_read += counter.count
     stats.calls += len(devices)
     return devices

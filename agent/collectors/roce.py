@@ -23,6 +23,7 @@ Read for Ethernet ports only, as facts; checks/roce.py judges them against the p
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -190,3 +191,34 @@ def read_qos(env: SourceEnv, netdev: str, counter: FileCounter, deadline: float,
     elif not _from_dcb(env, netdev, qos, deadline):
         _from_mlnx_qos(env, netdev, qos, deadline)
     return qos
+
+
+def read_all_qos(env: SourceEnv, tools: dict[str, bool], counter: FileCounter,
+                 deadline: float) -> dict[str, RoceQos]:
+    """``read_qos`` of each netdev (``tools``: whether its PFC and trust are read with the
+    tools), the netdevs side by side: each asks ``dcb`` twice, and one after the other
+    they cost the prolog a process start apiece (issue 15). Every tool call is bounded
+    by the deadline, so waiting for the threads is too."""
+    found: dict[str, RoceQos] = {}
+    raised: list[Exception] = []
+    counters = {netdev: FileCounter() for netdev in tools}
+
+    def one(netdev: str) -> None:
+        try:
+            found[netdev] = read_qos(env, netdev, counters[netdev], deadline, tools[netdev])
+        except Exception as exc:  # noqa: BLE001 - raised again below, in the source's thread
+            raised.append(exc)
+
+    threads = [threading.Thread(target=one, args=(netdev,), name=f"roce-{netdev}",
+                                daemon=True) for netdev in tools if tools[netdev]]
+    for thread in threads:
+        thread.start()
+    for netdev in tools:
+        if not tools[netdev]:  # sysfs only: nothing to wait for
+            one(netdev)
+    for thread in threads:
+        thread.join()
+    if raised:  # out of descriptors (ReadFailed) or a bug: the source's error, as before
+        raise raised[0]
+    counter.count += sum(c.count for c in counters.values())
+    return {netdev: found[netdev] for netdev in tools if netdev in found}

@@ -5,6 +5,7 @@ RoCE nodes, healthy and broken, including hosts that expose none of it."""
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from clusterdiag.agent.collectors.roce import (
     parse_dcb_dscp,
     parse_dcb_pfc,
     parse_mlnx_qos,
+    read_all_qos,
     read_ecn,
     read_qos,
 )
@@ -348,3 +350,31 @@ def test_a_roce_spec_node_carries_its_fabric() -> None:
                       "spec.yaml")
     assert {n.fabric for n in spec.nodes.values()} == {"roce"}
     assert spec.nodes["r2"].faults[0]["kind"] == "roce_ecn_off"
+
+
+def test_the_netdevs_tools_are_asked_side_by_side() -> None:
+    """Two netdevs' ``dcb pfc show`` must be under way at once: each waits (30 s at most)
+    for the other before answering, so asked one after the other, the first would give
+    up and its PFC would be unknown."""
+    both = threading.Barrier(2, timeout=30)
+
+    def run(argv: list[str], timeout_s: float) -> CommandResult:
+        if argv[:2] == ["dcb", "pfc"]:
+            try:
+                both.wait()
+            except threading.BrokenBarrierError:
+                return CommandResult(argv, None, error="dcb: asked alone")
+            return CommandResult(argv, 0, "pfc-cap 8 macsec-bw 0 del 0 prio-pfc 0:off 1:off "
+                                          "2:off 3:on 4:off 5:off 6:off 7:off\n")
+        return CommandResult(argv, 0, "dscp-prio 26:3\n")
+
+    env = SourceEnv(root=PROCFS, runner=run)
+    counter = FileCounter()
+    qos = read_all_qos(env, {"eth0": True, "eth1": True, "eth2": False}, counter,
+                       time.monotonic() + 60)
+    assert sorted(qos) == ["eth0", "eth1", "eth2"]
+    assert qos["eth0"].pfc == qos["eth1"].pfc == [3]
+    assert qos["eth0"].trust == "dscp"
+    assert qos["eth2"].pfc is None
+    assert "not a compute rail" in qos["eth2"].unknown["pfc"]
+    assert counter.count > 0  # the ECN files each read are counted
