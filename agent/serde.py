@@ -25,14 +25,17 @@ class SerdeError(ValueError):
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-@cache
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
 def _field_names(cls: type) -> tuple[str, ...] | None:
     """A dataclass's field names in order, None for any other type: looked up once per
     class, where ``dataclasses.fields`` builds its tuple anew on every call (the agent
     turns a ~10,000-value snapshot into JSON every cycle)."""
-    if not dataclasses.is_dataclass(cls):
-        return None
-    return tuple(f.name for f in dataclasses.fields(cls))
+    if cls not in _FIELD_NAMES:
+        _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls)) \
+            if dataclasses.is_dataclass(cls) else None
+    return _FIELD_NAMES[cls]
 
 
 def to_jsonable(value: Any) -> Any:
