@@ -11,6 +11,10 @@ from .. import session
 from ..errors import UsageError
 from .options import source_options
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ...checks.profile import Profile
+
 _CONFIG = click.option("--config", "config_path", type=click.Path(path_type=Path),
                        default=None, help="Config file (its profile_dir holds site profiles).")
 
@@ -72,11 +76,17 @@ def profiles_show(config_path: Path | None, name: str) -> None:
               help="The profile the capture extends (default: the one detected).")
 @click.option("--output", type=click.Path(path_type=Path), default=None,
               help="Write the profile here (default: standard output).")
+@click.option("--from-snapshot", "snapshots", multiple=True, type=click.Path(path_type=Path),
+              metavar="FILE", help="Capture from saved snapshots instead of this node (repeat "
+                                   "it for a fleet: the majority's values, and the nodes that "
+                                   "deviate on standard error).")
 def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Path | None,
                      simulate: str | None, node: str | None, profile: str | None,
-                     level: str | None, base: str | None, output: Path | None) -> None:
+                     level: str | None, base: str | None, output: Path | None,
+                     snapshots: tuple[Path, ...]) -> None:
     """A site profile from this (healthy) node as it is, each value with what it was
-    read from; what could not be read is left to --extends."""
+    read from; what could not be read is left to --extends. With --from-snapshot, from
+    saved snapshots (``clusterdiag snapshot``, an agent's /v1/snapshot) of a fleet."""
     import time
 
     from ...checks.profile import UnknownProfileError, load_profile
@@ -84,16 +94,23 @@ def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Pa
     from ..profile_capture import capture
     from ..runner import resolve_profile
 
-    config, env = session.setup(config_path, root, kernel_log, simulate, node)
+    config = session.load(config_path)
     options = session.run_options(config, level, profile, None, None)
-    snap = collect_snapshot(env, ("host", "pci", "nvml", "infiniband"),
-                            time.monotonic() + options.budget_s, options.level)
     try:
-        extends = load_profile(session.site_profile(config, base)) if base else \
-            resolve_profile(options.profile, snap)[0]
+        extends = load_profile(session.site_profile(config, base)) if base else None
     except UnknownProfileError as exc:
         raise UsageError(f"--extends: {exc}") from None
-    text = capture(snap, extends).to_yaml(snap.node)
+    if snapshots:
+        if root or simulate or kernel_log:
+            raise UsageError("--from-snapshot: reads saved snapshots, not a node "
+                             "(drop --root, --simulate, --kernel-log)")
+        text = _fleet_capture(snapshots, extends, options.profile)
+    else:
+        env = session.source_env(config, root, kernel_log, simulate, node)
+        snap = collect_snapshot(env, ("host", "pci", "nvml", "infiniband"),
+                                time.monotonic() + options.budget_s, options.level)
+        text = capture(snap, extends or resolve_profile(options.profile, snap)[0]
+                       ).to_yaml(snap.node)
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -101,6 +118,29 @@ def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Pa
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"--output {output}: {exc.strerror or exc}") from None
+
+
+def _fleet_capture(paths: tuple[Path, ...], extends: Profile | None, profile: str) -> str:
+    """The majority profile of the snapshots in ``paths``; the nodes deviating from it on
+    standard error. Without --extends, the base is the profile most snapshots detect as."""
+    from collections import Counter
+
+    from ...checks.profile import load_profile
+    from ..profile_capture import capture
+    from ..profile_majority import majority
+    from ..runner import resolve_profile
+    from ..snapshot_file import load_snapshot
+
+    if extends is None:
+        detected = Counter(resolve_profile(profile, load_snapshot(p))[0].name for p in paths)
+        extends = load_profile(detected.most_common(1)[0][0])
+    base = extends
+    captures = [(snap.node, capture(snap, base))
+                for snap in (load_snapshot(p) for p in paths)]
+    merged, deviations = majority(captures, base.name)
+    for deviation in deviations:
+        click.echo(f"clusterdiag profiles capture: deviates: {deviation.line()}", err=True)
+    return merged.to_yaml(f"the majority of {len(paths)} snapshots")
 
 
 COMMANDS = (profiles_group,)
