@@ -8,8 +8,9 @@ were recognised: their ibdev names) and each GPU's distance to its nearest compu
 Every value carries a comment saying what it was read from. What could not be read (no
 NVML, no RDMA devices) is left to the base, and a comment says so: the capture still
 succeeds. No per-node identifier (GUID, serial, UUID, PCI address) is written: one
-profile serves every node of the model. Versions (driver, NIC firmware) are noted as
-comments only: the profile has no version fields yet.
+profile serves every node of the model. The versions seen (NVIDIA driver, GPU VBIOS,
+compute NIC firmware) become expectations that warn when a node runs another
+(host.versions), never fail.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Capture:
     extends: str
     values: dict[str, Any] = field(default_factory=dict)
     comments: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # inherited keys, versions seen
+    notes: list[str] = field(default_factory=list)  # what was inherited, and why
 
     def set(self, key: str, value: Any, source: str) -> None:
         self.values[key], self.comments[key] = value, source
@@ -68,7 +69,12 @@ def _gpus(snap: Snapshot, cap: Capture) -> None:
         if len(versions) == 1:
             cap.set("nvlink_version", versions[0], "nvmlDeviceGetNvLinkVersion")
     if nv.driver_version:
-        cap.notes.append(f"driver seen: {nv.driver_version}")
+        cap.set("driver_versions", [nv.driver_version],
+                "nvmlSystemGetDriverVersion; another warns (host.versions)")
+    vbios = sorted({g.vbios for g in nv.gpus if g.vbios})
+    if vbios:
+        cap.set("vbios_versions", vbios,
+                "nvmlDeviceGetVbiosVersion; another warns (host.versions)")
 
 
 def _nvswitches(snap: Snapshot, cap: Capture) -> None:
@@ -116,7 +122,8 @@ def _nics(snap: Snapshot, base: Profile, cap: Capture) -> None:
     _recognition(snap, base, cap, [d.name for d in compute])
     firmware = sorted({d.fw_ver for d in compute if d.fw_ver})
     if firmware:
-        cap.notes.append(f"compute NIC firmware seen: {', '.join(firmware)}")
+        cap.set("nic_firmware", firmware,
+                "the compute NICs' fw_ver; another warns (host.versions)")
     _distances(snap, cap)
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .registry import REGISTRY, CheckContext, CheckSpec, check, select
 
 FAMILIES = ("fabric", "gpu", "host", "host_profile", "ib", "ib_rates", "nccl", "nccl_host",
-            "nvlink", "nvswitch", "roce")
+            "nvlink", "nvswitch", "roce", "versions")
 _REGISTRY_NAMES = ("REGISTRY", "CheckContext", "CheckSpec", "check", "select")
 
 __all__ = ["FAMILIES", "REGISTRY", "CheckContext", "CheckSpec", "check", "load_all", "select"]

@@ -72,6 +72,12 @@ class Profile:
     roce_trust: str | None = None
     roce_mtu: int | None = None
     gpu_nic_distance: tuple[str, ...] = ()  # acceptable nvidia-smi topo levels to its own NIC
+    # The versions a healthy node of the site runs (``profiles capture`` records them):
+    # another version warns (host.versions), never fails — an upgrade in progress is no
+    # broken node.
+    driver_versions: tuple[str, ...] = ()  # NVIDIA driver (nvmlSystemGetDriverVersion)
+    vbios_versions: tuple[str, ...] = ()  # GPU VBIOS (nvmlDeviceGetVbiosVersion)
+    nic_firmware: tuple[str, ...] = ()  # the compute NICs' fw_ver
     allreduce_busbw_gbps: float | None = None
     # Active tests (clusterdiag qualify): test -> {expected, floor, unit, source}
     qualify: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -90,7 +96,8 @@ def _plain(value: Any) -> Any:
 
 
 _TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_pci_ids", "gpu_nic_distance", "compute_pci",
-                 "compute_guids", "compute_ibdevs", "compute_netdevs", "compute_models"}
+                 "compute_guids", "compute_ibdevs", "compute_netdevs", "compute_models",
+                 "driver_versions", "vbios_versions", "nic_firmware"}
 
 
 # Site profiles (agent/site_profiles.py: YAML files that extend these), by name. A run

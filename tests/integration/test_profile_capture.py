@@ -86,7 +86,39 @@ def test_what_could_not_be_read_is_inherited_and_capture_exits_0(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     assert "# GPU values inherited from hgx-h100-8gpu: NVML unreadable" in proc.stdout
     assert "gpu_count" not in proc.stdout
+    assert "driver_versions" not in proc.stdout  # not read: no expectation, the base's
     assert "compute_hcas: 8" in proc.stdout  # the NICs were read
+    assert 'nic_firmware: ["28.41.1000"]' in proc.stdout
+
+
+def _findings(proc_stdout: str, check: str) -> list[tuple[str, str, str]]:
+    return [(f["component"], f["status"], f["message"])
+            for f in json.loads(proc_stdout)["findings"] if f["check"] == check]
+
+
+def test_versions_another_than_captured_warn_naming_both_never_fail(tmp_path: Path) -> None:
+    """Issue 13: captured versions are warn-level expectations (host.versions)."""
+    healthy = _spec(tmp_path, "profile: dgx-h100")
+    captured = _capture(tmp_path, healthy, "hgx-h100-8gpu")
+    assert 'driver_versions: ["590.48.01"]' in captured.read_text()
+    proc = run_cli("run", "--simulate", str(healthy), "--profile", str(captured),
+                   "--format", "json")
+    assert {status for _, status, _ in _findings(proc.stdout, "host.versions")} == {"pass"}
+    # One NIC on other firmware, and the node's driver another one (a saved snapshot).
+    odd = _spec(tmp_path, "profile: dgx-h100",
+                "faults:\n  - {node: n1, kind: hca_firmware_mixed, hca: mlx5_4, "
+                "version: 28.39.1002}\n")
+    snap = json.loads(run_cli("snapshot", "--simulate", str(odd)).stdout)
+    snap["nvml"]["driver_version"] = "580.65.06"
+    saved = tmp_path / "odd.json"
+    saved.write_text(json.dumps(snap))
+    proc = run_cli("run", "--from-snapshot", str(saved), "--profile", str(captured),
+                   "--format", "json")
+    bad = [f for f in _findings(proc.stdout, "host.versions") if f[1] != "pass"]
+    assert sorted(bad) == [
+        ("mlx5_4", "warn", "NIC firmware 28.39.1002, the profile expects 28.41.1000"),
+        ("node", "warn", "NVIDIA driver 580.65.06, the profile expects 590.48.01")]
+    assert not [f for f in json.loads(proc.stdout)["findings"] if f["status"] == "fail"]
 
 
 def test_an_unknown_base_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ NOT_ON_THE_FRESH_PATH = frozenset({
 PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.collect", "agent.collectors", "agent.collectors.allreduce", "agent.collectors.host",
     "agent.collectors.ib", "agent.collectors.ib_port", "agent.collectors.roce",
-    "agent.collectors.vpd", "checks.roce", "checks.ib_roles",
+    "agent.collectors.vpd", "checks.roce", "checks.ib_roles", "checks.versions",
     "agent.collectors.kernel", "agent.collectors.nccl", "agent.collectors.nccl_host",
     "agent.collectors.nvml", "agent.collectors.nvml_budget", "agent.collectors.nvml_read",
     "agent.collectors.pci", "agent.model.upgrade",
