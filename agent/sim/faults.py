@@ -52,6 +52,7 @@ from .nccl_faults import (
     nic_wrong_numa,
     peermem_missing,
 )
+from .platforms import Capability, platforms_with
 from .qualify_faults import imex_channel_missing, slow, socket_fallback, tool_hang
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
@@ -68,7 +69,8 @@ class FaultKind:
     apply: Apply
     level: Level = Level.QUICK  # full: needs two samples (rate checks)
     options: tuple[str, ...] = ()  # optional keys
-    profiles: tuple[str, ...] = ()  # platforms it makes sense on (empty: any with GPUs)
+    # What it needs of the platform (sim/platforms.py; empty: any simulated platform).
+    needs: frozenset[Capability] = frozenset()
     cluster: bool = False  # caught across nodes by a cluster.* check; the node alone passes
     absent: bool = False  # left out of the cluster altogether (sim/cluster.py present)
     # Check parameters the catching check needs (e.g. nccl.library require_host): a node
@@ -92,6 +94,11 @@ class FaultKind:
     # profile (tests/fixtures/profiles/oem-h100.yaml).
     layout: str = "reference"
 
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        """The simulated platforms it applies to, derived from what it needs."""
+        return platforms_with(self.needs)
+
 
 def _gpu(node: SimNode, fault: Mapping[str, Any]) -> SimGpu:
     return node.gpus[int(fault["gpu"])]
@@ -107,6 +114,13 @@ def _field(fid: int, value: Any) -> Apply:
     def apply(node: SimNode, fault: Mapping[str, Any]) -> None:
         _gpu(node, fault).fields[fid] = value
     return apply
+
+
+def _power_capped(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The enforced limit (field 190) at 4/7 of the default (189): 400 W on a 700 W H100
+    SXM, 200 W on a 350 W H100 PCIe card: a cap on every platform."""
+    gpu = _gpu(node, fault)
+    gpu.fields[190] = int(gpu.fields[189] or 0) * 4 // 7
 
 
 def _counter(fid: int, rate: float) -> Apply:
@@ -289,12 +303,13 @@ def _left_out(node: SimNode, fault: Mapping[str, Any]) -> None:
     present), so no agent answers for it and its rack comes up one short."""
 
 
-_HGX = ("dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200")
-_NVL = ("gb200-nvl72", "gb300-nvl72")
-_NVLINK = (*_HGX, *_NVL)
-# RoCE kinds: the platform tests/fixtures/profiles/roce-h100.yaml extends, fabric: roce.
-_ROCE = ("dgx-h100",)
-_IB = ("dgx-h100", "dgx-h200", "dgx-a100", "dgx-b200", *_NVL)  # InfiniBand compute HCAs
+# What a kind needs of the platform (sim/platforms.py); the platforms follow from it.
+_NVLINK = frozenset({Capability.NVLINK})
+_HGX = frozenset({Capability.NVSWITCH})
+_NVL = frozenset({Capability.NVL72})
+_IB = frozenset({Capability.IB})  # InfiniBand compute NICs (run as RoCE for fabric: roce)
+_RAILS = frozenset({Capability.IB, Capability.RAIL_PER_GPU})
+_OEM = frozenset({Capability.IB, Capability.OEM_LAYOUT})
 
 FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("gpu_missing", "gpu.count", "fail", "reboot", "node", ("gpu",), _missing),
@@ -313,7 +328,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("row_remap_failure", "gpu.row_remap", "fail", "rma", "gpu{gpu}", ("gpu",),
               _field(145, 1)),
     FaultKind("sram_threshold", "gpu.row_remap", "fail", "rma", "gpu{gpu}", ("gpu",),
-              _set("sram_exceeded", 1), profiles=("dgx-h100", "dgx-h200", "dgx-b200", *_NVL)),
+              _set("sram_exceeded", 1), needs=frozenset({Capability.SRAM_ECC})),
     FaultKind("recovery_action_pending", "gpu.recovery_action", "fail", "reset_gpu", "gpu{gpu}",
               ("gpu",), _field(230, 1)),
     FaultKind("xid", "gpu.xid", "fail", "reboot", "gpu{gpu}", ("gpu",), _xid,
@@ -330,9 +345,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("xid_memory_capacity", "gpu.xid", "fail", "rma", "gpu{gpu}", ("gpu",),
               _xid_code(168), options=("age_s",)),  # no bucket, fatal: capacity lost
     FaultKind("xid_nvlink5_fatal", "gpu.xid", "fail", "reset_gpu", "gpu{gpu}", ("gpu",),
-              _xid_code(149), options=("age_s",), profiles=_NVL),
+              _xid_code(149), options=("age_s",), needs=_NVL),
     FaultKind("xid_recovery_changed", "gpu.xid", "fail", "reset_gpu", "gpu{gpu}", ("gpu",),
-              _xid_code(154), options=("age_s",), profiles=_NVL),
+              _xid_code(154), options=("age_s",), needs=_NVL),
     FaultKind("thermal_slowdown", "gpu.clock_events", "fail", "investigate", "gpu{gpu}",
               ("gpu",), _set("clock_reasons", 0x40)),
     FaultKind("power_brake", "gpu.clock_events", "fail", "investigate", "gpu{gpu}", ("gpu",),
@@ -342,7 +357,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("slowdown_time", "gpu.clocks", "warn", "investigate", "gpu{gpu}", ("gpu",),
               _counter(270, 0.5e9), level=Level.FULL),  # half of each second in HW thermal
     FaultKind("power_capped", "gpu.power_limit", "warn", "fix_config", "gpu{gpu}", ("gpu",),
-              _field(190, 400_000)),
+              _power_capped),
     FaultKind("pcie_width_degraded", "gpu.pcie_link", "fail", "investigate", "gpu{gpu}",
               ("gpu",), _set("pcie_width", 8)),
     FaultKind("pcie_gen_degraded", "gpu.pcie_link", "fail", "investigate", "gpu{gpu}",
@@ -358,26 +373,26 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("nvml_call_error", "gpu.responsive", "fail", "reboot", "gpu{gpu}",
               ("gpu", "function", "error"), _call_error),
     FaultKind("nvlink_down", "nvlink.links_up", "fail", "reset_gpu", "gpu{gpu}",
-              ("gpu", "link"), _nvlink_down, profiles=_NVLINK),
+              ("gpu", "link"), _nvlink_down, needs=_NVLINK),
     FaultKind("nvlink_crc_storm", "nvlink.error_rate", "fail", "reset_gpu", "gpu{gpu}.link{link}",
-              ("gpu", "link"), _nvlink_crc, level=Level.FULL, profiles=_NVLINK),
+              ("gpu", "link"), _nvlink_crc, level=Level.FULL, needs=_NVLINK),
     FaultKind("nvlink_recovery_trickle", "nvlink.error_rate", "fail", "reset_gpu",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_trickle, level=Level.FULL,
-              profiles=_NVLINK, trend=True),
+              needs=_NVLINK, trend=True),
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",
-              "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_remote, profiles=_HGX),
+              "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_remote, needs=_HGX),
     FaultKind("nvswitch_missing", "nvswitch.count", "fail", "reboot", "node", (),
-              _nvswitch_missing, profiles=("dgx-a100", "dgx-h100", "dgx-h200")),
+              _nvswitch_missing, needs=frozenset({Capability.NVSWITCH_PCI})),
     # HGX B200: its NVSwitches are no PCI functions; one of the ConnectX-7 functions they
     # are managed through gone.
     FaultKind("nvswitch_manager_missing", "nvswitch.management", "fail", "reboot", "node",
-              (), _nvswitch_manager_missing, profiles=("dgx-b200",)),
+              (), _nvswitch_manager_missing, needs=frozenset({Capability.NVSWITCH_MGMT})),
     FaultKind("fabric_not_registered", "fabric.state", "fail", "investigate", "gpu0", (),
-              _all_fabric(2), profiles=("dgx-h100", "dgx-h200", "dgx-b200", *_NVL)),
+              _all_fabric(2), needs=frozenset({Capability.FABRIC_INFO})),
     FaultKind("fabric_degraded", "fabric.health_mask", "warn", "investigate", "gpu{gpu}",
-              ("gpu",), _fabric_degraded, profiles=_NVL),
+              ("gpu",), _fabric_degraded, needs=_NVL),
     FaultKind("clique_mismatch", "fabric.clique", "fail", "investigate", "gpu{gpu}", ("gpu",),
-              _clique_mismatch, profiles=_NVL),
+              _clique_mismatch, needs=_NVL),
     FaultKind("ecc_disabled", "gpu.ecc_mode", "fail", "reboot", "gpu{gpu}", ("gpu",),
               _field(1, 0)),
     FaultKind("gpu_hot", "gpu.temperature", "fail", "investigate", "gpu{gpu}", ("gpu",),
@@ -391,34 +406,34 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("retired_pages", "gpu.retired_pages", "fail", "rma", "gpu{gpu}", ("gpu",),
               _retired),
     FaultKind("nvlink_p2p_broken", "nvlink.topology", "fail", "investigate", "node", ("gpu",),
-              _p2p_broken, profiles=_NVLINK),
+              _p2p_broken, needs=_NVLINK),
     FaultKind("nvlink_version_mismatch", "nvlink.version", "fail", "investigate", "gpu{gpu}",
-              ("gpu",), _nvlink_version, profiles=_NVLINK),
+              ("gpu",), _nvlink_version, needs=_NVLINK),
     FaultKind("sxid", "nvswitch.sxid", "fail", "reboot", "nvswitch0", (), _sxid,
-              profiles=_HGX),
+              needs=frozenset({Capability.NVSWITCH_PCI})),  # the host's nvswitch driver logs
     FaultKind("imex_down", "fabric.imex", "warn", "fix_config", "node", (),
-              _service_down("nvidia-imex.service"), profiles=_NVL),
+              _service_down("nvidia-imex.service"), needs=_NVL),
     FaultKind("fabric_manager_down", "fabric.manager", "fail", "fix_config", "node", (),
-              _service_down("nvidia-fabricmanager.service"), profiles=_HGX),
+              _service_down("nvidia-fabricmanager.service"), needs=_HGX),
     # InfiniBand/RoCE (sim/ib_faults.py): ``hca`` names the device, ``port`` defaults to 1.
     FaultKind("hca_missing", "ib.hca_count", "fail", "reboot", "node", ("hca",), hca_missing,
-              profiles=_IB),
+              needs=_IB),
     FaultKind("ib_port_down", "ib.port_state", "fail", "investigate", "{hca}/{port}",
-              ("hca",), port_down, options=("port",), profiles=_IB),
+              ("hca",), port_down, options=("port",), needs=_IB),
     FaultKind("ib_port_polling", "ib.port_state", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), port_polling, options=("port",), profiles=_IB),
+              ("hca",), port_polling, options=("port",), needs=_IB),
     FaultKind("ib_rate_degraded", "ib.rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), rate_degraded, options=("port",), profiles=_IB),
+              ("hca",), rate_degraded, options=("port",), needs=_IB),
     FaultKind("ib_width_degraded", "ib.rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), width_degraded, options=("port",), profiles=_IB),
+              ("hca",), width_degraded, options=("port",), needs=_IB),
     # A rail whose port was set to Ethernet is not the compute fabric: it loses its role,
     # and ib.hca_count names it where the rail is missing (checks/ib_roles.py).
     FaultKind("ib_link_layer_ethernet", "ib.hca_count", "fail", "fix_config", "node",
-              ("hca",), link_layer_ethernet, options=("port",), profiles=_HGX),
+              ("hca",), link_layer_ethernet, options=("port",), needs=_RAILS),
     # The same port where config names the compute rails: it stays a rail, on the wrong
     # link layer.
     FaultKind("ib_named_rail_ethernet", "ib.link_layer", "fail", "fix_config", "{hca}/{port}",
-              ("hca",), link_layer_ethernet, options=("port",), profiles=("dgx-h100",),
+              ("hca",), link_layer_ethernet, options=("port",), needs=_RAILS,
               config={"ib.hca_count": {"compute_hcas": [
                   "mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10",
                   "mlx5_11"]}}),
@@ -426,78 +441,77 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     # the GPU left without one; a rail set to Ethernet lost its role and is named, the
     # storage ConnectX-6 Dx beside the GPUs is not.
     FaultKind("oem_nic_missing", "ib.hca_count", "fail", "reboot", "node", ("hca",),
-              hca_missing, profiles=("dgx-h100",), layout="oem"),
+              hca_missing, needs=_OEM, layout="oem"),
     FaultKind("oem_rail_lost_role", "ib.hca_count", "fail", "fix_config", "node", ("hca",),
-              link_layer_ethernet, profiles=("dgx-h100",), layout="oem"),
+              link_layer_ethernet, needs=_OEM, layout="oem"),
     FaultKind("oem_gpu_missing", "gpu.count", "fail", "reboot", "node", ("gpu",), _missing,
-              profiles=("dgx-h100",), layout="oem"),
+              needs=_OEM, layout="oem"),
     FaultKind("sm_missing", "ib.subnet_manager", "fail", "investigate", "{hca}/{port}",
-              ("hca",), sm_missing, options=("port",), profiles=_IB,
+              ("hca",), sm_missing, options=("port",), needs=_IB,
               also=("ib.port_state",)),
     FaultKind("ib_port_init", "ib.port_state", "fail", "investigate", "{hca}/{port}",
-              ("hca",), port_init, options=("port",), profiles=_IB),
+              ("hca",), port_init, options=("port",), needs=_IB),
     FaultKind("ib_port_armed", "ib.port_state", "fail", "investigate", "{hca}/{port}",
-              ("hca",), port_armed, options=("port",), profiles=_IB),
+              ("hca",), port_armed, options=("port",), needs=_IB),
     FaultKind("ib_transport_errors", "ib.transport_errors", "fail", "investigate",
               "{hca}/{port}", ("hca",), rnr_retry_exceeded, level=Level.FULL, options=("port",),
-              profiles=_IB),
+              needs=_IB),
     FaultKind("roce_netdev_down", "ib.port_state", "warn", "investigate", "{hca}/{port}",
-              ("hca",), netdev_down, options=("port",), profiles=_IB),
+              ("hca",), netdev_down, options=("port",), needs=_IB),
     FaultKind("roce_pfc_off", "roce.pfc", "fail", "fix_config", "{hca}/{port}", ("hca",),
-              roce_pfc_off, options=("port",), profiles=_ROCE, fabric="roce"),
+              roce_pfc_off, options=("port",), needs=_IB, fabric="roce"),
     FaultKind("roce_trust_pcp", "roce.pfc", "fail", "fix_config", "{hca}/{port}", ("hca",),
-              roce_trust_pcp, options=("port",), profiles=_ROCE, fabric="roce",
+              roce_trust_pcp, options=("port",), needs=_IB, fabric="roce",
               also=("roce.nccl",)),
     FaultKind("roce_ecn_off", "roce.ecn", "fail", "fix_config", "{hca}/{port}", ("hca",),
-              roce_ecn_off, options=("port",), profiles=_ROCE, fabric="roce"),
+              roce_ecn_off, options=("port",), needs=_IB, fabric="roce"),
     FaultKind("roce_no_v2_gid", "roce.gid", "fail", "fix_config", "{hca}/{port}", ("hca",),
-              roce_no_v2_gid, options=("port",), profiles=_ROCE, fabric="roce"),
+              roce_no_v2_gid, options=("port",), needs=_IB, fabric="roce"),
     FaultKind("roce_mtu_small", "roce.mtu", "fail", "fix_config", "{hca}/{port}", ("hca",),
-              roce_mtu_small, options=("port",), profiles=_ROCE, fabric="roce"),
+              roce_mtu_small, options=("port",), needs=_IB, fabric="roce"),
     # Every RoCE compute port fails; the first compute port of the HGX layouts stands for
     # them in the matrix.
     FaultKind("roce_nccl_tc_wrong", "roce.nccl", "fail", "fix_config", "mlx5_0/1", (),
-              roce_nccl_tc_wrong, options=("tc",), profiles=_ROCE, fabric="roce"),
+              roce_nccl_tc_wrong, options=("tc",), needs=_IB, fabric="roce"),
     FaultKind("ib_symbol_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), symbol_errors, level=Level.FULL, options=("port",), profiles=_IB),
+              ("hca",), symbol_errors, level=Level.FULL, options=("port",), needs=_IB),
     FaultKind("ib_link_downed", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), link_downed, level=Level.FULL, options=("port",), profiles=_IB),
+              ("hca",), link_downed, level=Level.FULL, options=("port",), needs=_IB),
     FaultKind("ib_link_flapping", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), link_flapping, level=Level.FULL, options=("port",), profiles=_IB,
+              ("hca",), link_flapping, level=Level.FULL, options=("port",), needs=_IB,
               trend=True),
     FaultKind("ib_rcv_errors", "ib.error_rate", "fail", "reseat_cable", "{hca}/{port}",
-              ("hca",), rcv_errors, level=Level.FULL, options=("port",), profiles=_IB),
+              ("hca",), rcv_errors, level=Level.FULL, options=("port",), needs=_IB),
     FaultKind("ib_counter_saturated", "ib.error_rate", "warn", "investigate", "{hca}/{port}",
-              ("hca",), counter_saturated, level=Level.FULL, options=("port",), profiles=_IB),
+              ("hca",), counter_saturated, level=Level.FULL, options=("port",), needs=_IB),
     FaultKind("ib_xmit_wait", "ib.congestion", "warn", "investigate", "{hca}/{port}",
-              ("hca",), xmit_wait, level=Level.FULL, options=("port",), profiles=_IB),
+              ("hca",), xmit_wait, level=Level.FULL, options=("port",), needs=_IB),
     FaultKind("nic_pcie_degraded", "ib.pcie_link", "fail", "investigate", "{hca}", ("hca",),
-              pcie_degraded, profiles=_IB),
+              pcie_degraded, needs=_IB),
     FaultKind("mlx5_health_error", "ib.kernel_errors", "fail", "reboot", "{hca}", ("hca",),
-              mlx5_health, profiles=_IB),
+              mlx5_health, needs=_IB),
     FaultKind("peermem_missing", "nccl.gpudirect_rdma", "fail", "fix_config", "node", (),
-              peermem_missing, profiles=_IB),
+              peermem_missing, needs=_IB),
     FaultKind("acs_enabled", "nccl.acs", "fail", "fix_config", "gpu{gpu}", ("gpu",),
               acs_enabled),
     FaultKind("iommu_translated", "nccl.iommu", "fail", "fix_config", "node", (),
-              iommu_translated, profiles=_IB),
+              iommu_translated, needs=_IB),
     FaultKind("nic_wrong_numa", "nccl.gpu_nic_affinity", "warn", "investigate", "{hca}",
-              ("hca",), nic_wrong_numa, profiles=("dgx-h100", "dgx-h200", "dgx-a100",
-                                                  "dgx-b200")),
+              ("hca",), nic_wrong_numa, needs=_RAILS),
     FaultKind("memlock_low", "nccl.host_limits", "fail", "fix_config", "node", (), memlock_low,
-              profiles=_IB),
+              needs=_IB),
     FaultKind("nccl_missing", "nccl.library", "fail", "fix_config", "node", (), nccl_missing,
               config={"nccl.library": {"require_host": True}}),
     FaultKind("nccl_env_bad_hca", "nccl.env", "fail", "fix_config", "node", (),
-              conf("NCCL_IB_HCA", "=mlx5_0,mlx5_99"), options=("value",), profiles=_IB),
+              conf("NCCL_IB_HCA", "=mlx5_0,mlx5_99"), options=("value",), needs=_IB),
     FaultKind("nccl_env_bad_ifname", "nccl.env", "fail", "fix_config", "node", (),
               conf("NCCL_SOCKET_IFNAME", "eth0"), options=("value",)),
     FaultKind("allreduce_slow", "nccl.allreduce", "fail", "investigate", "node", (),
-              allreduce_slow, level=Level.FULL, profiles=_NVLINK),
+              allreduce_slow, level=Level.FULL, needs=_NVLINK),
     FaultKind("nccl_ib_disabled", "nccl.env", "fail", "fix_config", "node", (),
-              conf("NCCL_IB_DISABLE", "1"), profiles=_IB),
+              conf("NCCL_IB_DISABLE", "1"), needs=_IB),
     FaultKind("hca_firmware_mixed", "ib.firmware", "warn", "fix_config", "{hca}", ("hca",),
-              firmware_mixed, options=("version",), profiles=_IB),
+              firmware_mixed, options=("version",), needs=_IB),
     # Active kinds: every passive check passes; clusterdiag qualify names the part.
     FaultKind("gpu_slow", "qualify.gpu_compute", "fail", "drain", "gpu{gpu}", ("gpu",),
               slow("compute"), options=("factor",), active=True),
@@ -506,32 +520,32 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("pcie_slow", "qualify.h2d", "fail", "drain", "gpu{gpu}", ("gpu",), slow("pcie"),
               options=("factor",), active=True),
     FaultKind("nvlink_slow", "qualify.d2d", "fail", "drain", "gpu{gpu}", ("gpu",),
-              slow("nvlink"), options=("factor",), profiles=_NVLINK, active=True),
+              slow("nvlink"), options=("factor",), needs=_NVLINK, active=True),
     FaultKind("rail_slow", "qualify.nic", "fail", "reseat_cable", "{hca}/1", ("hca",),
-              slow("rail"), options=("factor",), profiles=_IB, active=True),
+              slow("rail"), options=("factor",), needs=_IB, active=True),
     FaultKind("nccl_socket_fallback", "qualify.allreduce_net", "fail", "fix_config", "node",
-              (), socket_fallback, profiles=_IB, active=True),
+              (), socket_fallback, needs=_IB, active=True),
     FaultKind("tool_hang", "qualify.allreduce", "fail", "drain", "node", (), tool_hang,
               active=True),
     # Cross-node active kinds: every node test passes; pairs, rails, scaling or rack name it.
     FaultKind("cable_slow", "qualify.rails", "fail", "reseat_cable", "{hca}/1", ("hca",),
-              slow("cable"), options=("factor",), profiles=_IB, active=True, cross=True),
+              slow("cable"), options=("factor",), needs=_IB, active=True, cross=True),
     FaultKind("uplink_slow", "qualify.scaling", "warn", "investigate", "cluster", (),
-              slow("uplink"), options=("factor",), profiles=_IB, active=True, cross=True),
+              slow("uplink"), options=("factor",), needs=_IB, active=True, cross=True),
     FaultKind("mnnvl_slow", "qualify.rack", "fail", "drain", "node", (), slow("mnnvl"),
-              options=("factor",), profiles=_NVL, active=True, cross=True),
+              options=("factor",), needs=_NVL, active=True, cross=True),
     FaultKind("imex_channel_missing", "qualify.rack", "fail", "fix_config", "node", (),
-              imex_channel_missing, profiles=_NVL, active=True, cross=True),
+              imex_channel_missing, needs=_NVL, active=True, cross=True),
     # Cluster-level kinds: each node passes alone; the cross-node view catches them.
     FaultKind("driver_mismatch", "cluster.versions", "warn", "fix_config", "driver",
               ("version",), _driver_version, cluster=True),
     FaultKind("hca_firmware_mismatch", "cluster.versions", "warn", "fix_config",
               "hca_firmware", (), _hca_firmware, options=("version",), cluster=True,
-              profiles=("dgx-h100", "dgx-h200", "dgx-b200", "dgx-a100", *_NVL)),
+              needs=_IB),
     FaultKind("rack_clique_mismatch", "cluster.nvl_domain", "fail", "investigate",
-              "rack {rack}", (), _rack_clique, cluster=True, profiles=_NVL),
+              "rack {rack}", (), _rack_clique, cluster=True, needs=_NVL),
     FaultKind("tray_missing", "cluster.nvl_domain", "warn", "investigate", "rack {rack}", (),
-              _left_out, cluster=True, absent=True, profiles=_NVL),
+              _left_out, cluster=True, absent=True, needs=_NVL),
     FaultKind("node_unreachable", "cluster.reachability", "fail", "investigate", "node", (),
               _serve("unreachable"), cluster=True),
     FaultKind("node_garbage", "cluster.reachability", "fail", "investigate", "node", (),
