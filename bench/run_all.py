@@ -1,7 +1,7 @@
 """Every benchmark of the project, one table: each figure, its goal, and its ratio to this
 machine's own baseline measured in the same run.
 
-    .venv/bin/python bench/run_all.py [--quick]
+    .venv/bin/python bench/run_all.py [--quick] [--write-readme]
 
 Each script in BENCHES runs in its own process with ``--json`` (see bench/common.py) so
 one benchmark's memory or threads never colour the next one's figures. ``--quick`` passes
@@ -10,6 +10,12 @@ one benchmark's memory or threads never colour the next one's figures. ``--quick
 the installed commands (``$CLUSTERDIAG_BENCH_INSTALL``); each script prints which code it
 measured, and run_all prints those lines. A script that exits non-zero (it checks that
 what it timed succeeded) is listed and makes run_all exit 1.
+
+After the whole table it prints issue 15's table: each of its figures beside the anchor
+measured in the same run, the date and the machine's load average over the run (other
+work on the machine slows figures and anchors alike; the ratios are what the runs,
+alternating with their anchors, compare). ``--write-readme`` puts that table in README.md
+between its ``bench:issue15`` markers, unless a script failed.
 """
 
 from __future__ import annotations
@@ -60,29 +66,123 @@ def run_one(script: str, quick: bool, env: dict[str, str]) -> tuple[list[Figure]
     return figures, None
 
 
+README = HERE.parent / "README.md"
+BEGIN, END = "<!-- bench:issue15:begin -->", "<!-- bench:issue15:end -->"
+# Issue 15's rows: the row's words, and how its figure (and the anchor, when the anchor is
+# a figure of its own) is found by the start of its name in this run's figures; after a
+# "~", words the name holds further on; after a "|", the start of the figure's baseline
+# where two figures share a name.
+ISSUE_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("prolog with a fresh agent report, `--root` of a prebuilt dgx-h100 tree, plain install",
+     "prolog --root (prebuilt dgx-h100 tree), with a fresh agent report",
+     "python3 -c pass (this install's interpreter)"),
+    ("prolog with no agent report, same tree",
+     "prolog --root (prebuilt dgx-h100 tree), without a fresh agent report",
+     "python3 -c pass (this install's interpreter)"),
+    ("prolog with no agent report / LBNL NHC (recorded: not installable here)",
+     "prolog without a report vs NHC", ""),
+    ("least a Python prolog can cost: start, read the report and the files the prolog "
+     "without one reads", "least a Python prolog can cost here",
+     "python3 -c pass (this install's interpreter)"),
+    ("InfiniBand collection, real H100 tree, vs node_exporter's infiniband collector",
+     "ib collect, real H100 tree|node_exporter's",
+     "node_exporter ~infiniband collector, real H100"),
+    ("same, vs the node_exporter-equivalent reader (runs anywhere)",
+     "ib collect, real H100 tree|node_exporter-equivalent",
+     "node_exporter-equivalent reader, real H100"),
+    ("kernel log of 1,000,000 lines, 2 h window, vs a minimal Xid/SXid/kernel-error parser",
+     "1,000,000-line kernel log: clusterdiag parse, 2 h window",
+     "1,000,000-line kernel log: minimal Xid/SXid/kernel-error parser"),
+    ("same, peak RSS with the window", "1,000,000-line kernel log: clusterdiag peak RSS", ""),
+    ("agent idle CPU, real host path, default 30 s interval, vs node_exporter",
+     "agent CPU idle (real host path", "node_exporter ~CPU"),
+    ("agent idle CPU, `--simulate` (the simulator's work counted)",
+     "agent CPU idle (--simulate", "node_exporter ~CPU"),
+    ("agent RSS, real host path (aiohttp kept)", "agent RSS peak (real host path",
+     "node_exporter RSS peak"),
+    ("agent during an XID storm of 8 events/s", "agent CPU during an XID storm", ""),
+)
+
+
+def _find(figures: list[Figure], prefix: str) -> Figure | None:
+    named, _, baseline = prefix.partition("|")
+    name, _, inside = named.partition("~")
+    for f in figures:
+        if f.name.startswith(name) and inside in f.name and f.baseline.startswith(baseline):
+            return f
+    return None
+
+
+def _value(f: Figure) -> str:
+    return f"{f.value:g} {f.unit}".strip()
+
+
+def issue_table(figures: list[Figure]) -> list[str]:
+    """Issue 15's rows as Markdown: figure, anchor, ratio, goal; a row this run did not
+    measure says so."""
+    rows = ["| figure | clusterdiag | anchor (same run) | ratio | goal |", "|---|---|---|---|---|"]
+    for words, name, anchor_name in ISSUE_ROWS:
+        figure = _find(figures, name)
+        anchor = _find(figures, anchor_name) if anchor_name else None
+        if figure is None:
+            rows.append(f"| {words} | not measured in this run | | | |")
+            continue
+        ratio = figure.ratio
+        if ratio is None and anchor is not None and anchor.value:
+            ratio = figure.value / anchor.value
+        where = f"{anchor.name}: {_value(anchor)}" if anchor else figure.baseline
+        rows.append(f"| {words} | {_value(figure)} | {where} | "
+                    f"{'' if ratio is None else f'{ratio:.2f}×'} | {figure.goal} |")
+    return rows
+
+
+def write_readme(block: list[str]) -> None:
+    text = README.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{README}: no {BEGIN} ... {END} markers to write between")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text("\n".join([head + BEGIN, *block, END]) + tail)
+
+
 def main() -> None:
     quick = "--quick" in sys.argv[1:]
     started = time.time()
-    print(f"# clusterdiag benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}, "
-          f"{platform.machine()}, {platform.python_version()}, "
-          f"{len(os.sched_getaffinity(0))} CPUs")
+    load_before = os.getloadavg()[0]
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    machine = f"{platform.machine()}, Python {platform.python_version()}, " \
+              f"{len(os.sched_getaffinity(0))} CPUs"
+    print(f"# clusterdiag benchmarks, {stamp}, {machine}")
     baseline = python_start_s()
     figures = [Figure("python3 -c pass (baseline)", round(baseline * 1000, 1), "ms")]
     problems = []
+    loads = [load_before]
     work = Path(tempfile.mkdtemp(prefix="clusterdiag-bench-install-"))
     try:
         install = make_install(work / "venv")
         env = {**os.environ, INSTALL_ENV: str(install.prefix)}
-        results = [run_one(script, quick, env) for script in BENCHES]
+        results = []
+        for script in BENCHES:
+            results.append(run_one(script, quick, env))
+            loads.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for got, problem in results:
-        figures.extend(f for f in got if not f.name.startswith("python3 -c pass"))
+        figures.extend(f for f in got if f.name != "python3 -c pass")  # one baseline row
         if problem:
             problems.append(problem)
     print(table(figures))
     for problem in problems:
         print(f"! {problem}")
+    block = [f"From `bench/run_all.py{' --quick' if quick else ''}` on {stamp} ({machine}, "
+             f"no GPU), a plain install of this checkout; the machine's 1-minute load average "
+             f"during the run {min(loads):.1f}-{max(loads):.1f} (other work on it: absolute "
+             f"times are slower than a quiet machine's, the ratios compare runs alternating "
+             f"with their anchors, medians):", "", *issue_table(figures)]
+    print("\n".join(["", "# issue 15", *block]))
+    if "--write-readme" in sys.argv[1:] and not problems:
+        write_readme(block)
+        print(f"# wrote the table into {README}")
     print(f"# total {time.time() - started:.0f} s")
     sys.exit(1 if problems else 0)
 
