@@ -110,10 +110,10 @@ class AgentProc:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(15)
+                self.proc.wait(WAIT_S)  # a clean stop ends its collection first
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(5)
+                self.proc.wait(WAIT_S)
         self.stderr.close()
         return self.proc.returncode
 

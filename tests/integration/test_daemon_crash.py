@@ -69,7 +69,7 @@ def test_sigkill_at_random_points_loses_nothing_and_always_restarts(
         delay = rng.uniform(0.02, 0.8)
         time.sleep(delay)
         agent.signal(signal.SIGKILL)
-        agent.proc.wait(10)
+        agent.proc.wait(WAIT_S)
         agent.stop()
         log = agent.log()
         assert "Traceback" not in log, log

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_helpers import AgentProc
+from tests.integration.daemon_helpers import WAIT_S, AgentProc
 
 # An XID every 0.1 s on rotating GPUs, and a collection every 0.1 s: the agent is almost
 # always writing something when it is killed.
@@ -31,7 +31,7 @@ def test_kill_9_mid_write_loses_nothing(tmp_path: Path) -> None:
         agent.wait_log("event=xid_recorded ")
         time.sleep(rng.uniform(0.0, 1.0))
         agent.signal(signal.SIGKILL)
-        agent.proc.wait(10)
+        agent.proc.wait(WAIT_S)
         agent.stop()
         log = agent.log()
         recorded |= set(re.findall(r"event=xid_recorded id=(\S+)", log))
