@@ -21,7 +21,7 @@ import pytest
 
 from clusterdiag.agent.daemon.gate import HANDSHAKE_S
 from tests.conftest import run_cli
-from tests.integration.daemon_helpers import AgentProc, get
+from tests.integration.daemon_helpers import WAIT_S, AgentProc, get
 from tests.integration.http_load import source_address
 from tests.integration.test_daemon_security import cert  # noqa: F401 - a fixture
 from tests.integration.test_prolog_cli import Slurm, slurm_run, write_config
@@ -133,7 +133,7 @@ def test_a_connection_flood_under_a_low_fd_limit_leaves_the_node_healthy(tmp_pat
         for sock in held:
             sock.close()
         agent.terminate()
-        agent.wait(20)
+        agent.wait(WAIT_S)
         log.close()
     text = (tmp_path / "agent.log").read_text()
     print(f"\nflood: {len(held)} connections held by the flooder, agent fds {opened} "

@@ -67,7 +67,7 @@ def _agent_as_nobody(state: Path, seconds: float) -> subprocess.CompletedProcess
         _, err = proc.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
         proc.terminate()
-        _, err = proc.communicate(timeout=15)
+        _, err = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
 
 
