@@ -25,7 +25,9 @@ from tests.processes import still_running
 CAP = 16 << 20  # GatherSettings.max_report_bytes
 RSS_BOUND_KIB = 400 * 1024  # a healthy gather of a few nodes is ~80 MB; one node's cap 16
 SLACK_S = 15.0  # interpreter start and a loaded 2-core machine
-DEADLINE_S = 6
+# the gather's deadline: the good node's stand-in (a Python program, three or four started at
+# once) must have answered and each drip one started its child by then on a loaded machine
+DEADLINE_S = 10
 
 # Behaves as the node named in its arguments says: good* prints the canned report,
 # huge* writes zeros without end (no newline), drip* a space every 0.3 s with a child
