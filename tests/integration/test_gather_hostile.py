@@ -144,16 +144,18 @@ def _unreachable(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 def test_hostile_agents_are_cut_off_within_their_limits(hostile: Hostile, tmp_path: Path
                                                         ) -> None:
+    # the good node's answer shares this process's event loop with the hostile ones, the
+    # huge stream among them: 8 s to read it, still far below a drip's minutes
     proc, took, rss = _gather(tmp_path, hostile, "good1,drip1,huge1,bomb1,redirect1",
-                              connect_timeout_s=2, read_timeout_s=3, retries=0)
+                              connect_timeout_s=2, read_timeout_s=8, retries=0)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 1, proc.stderr
     print(f"\ngather of 5 hostile nodes: {took:.1f} s, peak RSS {rss / 1024:.0f} MiB")
-    assert took < 2 + 3 + SLACK_S, took
+    assert took < 2 + 8 + SLACK_S, took
     assert rss < RSS_BOUND_KIB, rss
     reasons = _unreachable(proc)
     assert set(reasons) == {"drip1", "huge1", "bomb1", "redirect1"}, reasons
-    assert "within 5 s" in reasons["drip1"], reasons
+    assert "within 10 s" in reasons["drip1"], reasons
     assert "larger than" in reasons["huge1"], reasons
     assert "larger than" in reasons["bomb1"], reasons
     assert "decompressed" in reasons["bomb1"], reasons
@@ -165,9 +167,9 @@ def test_hostile_agents_are_cut_off_within_their_limits(hostile: Hostile, tmp_pa
 
 def test_the_whole_gather_ends_at_its_deadline(hostile: Hostile, tmp_path: Path) -> None:
     proc, took, _ = _gather(tmp_path, hostile, "good1,drip[1-3]", connect_timeout_s=2,
-                            read_timeout_s=60, retries=3, deadline_s=4)
+                            read_timeout_s=60, retries=3, deadline_s=8)
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert took < 4 + SLACK_S, took
+    assert took < 8 + SLACK_S, took
     reasons = _unreachable(proc)
     assert set(reasons) == {"drip1", "drip2", "drip3"}, reasons
     assert all("deadline" in r for r in reasons.values()), reasons
