@@ -36,10 +36,14 @@ from .nvml_read import (
     resolve_remotes,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .nvml_api import NvmlApi
+
 _P2P_RESERVE_S = 0.5  # time kept before the deadline to read P2P among answering GPUs
 
 
-def read_all(nv_module: Any, emit: Callable[[dict[str, Any]], None],
+def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
              deadline: float | None = None) -> None:
     """Everything NVML says about this node, streamed through ``emit`` as it arrives.
 

@@ -26,6 +26,10 @@ from ..model.pci import pci_address
 from ..serde import SerdeError, from_jsonable, to_jsonable
 from .nvml_budget import CallClock
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .nvml_api import NvmlApi
+
 # Error names that mean "this part or driver does not have it", not "broken".
 UNSUPPORTED = frozenset({"NotSupported", "FunctionNotFound", "NoPermission",
                          "ArgumentVersionMismatch", "NVMLLibraryMismatchError"})
@@ -73,7 +77,7 @@ def error_name(exc: BaseException) -> str:
 class CountingNvml:
     """Wraps a pynvml-like module and counts every nvml* call made through it."""
 
-    def __init__(self, module: Any) -> None:
+    def __init__(self, module: NvmlApi) -> None:
         self._module = module
         self._counter = itertools.count()
         self.calls = 0
@@ -96,7 +100,7 @@ class CountingNvml:
 class GpuReader:
     """Reads one GPU; each failed value lands in ``unsupported`` or ``errors``."""
 
-    def __init__(self, nv: Any, index: int) -> None:
+    def __init__(self, nv: NvmlApi, index: int) -> None:
         self.nv = nv
         self.gpu = Gpu(index=index)
         self.handle: Any = None
@@ -362,7 +366,7 @@ _FLAG_FIELDS = frozenset({"ecc_enabled", "ecc_pending", "retired_pending", "rema
 _WATT_FIELDS = frozenset({"power_draw_w", "power_limit_w", "power_default_limit_w"})
 
 
-def read_system(nv: Any, info: NvmlInfo) -> bool:
+def read_system(nv: NvmlApi, info: NvmlInfo) -> bool:
     """Initialise NVML and read the driver-wide values; False when NVML is unusable."""
     try:
         nv.nvmlInit()
@@ -381,7 +385,7 @@ def read_system(nv: Any, info: NvmlInfo) -> bool:
     return True
 
 
-def read_p2p(nv: Any, readers: list[GpuReader]) -> dict[str, str]:
+def read_p2p(nv: NvmlApi, readers: list[GpuReader]) -> dict[str, str]:
     """NVLink P2P status of every GPU pair (the matrix is symmetric: i < j only)."""
     status_names = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported",
                     3: "topology_not_supported", 4: "disabled_by_regkey", 5: "not_supported",

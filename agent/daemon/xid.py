@@ -19,11 +19,15 @@ from typing import Any
 from ..sources import SourceEnv
 from ..worker import fork_worker, stop_worker
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..collectors.nvml_api import NvmlApi
+
 _WAIT_MS = 1000  # how long one wait blocks: also how soon the listener notices an orphaning
 XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 
 
-def listen(nv: Any, emit: Callable[[dict[str, Any]], None], parent: int) -> None:
+def listen(nv: NvmlApi, emit: Callable[[dict[str, Any]], None], parent: int) -> None:
     """Register every GPU for XID events and report each one until the parent is gone."""
     nv.nvmlInit()
     event_set = nv.nvmlEventSetCreate()

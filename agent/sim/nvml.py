@@ -1,25 +1,29 @@
-"""A pynvml stand-in driven by a SimNode.
+"""A pynvml stand-in driven by a SimNode: ``SimNvml``, one method per NVML function.
 
-It is a real module object carrying pynvml's own constants, structs and NVMLError
-classes, so our error handling runs exactly as on hardware: a simulated "not supported"
-is ``pynvml.NVMLError_NotSupported``, a field value comes back in a real
-``c_nvmlFieldValue_t``. Only the functions answer from the simulated state.
+It answers with pynvml's own constants, structs and NVMLError classes, so our error
+handling runs exactly as on hardware: a simulated "not supported" is
+``pynvml.NVMLError_NotSupported``, a field value comes back in a real
+``c_nvmlFieldValue_t``. Only the functions answer from the simulated state. The collector
+types what it calls against agent/collectors/nvml_api.py ``NvmlApi``, which this class,
+real pynvml and the counting wrapper all satisfy.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import signal
 import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, cast
 
 import pynvml
 
 from .hardware import SimGpu, SimNode
 
+T = TypeVar("T")
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 INVALID_ARGUMENT = pynvml.NVML_ERROR_INVALID_ARGUMENT
 
@@ -47,87 +51,85 @@ def _pci_info(bdf: str, device_id: int) -> Any:
     return info
 
 
-def build_module(node: SimNode) -> types.ModuleType:
-    mod = types.ModuleType("clusterdiag_sim_pynvml")
-    for name in dir(pynvml):
+def _device(func: Callable[..., T]) -> Callable[..., T]:
+    """A device call: per-GPU behaviour (a lost or hung GPU, one faulty call) applies
+    before the GPU answers, as the driver's does; the method is given the GPU, not the
+    handle."""
+    name = func.__name__
+
+    @functools.wraps(func)
+    def method(self: SimNvml, handle: _Handle, *args: Any) -> T:
+        self._need_init()
+        gpu = handle.gpu
+        if gpu.hang:
+            threading.Event().wait()
+        if gpu.lost is not None:
+            _raise(gpu.lost)
+        if name in gpu.call_errors:
+            _raise(gpu.call_errors[name])
+        return func(self, gpu, *args)
+
+    return cast("Callable[..., T]", method)
+
+
+class SimNvml:
+    """pynvml as a simulated node's hardware answers it (agent.collectors.nvml_api.NvmlApi).
+
+    The functions are its methods; pynvml's own constants, structs and NVMLError classes
+    are read from pynvml itself, so our error handling runs exactly as on hardware. A
+    pynvml function the simulator does not answer is missing, as on an older driver.
+    """
+
+    def __init__(self, node: SimNode) -> None:
+        self.node = node
+        self.initialised = 0  # nvmlInit calls not yet shut down
+
+    def __getattr__(self, name: str) -> Any:
         value = getattr(pynvml, name)
-        if not callable(value) or isinstance(value, type):
-            setattr(mod, name, value)
-    state = {"init": 0}
+        if callable(value) and not isinstance(value, type):
+            raise AttributeError(f"the simulated NVML has no {name}")
+        return value
 
-    def device(func: Callable[..., Any]) -> Callable[..., Any]:
-        """Apply per-GPU behaviour (lost, hung, one faulty call) before answering."""
-        name = func.__name__
-
-        def wrapper(handle: _Handle, *args: Any) -> Any:
-            if not state["init"]:
-                _raise(pynvml.NVML_ERROR_UNINITIALIZED)
-            gpu = handle.gpu
-            if gpu.hang:
-                threading.Event().wait()
-            if gpu.lost is not None:
-                _raise(gpu.lost)
-            if name in gpu.call_errors:
-                _raise(gpu.call_errors[name])
-            return func(gpu, *args)
-
-        wrapper.__name__ = name
-        setattr(mod, name, wrapper)
-        return wrapper
-
-    def system(func: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(mod, func.__name__, func)
-        return func
-
-    @system
-    def nvmlInit() -> None:
-        if node.driver_error is not None:
-            _raise(node.driver_error)
-        if any(g.hang for g in node.gpus):
+    def nvmlInit(self) -> None:
+        if self.node.driver_error is not None:
+            _raise(self.node.driver_error)
+        if any(g.hang for g in self.node.gpus):
             # A process blocked in the driver does not die on SIGTERM either.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        state["init"] += 1
+        self.initialised += 1
 
-    @system
-    def nvmlInitWithFlags(flags: int) -> None:
-        nvmlInit()
+    def nvmlInitWithFlags(self, flags: int) -> None:
+        self.nvmlInit()
 
-    @system
-    def nvmlShutdown() -> None:
-        state["init"] = max(0, state["init"] - 1)
+    def nvmlShutdown(self) -> None:
+        self.initialised = max(0, self.initialised - 1)
 
-    def _need_init() -> None:
-        if not state["init"]:
+    def _need_init(self) -> None:
+        if not self.initialised:
             _raise(pynvml.NVML_ERROR_UNINITIALIZED)
 
-    @system
-    def nvmlSystemGetDriverVersion() -> str:
-        _need_init()
-        return node.driver_version
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._need_init()
+        return self.node.driver_version
 
-    @system
-    def nvmlSystemGetNVMLVersion() -> str:
-        _need_init()
-        return f"{node.cuda_version // 1000}.{node.driver_version}"
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        self._need_init()
+        return f"{self.node.cuda_version // 1000}.{self.node.driver_version}"
 
-    @system
-    def nvmlSystemGetCudaDriverVersion() -> int:
-        _need_init()
-        return node.cuda_version
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._need_init()
+        return self.node.cuda_version
 
-    @system
-    def nvmlSystemGetCudaDriverVersion_v2() -> int:
-        return nvmlSystemGetCudaDriverVersion()
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        return self.nvmlSystemGetCudaDriverVersion()
 
-    @system
-    def nvmlDeviceGetCount() -> int:
-        _need_init()
-        return len(node.nvml_gpus)
+    def nvmlDeviceGetCount(self) -> int:
+        self._need_init()
+        return len(self.node.nvml_gpus)
 
-    @system
-    def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:
-        _need_init()
-        gpus = node.nvml_gpus
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:
+        self._need_init()
+        gpus = self.node.nvml_gpus
         if not 0 <= index < len(gpus):
             _raise(INVALID_ARGUMENT)
         gpu = gpus[index]
@@ -135,133 +137,132 @@ def build_module(node: SimNode) -> types.ModuleType:
             _raise(gpu.call_errors["nvmlDeviceGetHandleByIndex"])
         return _Handle(gpu)
 
-    @system
-    def nvmlDeviceGetHandleByPciBusId(bus_id: str) -> _Handle:
-        _need_init()
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id: str) -> _Handle:
+        self._need_init()
         wanted = bus_id.lower()[-12:]
-        for gpu in node.nvml_gpus:
+        for gpu in self.node.nvml_gpus:
             if gpu.bdf[-12:] == wanted:
                 return _Handle(gpu)
         _raise(pynvml.NVML_ERROR_NOT_FOUND)
         raise AssertionError
 
-    @device
-    def nvmlDeviceGetIndex(gpu: SimGpu) -> int:
-        return node.nvml_gpus.index(gpu)
+    @_device
+    def nvmlDeviceGetIndex(self, gpu: SimGpu) -> int:
+        return self.node.nvml_gpus.index(gpu)
 
-    @device
-    def nvmlDeviceGetName(gpu: SimGpu) -> str:
+    @_device
+    def nvmlDeviceGetName(self, gpu: SimGpu) -> str:
         return gpu.name
 
-    @device
-    def nvmlDeviceGetUUID(gpu: SimGpu) -> str:
+    @_device
+    def nvmlDeviceGetUUID(self, gpu: SimGpu) -> str:
         return gpu.uuid
 
-    @device
-    def nvmlDeviceGetSerial(gpu: SimGpu) -> str:
+    @_device
+    def nvmlDeviceGetSerial(self, gpu: SimGpu) -> str:
         return gpu.serial
 
-    @device
-    def nvmlDeviceGetPciInfo(gpu: SimGpu) -> Any:
-        return _pci_info(gpu.bdf, node.layout.gpu_device_id)
+    @_device
+    def nvmlDeviceGetPciInfo(self, gpu: SimGpu) -> Any:
+        return _pci_info(gpu.bdf, self.node.layout.gpu_device_id)
 
-    @device
-    def nvmlDeviceGetBoardPartNumber(gpu: SimGpu) -> str:
+    @_device
+    def nvmlDeviceGetBoardPartNumber(self, gpu: SimGpu) -> str:
         return gpu.board_part
 
-    @device
-    def nvmlDeviceGetVbiosVersion(gpu: SimGpu) -> str:
+    @_device
+    def nvmlDeviceGetVbiosVersion(self, gpu: SimGpu) -> str:
         return gpu.vbios
 
-    @device
-    def nvmlDeviceGetInforomImageVersion(gpu: SimGpu) -> str:
+    @_device
+    def nvmlDeviceGetInforomImageVersion(self, gpu: SimGpu) -> str:
         return gpu.inforom
 
-    @device
-    def nvmlDeviceValidateInforom(gpu: SimGpu) -> None:
+    @_device
+    def nvmlDeviceValidateInforom(self, gpu: SimGpu) -> None:
         if not gpu.inforom_valid:
             _raise(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
-    @device
-    def nvmlDeviceGetArchitecture(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetArchitecture(self, gpu: SimGpu) -> int:
         return gpu.architecture
 
-    @device
-    def nvmlDeviceGetCudaComputeCapability(gpu: SimGpu) -> tuple[int, int]:
+    @_device
+    def nvmlDeviceGetCudaComputeCapability(self, gpu: SimGpu) -> tuple[int, int]:
         return {7: (8, 0), 9: (9, 0), 10: (10, 0)}.get(gpu.architecture, (0, 0))
 
-    @device
-    def nvmlDeviceGetMemoryInfo(gpu: SimGpu) -> Any:
+    @_device
+    def nvmlDeviceGetMemoryInfo(self, gpu: SimGpu) -> Any:
         mem = pynvml.c_nvmlMemory_t()
         mem.total = gpu.memory_bytes
         mem.used = sum(p[1] for p in gpu.processes)
         mem.free = mem.total - mem.used
         return mem
 
-    @device
-    def nvmlDeviceGetMinorNumber(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetMinorNumber(self, gpu: SimGpu) -> int:
         return gpu.index
 
-    @device
-    def nvmlDeviceGetTemperature(gpu: SimGpu, sensor: int) -> int:
+    @_device
+    def nvmlDeviceGetTemperature(self, gpu: SimGpu, sensor: int) -> int:
         return gpu.temperature
 
-    @device
-    def nvmlDeviceGetTemperatureThreshold(gpu: SimGpu, kind: int) -> int:
+    @_device
+    def nvmlDeviceGetTemperatureThreshold(self, gpu: SimGpu, kind: int) -> int:
         return {0: gpu.shutdown_temp, 1: gpu.slowdown_temp}.get(kind) or _raise(NOT_SUPPORTED)
 
-    @device
-    def nvmlDeviceGetCurrentClocksEventReasons(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetCurrentClocksEventReasons(self, gpu: SimGpu) -> int:
         return gpu.clock_reasons
 
-    @device
-    def nvmlDeviceGetCurrentClocksThrottleReasons(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, gpu: SimGpu) -> int:
         return gpu.clock_reasons
 
-    @device
-    def nvmlDeviceGetClockInfo(gpu: SimGpu, clock: int) -> int:
+    @_device
+    def nvmlDeviceGetClockInfo(self, gpu: SimGpu, clock: int) -> int:
         return gpu.sm_clock
 
-    @device
-    def nvmlDeviceGetMaxClockInfo(gpu: SimGpu, clock: int) -> int:
+    @_device
+    def nvmlDeviceGetMaxClockInfo(self, gpu: SimGpu, clock: int) -> int:
         return gpu.sm_clock_max
 
-    @device
-    def nvmlDeviceGetPerformanceState(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetPerformanceState(self, gpu: SimGpu) -> int:
         return gpu.pstate
 
-    @device
-    def nvmlDeviceGetCurrPcieLinkGeneration(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, gpu: SimGpu) -> int:
         return gpu.pcie_gen
 
-    @device
-    def nvmlDeviceGetCurrPcieLinkWidth(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetCurrPcieLinkWidth(self, gpu: SimGpu) -> int:
         return gpu.pcie_width
 
-    @device
-    def nvmlDeviceGetMaxPcieLinkGeneration(gpu: SimGpu) -> int:
-        return node.profile.gpu_pcie_gen or gpu.pcie_gen
+    @_device
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, gpu: SimGpu) -> int:
+        return self.node.profile.gpu_pcie_gen or gpu.pcie_gen
 
-    @device
-    def nvmlDeviceGetMaxPcieLinkWidth(gpu: SimGpu) -> int:
-        return node.profile.gpu_pcie_width or 16
+    @_device
+    def nvmlDeviceGetMaxPcieLinkWidth(self, gpu: SimGpu) -> int:
+        return self.node.profile.gpu_pcie_width or 16
 
-    @device
-    def nvmlDeviceGetPcieReplayCounter(gpu: SimGpu) -> int:
-        return _field(gpu, 94)
+    @_device
+    def nvmlDeviceGetPcieReplayCounter(self, gpu: SimGpu) -> int:
+        return self._field(gpu, 94)
 
-    @device
-    def nvmlDeviceGetPersistenceMode(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetPersistenceMode(self, gpu: SimGpu) -> int:
         return gpu.persistence
 
-    @device
-    def nvmlDeviceGetMigMode(gpu: SimGpu) -> list[int]:
+    @_device
+    def nvmlDeviceGetMigMode(self, gpu: SimGpu) -> list[int]:
         if gpu.architecture < 7:
             _raise(NOT_SUPPORTED)
         return list(gpu.mig)
 
-    @device
-    def nvmlDeviceGetComputeRunningProcesses(gpu: SimGpu) -> list[Any]:
+    @_device
+    def nvmlDeviceGetComputeRunningProcesses(self, gpu: SimGpu) -> list[Any]:
         procs = []
         for pid, used in gpu.processes:
             proc = pynvml.c_nvmlProcessInfo_v3_t()
@@ -270,12 +271,11 @@ def build_module(node: SimNode) -> types.ModuleType:
             procs.append(pynvml.nvmlStructToFriendlyObject(proc))
         return procs
 
-    @system
-    def nvmlSystemGetProcessName(pid: int) -> str:
-        return node.proc_names.get(pid) or _raise(pynvml.NVML_ERROR_NOT_FOUND)
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        return self.node.proc_names.get(pid) or _raise(pynvml.NVML_ERROR_NOT_FOUND)
 
-    @device
-    def nvmlDeviceGetRowRemapperHistogram(gpu: SimGpu) -> Any:
+    @_device
+    def nvmlDeviceGetRowRemapperHistogram(self, gpu: SimGpu) -> Any:
         if gpu.mig[0]:
             _raise(NOT_SUPPORTED)
         hist = pynvml.c_nvmlRowRemapperHistogramValues()
@@ -283,14 +283,15 @@ def build_module(node: SimNode) -> types.ModuleType:
             setattr(hist, key, value)
         return hist
 
-    @device
-    def nvmlDeviceGetRemappedRows(gpu: SimGpu) -> tuple[int, int, int, int]:
+    @_device
+    def nvmlDeviceGetRemappedRows(self, gpu: SimGpu) -> tuple[int, int, int, int]:
         if gpu.mig[0]:
             _raise(NOT_SUPPORTED)
-        return (_field(gpu, 142), _field(gpu, 143), _field(gpu, 144), _field(gpu, 145))
+        return (self._field(gpu, 142), self._field(gpu, 143), self._field(gpu, 144),
+                self._field(gpu, 145))
 
-    @device
-    def nvmlDeviceGetGpuFabricInfoV(gpu: SimGpu, ref: Any) -> int:
+    @_device
+    def nvmlDeviceGetGpuFabricInfoV(self, gpu: SimGpu, ref: Any) -> int:
         if gpu.fabric is None:
             _raise(NOT_SUPPORTED)
         info = ref._obj
@@ -302,47 +303,47 @@ def build_module(node: SimNode) -> types.ModuleType:
             info.healthSummary = fab.health_summary
         return pynvml.NVML_SUCCESS
 
-    @device
-    def nvmlDeviceGetSramEccErrorStatus(gpu: SimGpu, ref: Any) -> int:
+    @_device
+    def nvmlDeviceGetSramEccErrorStatus(self, gpu: SimGpu, ref: Any) -> int:
         ref._obj.bThresholdExceeded = gpu.sram_exceeded
         return pynvml.NVML_SUCCESS
 
-    @device
-    def nvmlDeviceGetUnrepairableMemoryFlag_v1(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetUnrepairableMemoryFlag_v1(self, gpu: SimGpu) -> int:
         return gpu.unrepairable
 
-    @device
-    def nvmlDeviceGetPlatformInfo(gpu: SimGpu, ref: Any) -> int:
-        if not node.profile.nvl72:
+    @_device
+    def nvmlDeviceGetPlatformInfo(self, gpu: SimGpu, ref: Any) -> int:
+        if not self.node.profile.nvl72:
             _raise(NOT_SUPPORTED)
         info = ref._obj
         info.chassisSerialNumber = b"1821225000001"
         raw = (ctypes.c_char * 5).from_buffer(info, type(info).slotNumber.offset)
-        tray = int("".join(c for c in node.name[-2:] if c.isdigit()) or 0)
+        tray = int("".join(c for c in self.node.name[-2:] if c.isdigit()) or 0)
         ctypes.memmove(raw, bytes([tray, tray, 0, 0, gpu.index + 1]), 5)
         return pynvml.NVML_SUCCESS
 
-    @device
-    def nvmlDeviceGetPowerUsage(gpu: SimGpu) -> int:
-        return int(_field(gpu, 185))
+    @_device
+    def nvmlDeviceGetPowerUsage(self, gpu: SimGpu) -> int:
+        return int(self._field(gpu, 185))
 
-    @device
-    def nvmlDeviceGetEnforcedPowerLimit(gpu: SimGpu) -> int:
-        return int(_field(gpu, 190))
+    @_device
+    def nvmlDeviceGetEnforcedPowerLimit(self, gpu: SimGpu) -> int:
+        return int(self._field(gpu, 190))
 
-    @device
-    def nvmlDeviceGetPowerManagementLimit(gpu: SimGpu) -> int:
-        return int(_field(gpu, 190))
+    @_device
+    def nvmlDeviceGetPowerManagementLimit(self, gpu: SimGpu) -> int:
+        return int(self._field(gpu, 190))
 
-    @device
-    def nvmlDeviceGetPowerManagementDefaultLimit(gpu: SimGpu) -> int:
-        return int(_field(gpu, 189))
+    @_device
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, gpu: SimGpu) -> int:
+        return int(self._field(gpu, 189))
 
-    @device
-    def nvmlDeviceGetEccMode(gpu: SimGpu) -> list[int]:
-        return [int(_field(gpu, 1)), int(_field(gpu, 2))]
+    @_device
+    def nvmlDeviceGetEccMode(self, gpu: SimGpu) -> list[int]:
+        return [int(self._field(gpu, 1)), int(self._field(gpu, 2))]
 
-    def _field(gpu: SimGpu, fid: int, scope: int | None = None) -> Any:
+    def _field(self, gpu: SimGpu, fid: int, scope: int | None = None) -> Any:
         if scope is not None:
             if gpu.mig[0] or scope >= len(gpu.links):
                 _raise(NOT_SUPPORTED if gpu.mig[0] else INVALID_ARGUMENT)
@@ -352,10 +353,10 @@ def build_module(node: SimNode) -> types.ModuleType:
             if fid in per_link:
                 return per_link[fid]
             if fid in link.errors:
-                return link.errors[fid].value(node.epoch)
+                return link.errors[fid].value(self.node.epoch)
             _raise(NOT_SUPPORTED)
         if fid in gpu.counters:
-            return gpu.counters[fid].value(node.epoch)
+            return gpu.counters[fid].value(self.node.epoch)
         if gpu.mig[0] and fid in (91, 147, 142, 143, 144, 145):
             _raise(NOT_SUPPORTED)
         value = gpu.fields.get(fid)
@@ -363,15 +364,15 @@ def build_module(node: SimNode) -> types.ModuleType:
             _raise(NOT_SUPPORTED)
         return value
 
-    @device
-    def nvmlDeviceGetFieldValues(gpu: SimGpu, field_ids: list[Any]) -> Any:
+    @_device
+    def nvmlDeviceGetFieldValues(self, gpu: SimGpu, field_ids: list[Any]) -> Any:
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         for i, spec in enumerate(field_ids):
             fid, scope = spec if isinstance(spec, tuple) else (spec, None)
             entry = values[i]
             entry.fieldId, entry.scopeId = fid, scope or 0
             try:
-                value = _field(gpu, fid, scope)
+                value = self._field(gpu, fid, scope)
             except pynvml.NVMLError as exc:
                 entry.nvmlReturn = exc.value
                 continue
@@ -383,84 +384,73 @@ def build_module(node: SimNode) -> types.ModuleType:
                 entry.value.ullVal = int(value)
         return values
 
-    def _link(gpu: SimGpu, link: int) -> Any:
+    def _link(self, gpu: SimGpu, link: int) -> Any:
         if gpu.mig[0] or not gpu.links:
             _raise(NOT_SUPPORTED)
         if not 0 <= link < len(gpu.links):
             _raise(INVALID_ARGUMENT)
         return gpu.links[link]
 
-    @device
-    def nvmlDeviceGetNvLinkState(gpu: SimGpu, link: int) -> int:
-        return int(_link(gpu, link).state)
+    @_device
+    def nvmlDeviceGetNvLinkState(self, gpu: SimGpu, link: int) -> int:
+        return int(self._link(gpu, link).state)
 
-    @device
-    def nvmlDeviceGetNvLinkVersion(gpu: SimGpu, link: int) -> int:
-        return int(_link(gpu, link).version)
+    @_device
+    def nvmlDeviceGetNvLinkVersion(self, gpu: SimGpu, link: int) -> int:
+        return int(self._link(gpu, link).version)
 
-    @device
-    def nvmlDeviceGetNvLinkRemoteDeviceType(gpu: SimGpu, link: int) -> int:
-        return int(_link(gpu, link).remote_type)
+    @_device
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, gpu: SimGpu, link: int) -> int:
+        return int(self._link(gpu, link).remote_type)
 
-    @device
-    def nvmlDeviceGetNvLinkRemotePciInfo(gpu: SimGpu, link: int) -> Any:
-        remote = _link(gpu, link).remote_bdf
+    @_device
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, gpu: SimGpu, link: int) -> Any:
+        remote = self._link(gpu, link).remote_bdf
         if not remote:
             _raise(NOT_SUPPORTED)
-        return _pci_info(remote, node.layout.nvswitch_device_id)
+        return _pci_info(remote, self.node.layout.nvswitch_device_id)
 
-    @device
-    def nvmlDeviceGetNvLinkErrorCounter(gpu: SimGpu, link: int, counter: int) -> int:
+    @_device
+    def nvmlDeviceGetNvLinkErrorCounter(self, gpu: SimGpu, link: int, counter: int) -> int:
         fid = {0: 161, 1: 162, 2: 163}.get(counter)
-        lnk = _link(gpu, link)
+        lnk = self._link(gpu, link)
         if fid is None or fid not in lnk.errors:
             _raise(NOT_SUPPORTED)
-        return lnk.errors[fid].value(node.epoch)
+        return lnk.errors[fid].value(self.node.epoch)
 
-    @device
-    def nvmlDeviceGetP2PStatus(gpu: SimGpu, other: _Handle, index: int) -> int:
+    @_device
+    def nvmlDeviceGetP2PStatus(self, gpu: SimGpu, other: _Handle, index: int) -> int:
         if not gpu.links:
             return int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)
         a, b = sorted((gpu.index, other.gpu.index))
-        return node.p2p.get((a, b), int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED))
+        return self.node.p2p.get((a, b), int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED))
 
-    @device
-    def nvmlDeviceGetTopologyCommonAncestor(gpu: SimGpu, other: _Handle) -> int:
+    @_device
+    def nvmlDeviceGetTopologyCommonAncestor(self, gpu: SimGpu, other: _Handle) -> int:
         same_numa = gpu.numa == other.gpu.numa
         return int(pynvml.NVML_TOPOLOGY_NODE if same_numa else pynvml.NVML_TOPOLOGY_SYSTEM)
 
-    @device
-    def nvmlDeviceGetSupportedEventTypes(gpu: SimGpu) -> int:
+    @_device
+    def nvmlDeviceGetSupportedEventTypes(self, gpu: SimGpu) -> int:
         return int(pynvml.nvmlEventTypeXidCriticalError)
 
-    _add_events(mod, node, state)
-    return mod
+    # Events: nvmlEventSetWait delivers the node's ``xid_schedule`` as real NVML does, each
+    # event once per event set, blocking up to the timeout, NVML_ERROR_TIMEOUT when none
+    # is due.
 
-
-class _EventSet:
-    """Which GPUs registered for XID events, and how many scheduled events it delivered."""
-
-    def __init__(self) -> None:
-        self.gpus: set[int] = set()
-        self.delivered: set[int] = set()
-
-
-def _add_events(mod: types.ModuleType, node: SimNode, state: dict[str, int]) -> None:
-    """nvmlEventSetWait delivers the node's ``xid_schedule`` as real NVML does: each event
-    once per event set, blocking up to the timeout, NVML_ERROR_TIMEOUT when none is due."""
-
-    def nvmlEventSetCreate() -> _EventSet:
-        if not state["init"]:
-            _raise(pynvml.NVML_ERROR_UNINITIALIZED)
+    def nvmlEventSetCreate(self) -> _EventSet:
+        self._need_init()
         return _EventSet()
 
-    def nvmlDeviceRegisterEvents(handle: _Handle, types_mask: int, event_set: _EventSet) -> None:
+    def nvmlDeviceRegisterEvents(self, handle: _Handle, types_mask: int,
+                                 event_set: _EventSet) -> None:
         if handle.gpu.lost is not None:
             _raise(handle.gpu.lost)
         if types_mask & pynvml.nvmlEventTypeXidCriticalError:
             event_set.gpus.add(handle.gpu.index)
 
-    def nvmlEventSetWait_v2(event_set: _EventSet, timeout_ms: int) -> Any:
+    def nvmlEventSetWait_v2(self, event_set: _EventSet, timeout_ms: int) -> Any:
+        node = self.node
         limit = time.time() + timeout_ms / 1000.0
         pending = sorted((node.epoch + at, n) for n, (at, gpu, _) in enumerate(node.xid_schedule)
                          if gpu in event_set.gpus and n not in event_set.delivered)
@@ -476,10 +466,20 @@ def _add_events(mod: types.ModuleType, node: SimNode, state: dict[str, int]) -> 
             pynvml.nvmlEventTypeXidCriticalError), eventData=code, gpuInstanceId=0xFFFFFFFF,
             computeInstanceId=0xFFFFFFFF)
 
-    def nvmlEventSetFree(event_set: _EventSet) -> None:
+    nvmlEventSetWait = nvmlEventSetWait_v2
+
+    def nvmlEventSetFree(self, event_set: _EventSet) -> None:
         event_set.gpus.clear()
 
-    for func in (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2,
-                 nvmlEventSetFree):
-        setattr(mod, func.__name__, func)
-    setattr(mod, "nvmlEventSetWait", nvmlEventSetWait_v2)  # noqa: B010 - a module attribute
+
+class _EventSet:
+    """Which GPUs registered for XID events, and how many scheduled events it delivered."""
+
+    def __init__(self) -> None:
+        self.gpus: set[int] = set()
+        self.delivered: set[int] = set()
+
+
+def build_module(node: SimNode) -> SimNvml:
+    """The pynvml stand-in for ``node`` (SourceEnv.nvml answers it)."""
+    return SimNvml(node)
