@@ -219,6 +219,9 @@ OEM_DMI_PRODUCT = "SYS-821GE-TNHR"
 OEM_HCA_LAYOUTS: dict[str, tuple[HcaSlot, ...]] = {
     "dgx-h100": _oem_hgx_hcas("cx7", "NDR"),
     "dgx-h200": _oem_hgx_hcas("cx7", "NDR"),
+    # An OEM HGX B200: the same storage ports beside GPU0 and GPU4, and the board's own
+    # NVSwitch management functions.
+    "dgx-b200": _oem_hgx_hcas("cx7", "NDR") + _b200_bridge(),
 }
 
 # Per profile; a profile not listed has no RDMA devices (PCIe-card servers vary by vendor).

@@ -101,3 +101,27 @@ def test_an_unread_vpd_is_an_error_never_a_drain(tmp_path: Path, dmi: str) -> No
     assert not [n for n, (r, _) in roles.items() if r == "management"]
     assert all("VPD unread (Permission denied (EACCES))" in why for _, why in roles.values())
     assert sum(1 for r, _ in roles.values() if r == "compute") == 8
+
+
+def test_the_simulated_oem_b200_is_its_board_and_passes(tmp_path: Path) -> None:
+    """The simulator's OEM HGX B200 (layout: oem): storage NICs under GPU0's and GPU4's
+    switches, the board's four managers; detected as hgx-b200-8gpu, all pass."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - names: n1\n    profile: dgx-b200\n    layout: oem\n")
+    proc = run_cli("run", "--simulate", str(spec), "--format", "json")
+    report = json.loads(proc.stdout)
+    assert (proc.returncode, report["profile"]["name"], _bad(report)) == (0, "hgx-b200-8gpu",
+                                                                         [])
+    roles = {h["name"]: h["role"] for h in report["inventory"]["hcas"]}
+    assert sorted(n for n, r in roles.items() if r == "management") == MANAGERS
+    assert (roles["mlx5_7"], roles["mlx5_8"]) == ("storage", "storage")
+
+
+def test_a_b200_capture_records_its_managers_not_nvswitches_on_pci(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - names: n1\n    profile: dgx-b200\n    layout: oem\n")
+    proc = run_cli("profiles", "capture", "--simulate", str(spec))
+    assert proc.returncode == 0, proc.stderr
+    assert "extends: hgx-b200-8gpu" in proc.stdout
+    assert "nvswitch_mgmt_functions: 4  # RDMA functions whose VPD says SMDL=SW_MNG" in proc.stdout
+    assert "nvswitch_count" not in proc.stdout

@@ -19,6 +19,8 @@ LAYOUTS = {
     "oem-h100": ("profile: dgx-h100\n    layout: oem", "hgx-h100-8gpu"),
     "roce-h100": ("profile: dgx-h100\n    fabric: roce", "hgx-h100-8gpu"),
     "dgx-a100": ("profile: dgx-a100", "hgx-a100-8gpu"),
+    "dgx-b200": ("profile: dgx-b200", "hgx-b200-8gpu"),
+    "oem-b200": ("profile: dgx-b200\n    layout: oem", "hgx-b200-8gpu"),
     "gb200": ("profile: gb200-nvl72\n    rack: r1", "gb200-nvl72"),
 }
 
