@@ -121,7 +121,8 @@ def test_topo_shows_each_nic_role_and_reason(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("entry", "fault", "problem"), [
-    ({"layout": "odm"}, None, "layout 'odm': 'reference', or 'oem' on dgx-b200, dgx-h100, dgx-h200"),
+    ({"layout": "odm"}, None,
+     "layout 'odm': 'reference', or 'oem' on dgx-b200, dgx-h100, dgx-h200"),
     ({"profile": "gb200-nvl72", "rack": "r1", "layout": "oem"}, None, "layout 'oem'"),
     ({}, {"kind": "oem_nic_missing", "hca": "mlx5_4"},
      "fault oem_nic_missing: needs a node with layout oem"),
