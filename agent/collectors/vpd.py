@@ -16,10 +16,10 @@ Reading costs: the kernel fetches VPD four bytes at a time through config space,
 the function for each (drivers/pci/vpd.c), so a slow or wedged function can take long or
 never answer. So only RDMA functions are read, at most ``MAX_BYTES`` of each, all at once
 in threads, each given up at the deadline (an ``unknown`` naming it, never a guess); a
-function whose earlier read still hangs is not read again; and what was read is kept for
-the life of the process, since VPD does not change while a node is up (the agent reads
-each function once per boot). The sysfs file is root's only (mode 0600): an agent
-running unprivileged records ``Permission denied (EACCES)``.
+function whose earlier read still hangs is not read again; and what was read (a function
+without VPD too) is kept for the life of the process, since VPD does not change while a
+node is up (the agent reads each function once per boot). The sysfs file is root's only
+(mode 0600): an agent running unprivileged records ``Permission denied (EACCES)``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ _ID_STRING, _READ_ONLY, _END = 0x82, 0x90, 0x78
 _LARGE = 0x80
 _CHECKSUM = "RV"
 
-# Results by VPD file path, for this process: VPD is fixed while the node is up.
-_CACHE: dict[str, dict[str, str]] = {}
+# Results by VPD file path, for this process: VPD is fixed while the node is up, and so is
+# its absence (None: most RDMA functions of a DGX H100 have none, and each cycle would
+# otherwise start a thread per function to find that out again). Failures are not kept.
+_CACHE: dict[str, dict[str, str] | None] = {}
 # Reads that did not answer by their deadline and may still be blocked in the kernel.
 _HUNG: dict[str, threading.Thread] = {}
 _LOCK = threading.Lock()
@@ -133,9 +135,10 @@ def read_vpds(paths: list[str], deadline: float) -> dict[str, dict[str, str] | s
                 continue
             _HUNG.pop(path, None)
             value = out.get(path, "unreadable")
-            if isinstance(value, dict):
-                _CACHE[path] = value
-            results[path] = None if value == MISSING else value
+            result = None if value == MISSING else value
+            if not isinstance(result, str):
+                _CACHE[path] = result
+            results[path] = result
     return results
 
 

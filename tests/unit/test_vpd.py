@@ -127,3 +127,22 @@ def test_what_was_read_is_kept_for_the_process(tmp_path: Path) -> None:
     first = vpd.read_vpds([str(path)], time.monotonic() + 30)[str(path)]
     path.write_bytes(_blob(b"MLX:MODL=OTHER"))
     assert vpd.read_vpds([str(path)], time.monotonic() + 30)[str(path)] == first
+
+
+def test_a_function_without_vpd_is_not_asked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No VPD is as fixed as a VPD; a read that failed is asked again next time."""
+    calls: list[str] = []
+    answers = {"absent": (None, vpd.MISSING), "denied": (None, "Permission denied (EACCES)")}
+
+    def counted(path: str, limit: int) -> tuple[bytes | None, str | None]:
+        calls.append(Path(path).parent.name)
+        return answers[Path(path).parent.name]
+
+    monkeypatch.setattr(vpd, "read_bytes", counted)
+    paths = [str(tmp_path / name / "vpd") for name in answers]
+    for _ in range(3):
+        got = vpd.read_vpds(paths, time.monotonic() + 30)
+        assert got == {paths[0]: None, paths[1]: "Permission denied (EACCES)"}
+    assert calls.count("absent") == 1
+    assert calls.count("denied") == 3
