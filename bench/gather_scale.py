@@ -4,7 +4,7 @@ of ``gather_agent`` (default concurrency 256, bearer token, real aiohttp client)
 
     .venv/bin/python bench/gather_scale.py [--quick] [--json]
 
-The agents are a Fleet (agent/daemon/fleet.py) in another process: every node on its own
+The agents are a Fleet (agent/cluster/fleet.py) in another process: every node on its own
 127.0.x.y address, one process serving all of them, so the gatherer's figures are its own
 and not shared with the servers' CPU in one interpreter. Each node answers a real DGX H100
 report (~50 KB of JSON).
@@ -25,7 +25,7 @@ from clusterdiag.reports.gather import GatherSettings, gather_agent
 TOKEN = "bench-token"
 SERVER = """
 import json, sys
-from clusterdiag.agent.daemon.fleet import Fleet
+from clusterdiag.agent.cluster.fleet import Fleet
 from clusterdiag.agent.sim.spec import parse_spec
 spec = parse_spec({"nodes": [{"names": sys.argv[1], "profile": "dgx-h100"}]}, "bench")
 with Fleet(spec, token=sys.argv[2]) as fleet:

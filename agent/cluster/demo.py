@@ -66,9 +66,9 @@ def run_demo(spec_path: Path | None, config_path: Path | None, need: int | None
              ) -> ClusterReport:
     """Start the spec's simulated agents, gather their reports over HTTP, judge them, and
     stop every agent again."""
-    from ..daemon.fleet import Fleet
     from ..sim.cluster import present, racks
     from ..sim.spec import load_spec
+    from .fleet import Fleet
 
     if spec_path is not None and not spec_path.is_file():
         raise UsageError(f"--spec {spec_path}: no such file")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.agent.daemon.fleet import Fleet, address
+from clusterdiag.agent.cluster.fleet import Fleet, address
 from clusterdiag.agent.sim.faults import FAULTS, FaultKind
 from clusterdiag.agent.sim.hardware import SimNode
 from clusterdiag.agent.sim.spec import ClusterSpec, NodeSpec, parse_spec

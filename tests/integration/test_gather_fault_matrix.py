@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.agent.daemon.fleet import Fleet
+from clusterdiag.agent.cluster.fleet import Fleet
 from clusterdiag.agent.sim.cluster import present, racks
 from clusterdiag.agent.sim.faults import FAULTS, FaultKind
 from clusterdiag.agent.sim.spec import parse_spec

@@ -33,13 +33,13 @@ from prometheus_client import generate_latest
 
 from ...checks.levels import Level, Mode
 from ..config import Config
+from ..daemon import cycle
+from ..daemon.metrics import AgentView, registry_for
+from ..daemon.server import Served, make_app, serve
 from ..runner import RunOptions, evaluate
 from ..sim.faults import FAULTS
 from ..sim.node import build, env_for
 from ..sim.spec import ClusterSpec, NodeSpec
-from . import cycle
-from .metrics import AgentView, registry_for
-from .server import Served, make_app, serve
 
 GARBAGE = b"<html><body>502 Bad Gateway</body></html>\n"
 FULL_INTERVAL_S = 1.0
