@@ -5,8 +5,9 @@ The same Xid line reaches us in many wrappers: a bare ``/dev/kmsg`` record, ``dm
 ``--decode``'s ``kern  :warn  :``), syslog and ``journalctl`` (``Mon DD hh:mm:ss host
 kernel:``, the month in whatever locale the box runs). Instead of one regex per wrapper,
 each line is split into (timestamp prefix, kernel message) and the message is matched by
-driver-specific patterns. The formats and their sources are in hardware.md §5.1; the real
-lines the tests hold us to are under ``shared/data/real/xid``.
+driver-specific patterns. The formats come from the NVIDIA Xid catalog, gpud's xid/kmsg.go
+and the open-source nvswitch driver; the real lines the tests hold us to are under
+``shared/data/real/xid``.
 
 This module is on the Slurm prolog path, so it imports only the standard library.
 Nothing here raises on bad input: undecodable bytes are replaced, lines that match
@@ -31,7 +32,8 @@ from .model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
 from .model.pci import normalize_bdf
 from .sysfs import open_regular, raise_if_exhausted
 
-# domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (hardware.md §5.1).
+# domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (gpud's GB200
+# xid tests show PCI:0008:01:00).
 _BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _BDF_FN = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
@@ -66,7 +68,7 @@ _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
 # --- NVIDIA ----------------------------------------------------------------------------
-# hardware.md §5.1's parser, with the bdf allowed a function and the MIG instance kept;
+# gpud's Xid regex (xid/kmsg.go), with the bdf allowed a function and the MIG instance kept;
 # a code cut off by truncation ("79>") has no comma after it and is not trusted.
 _XID_RE = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<bdf>" + _BDF + r")(?: GPU-I:(?P<gi>\d+))?[^)]*\): "

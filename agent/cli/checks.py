@@ -65,7 +65,7 @@ def checks_explain(check_id: str) -> None:
     click.echo(f"defined at: {defined_at(spec.func)}")
 
 
-# The docstrings cite the project's research notes (``hardware.md §1.13``), which are not
+# The docstrings cite the project's research notes (``<note>.md §N``), which are not
 # shipped: an operator reading ``explain`` gets the sentence without the citation.
 _CITED_ASIDE = re.compile(r"\s*\([^()]*\b[\w-]+\.md\b[^()]*\)")
 _CITATION = re.compile(r"(?:\b(?:per|see|in) )?\b[\w-]+\.md\b(?:\s*§[\w.]+(?:,?\s*(?:and\s*)?"

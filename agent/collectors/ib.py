@@ -13,7 +13,7 @@ Counters are read, where the caller wants them (``SourceEnv.counters``), for eve
 but the BlueField DPUs and those config names storage or management: on DGX/GB200-class
 systems reading the PMA counters of a firmware-restricted function makes mlx5 send
 ACCESS_REG commands that fail and flood the kernel log
-(node_exporter#3434, gpud#1164; hardware.md §3.3).
+(node_exporter#3434, gpud#1164; gpud infiniband/kmsg_matcher.go).
 
 PHY health (pre-/post-FEC BER, FEC corrections, module temperature, voltage and optical
 power, as ``mlxlink -d <pci> -c -e -m`` and ``ethtool -m <netdev>`` print them) is not

@@ -1,8 +1,9 @@
 """One InfiniBand/RoCE port from sysfs: state, rate, addresses, counters, its netdev.
 
-Formats are the kernel's (drivers/infiniband/core/sysfs.c; hardware.md §3.2–3.5). Every
-value is read on its own: a file that is missing, unreadable or holds garbage costs that
-value (recorded in ``unknown`` with the reason), never the port.
+Formats are the kernel's (drivers/infiniband/core/sysfs.c,
+Documentation/ABI/stable/sysfs-class-infiniband). Every value is read on its own: a file
+that is missing, unreadable or holds garbage costs that value (recorded in ``unknown``
+with the reason), never the port.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def _gid_prefix(path: str, port: IbPort, counter: FileCounter) -> str | None:
 
 def _netdev_name(port_dir: str, device_dir: Path, counter: FileCounter) -> str | None:
     """The netdev of a port: the GID table's (authoritative for RoCE, bonds and VLANs),
-    else the one netdev of the same PCI function (hardware.md §3.5)."""
+    else the one netdev of the same PCI function (MLNX_OFED's ibdev2netdev maps them alike)."""
     text, _ = read_text(f"{port_dir}/gid_attrs/ndevs/0", counter)
     if text:
         return text

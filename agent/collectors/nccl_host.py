@@ -1,8 +1,10 @@
 """Host facts that decide whether NCCL gets GPUDirect RDMA and its memory: the peer-memory
 module or dma-buf prerequisites, the IOMMU mode, locked-memory limits, /dev/shm, logind.
 
-Sources: hardware.md §6.3-6.5 (NCCL net_ib/gdr.cc peer-memory paths, driver flavour line,
-kernel ABI sysfs-kernel-iommu_groups, NCCL troubleshooting for memlock/shm/RemoveIPC).
+Sources: NCCL src/transport/net_ib/gdr.cc (peer-memory paths), the driver's flavour line in
+/proc/driver/nvidia/version (NVIDIA driver installation guide, "Kernel Modules"), kernel
+Documentation/ABI/testing/sysfs-kernel-iommu_groups, NCCL's troubleshooting guide
+(docs/userguide/source/troubleshooting) for memlock/shm/RemoveIPC.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ FATAL = frozenset({"GpuIsLost", "ResetRequired"})
 ARCH_HOPPER = 9
 ARCH_BLACKWELL = 10
 
-# Device-scope fields read in the one batch (NVML_FI_DEV_*; hardware.md §1.5-1.10), keyed by
+# Device-scope fields read in the one batch (NVML_FI_DEV_* in nvml.h), keyed by
 # the Gpu field each fills: a failed one is reported under that same name.
 DEVICE_FIELDS: dict[str, int] = {
     "ecc_enabled": 1, "ecc_pending": 2,
@@ -58,7 +58,7 @@ LINK_ERRORS_NVLINK5 = {"recovery_failed": 214, "recovery": 215, "rcv_errors": 20
                        "local_link_integrity": 211, "symbol_errors": 221}
 REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch", 255: "unknown"}
 NVML_CLOCK_SM = 1
-# Accumulated slowdown time per reason (NVML_FI_DEV_CLOCKS_EVENT_REASON_*; hardware.md §1.7),
+# Accumulated slowdown time per reason (NVML_FI_DEV_CLOCKS_EVENT_REASON_* in nvml.h),
 # read in their own batch: drivers older than the fields answer InvalidArgument for them,
 # which here means "not on this driver", not a broken GPU.
 CLOCK_EVENT_TIME_FIELDS = {"sw_thermal": 269, "hw_thermal": 270, "hw_power_brake": 271}

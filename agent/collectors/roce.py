@@ -3,7 +3,7 @@
 Read for Ethernet ports only, as facts; checks/roce.py judges them against the profile.
 
 - GIDs: ``ports/<p>/gids/<i>``, ``gid_attrs/types/<i>`` and ``gid_attrs/ndevs/<i>``
-  (kernel sysfs-class-infiniband; hardware.md §3.2). An empty entry reads as the all-zero
+  (kernel Documentation/ABI/stable/sysfs-class-infiniband). An empty entry reads as the all-zero
   GID and its attributes fail with EINVAL. A RoCE table fills from index 0 (the
   link-local pair, then a v1/v2 pair per address), so the first ``GID_SCAN`` entries are
   read, stopping after ``GID_EMPTY_RUN`` empty ones in a row: NCCL's own choice

@@ -1,4 +1,4 @@
-"""Who may talk to the agent, and over what (slurm-systemd-security.md §5).
+"""Who may talk to the agent, and over what (threat model: prometheus.io/docs/operating/security).
 
 Secure by default: loopback unless configured; a non-loopback address needs a bearer
 token file unless the config opts out explicitly; the token is compared in constant time;

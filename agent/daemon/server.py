@@ -5,7 +5,7 @@ rate-limited), ``GET /v1/snapshot``, ``GET /metrics``, ``POST /v1/clear/{id}``. 
 but the clear is read-only and served from memory: no request shells out or touches a GPU
 except a rate-limited refresh.
 
-Limits, because the agent runs beside training jobs (slurm-systemd-security.md §5): a
+Limits, because the agent runs beside training jobs (prometheus.io/docs/operating/security): a
 request line and each header at most 4 KiB, at most 32 headers, no body beyond 1 KiB, a
 connection that has not finished its request within ``KEEPALIVE_S`` is closed (slow
 senders), every handler has ``REQUEST_TIMEOUT_S``, and at most ``MAX_CONCURRENT`` requests

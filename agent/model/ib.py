@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 # Roles a device can have on the node; only "compute" devices are NCCL rails.
 ROLES = ("compute", "storage", "management", "unknown")
 # hca_type is "MT" + the PCI device id in decimal: 0xa2d6 BlueField-2, 0xa2dc BlueField-3
-# (hardware.md §3.1: MT41692 = BlueField-3 on the real H100 node).
+# (MT41692 = BlueField-3 on the real H100 node of gpud's sys-class-infiniband-h100 testdata).
 DPU_TYPES = frozenset({"MT41686", "MT41692"})
 
 # The vendor-specific VPD entry (``SMDL=`` inside a read-only ``Vx`` field, ConnectX's
@@ -29,7 +29,7 @@ DPU_TYPES = frozenset({"MT41686", "MT41692"})
 SMDL_KEY = "SMDL"
 NVSWITCH_MANAGEMENT = "SW_MNG"
 
-# Width of each narrow PortCounters field (kernel sysfs.c PORT_PMA_ATTR; hardware.md §3.3).
+# Width of each narrow PortCounters field (drivers/infiniband/core/sysfs.c PORT_PMA_ATTR).
 # The data and packet counters come from PortCountersExtended (64-bit) on every ConnectX,
 # so they have no practical maximum and are not listed.
 COUNTER_BITS: dict[str, int] = {

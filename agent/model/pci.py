@@ -52,7 +52,8 @@ def pci_address(domain: int, bus: int, device: int, function: int = 0) -> str:
 
 
 # [domain:]bus:device[.function]: NVML's busId has an 8-digit domain, sysfs and NVML's
-# legacy busId 4, lspci may omit it; Xid lines omit the function (hardware.md §1.3, §5.1).
+# legacy busId 4, lspci may omit it; Xid lines omit the function (nvml.h
+# NVML_DEVICE_PCI_BUS_ID_FMT; the NVIDIA Xid catalog's and gpud's kmsg lines).
 _BDF = re.compile(r"(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):"
                   r"(?P<device>[0-9a-fA-F]{1,2})(?:\.(?P<function>[0-7]))?")
 

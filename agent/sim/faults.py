@@ -140,7 +140,7 @@ def _driver_not_loaded(node: SimNode, fault: Mapping[str, Any]) -> None:
 
 
 # What the driver prints after the pid/name fields, for the codes the fault kinds plant
-# (79, 48, 149, 154 as in real logs: hardware.md §5.1, gpud's GB200 kmsg fixtures).
+# (79, 48, 149, 154 as in real logs: gpud's xid kmsg tests and GB200 kmsg fixtures).
 _XID_TEXT = {
     79: "GPU has fallen off the bus.",
     48: "An uncorrectable double bit error (DBE) has been detected on GPU in the "

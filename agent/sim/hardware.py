@@ -18,7 +18,7 @@ from .ib import SimHca, build_hcas
 from .layout import LAYOUTS, Layout
 from .nccl_state import SimNccl
 
-# NVML constants used by the state (values from nvml.h; hardware.md §1).
+# NVML constants used by the state (values from nvml.h).
 REMOTE_SWITCH = 2
 FABRIC_COMPLETED = 3
 # Per-link error counters each generation has (field ids; Blackwell dropped 161-163).

@@ -30,7 +30,7 @@ class Model:
 
 # ConnectX-7 and BlueField-3 strings as the real H100 node reports them (gpud tree);
 # ConnectX-6 and ConnectX-8 follow the same formats with their own device ids
-# (hardware.md §3.1: MT4123 CX-6 unverified, MT4131 CX-8 with fw 40.x).
+# (MT4123 CX-6 unverified; MT4131 CX-8, PCI 15b3:1023, fw 40.x per NVIDIA's driver release notes).
 MODELS: dict[str, Model] = {
     "cx6": Model("MT4123", "0x101b", "20.39.1002", "MT_0000000223",
                  "NVIDIA ConnectX-6 VPI adapter card, HDR IB", "MCX653105A-HDAT", "CX653105A"),
@@ -48,7 +48,7 @@ MODELS: dict[str, Model] = {
                  "BF3220"),
 }
 
-# Per-lane Gb/s of each speed name (hardware.md §3.2).
+# Per-lane Gb/s of each speed name (rate_show in drivers/infiniband/core/sysfs.c).
 LANE_GBPS = {"SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR10": 10.0, "FDR": 14.0, "EDR": 25.0,
              "HDR": 50.0, "NDR": 100.0, "XDR": 200.0}
 STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}

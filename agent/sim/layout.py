@@ -1,7 +1,7 @@
 """Where things sit on each simulated platform: PCI addresses, NUMA nodes, NIC pairing,
 and the NVML identity strings the real parts report.
 
-Sources: DGX H100 user guide network table (hardware.md §4: ibp24s0..ibp220s0 give the
+Sources: DGX H100 user guide "Network Modules" table (ibp24s0..ibp220s0 give the
 compute NIC buses), GB200 PCI domains 0008/0009/0018/0019 from real XID logs (gpud tests)
 and NIC domains 0000/0002/0010/0012 (Mission Control guide), DGX A100 buses from the real
 A100 topo capture's ordering. Layouts without a real capture are marked provisional in
@@ -43,7 +43,7 @@ class Layout:
     dmi_product: str
     host: HostLayout
     # PCIe switch levels between a GPU and the switch it shares with its NIC: 2 on DGX
-    # A100, whose real topo shows PXB from each GPU to its NIC (hardware.md §4).
+    # A100, whose real topo shows PXB from each GPU to its NIC (NVIDIA/nccl#1505).
     gpu_switch_levels: int = 1
     # PCI device ids (pci.ids): the GPU's, and the NVSwitch's where it is a PCI function.
     gpu_device_id: int = 0x2330  # GH100 [H100 SXM5 80GB]
@@ -147,7 +147,7 @@ def _slot(name: str, bdf: str, numa: int, role: str, model: str, link_layer: str
 def _hgx_hcas(model: str, speed: str, storage_model: str) -> tuple[HcaSlot, ...]:
     """8 compute NICs under the GPUs' switches (DGX H100 guide ibdev names) plus two
     dual-port storage cards, mlx5_1/2 and mlx5_7/8, the names the guide leaves free
-    (hardware.md §4: "storage CX-7 ports take mlx5_1/2/7/8"), as RoCE."""
+    (its "Network Modules" table), as RoCE."""
     compute = tuple(_slot(slot.ibdev or "", slot.nic_bdf or "", slot.numa, "compute", model,
                           "InfiniBand", 4, speed, slot.bdf)
                     for slot in _H100_GPUS)
@@ -162,9 +162,10 @@ def _hgx_hcas(model: str, speed: str, storage_model: str) -> tuple[HcaSlot, ...]
 
 def _tray_hcas(model: str, speed: str, under_gpu: bool = False) -> tuple[HcaSlot, ...]:
     """GB200 tray: 4 compute NICs at domains 0000/0002/0010/0012, SYS to every GPU, and 2
-    dual-port BlueField-3 at 0006/0016 (Mission Control N-S network guide, hardware.md §4).
+    dual-port BlueField-3 at 0006/0016 (NVIDIA Mission Control GB200 north-south network guide).
     GB300 (``under_gpu``): each B300 hangs off its ConnectX-8's built-in PCIe switch, so
-    the NIC sits in its GPU's domain (hardware.md §4, unverified: provisional)."""
+    the NIC sits in its GPU's domain (Hot Chips 2025 ConnectX-8 coverage, unverified:
+    provisional)."""
     places = (("mlx5_0", "0000", 0), ("mlx5_1", "0002", 0), ("mlx5_4", "0010", 1),
               ("mlx5_5", "0012", 1))
     compute = tuple(

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from .pci_tree import PciTree
 
 _IB_CLASS, _ETH_CLASS = "0x020700", "0x020000"
-# hardware.md §3.2: RoCE v2 IPv4-mapped GIDs; IB ports use the default subnet prefix.
+# Kernel ABI sysfs-class-infiniband: RoCE v2 IPv4-mapped GIDs; IB ports use the default
+# subnet prefix.
 _IB_GID_PREFIX = "fe80:0000:0000:0000"
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 

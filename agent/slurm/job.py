@@ -9,7 +9,7 @@ not in the snapshot) or nothing at all mean the job's GPUs are unknown. gres/sha
 gres/mps jobs share their GPUs with other jobs: Slurm says so with SLURM_SHARDS_ON_NODE
 (shard) or CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps) where it sets them, and a site can
 say so in the config (``checks.gpu.processes.shared``). A HealthCheckProgram gets only
-SLURMD_NODENAME (ci-recipes.md §1).
+SLURMD_NODENAME (seen under a real slurmd; tests/integration/test_slurm.py runs one).
 ``hostname`` is wrong on nodes started with ``slurmd -N``, so the node name comes from
 SLURMD_NODENAME first.
 """
