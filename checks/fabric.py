@@ -1,7 +1,7 @@
 """Fabric checks: Fabric Manager, NVML fabric registration, NVL72 cliques, fabric health,
 and IMEX.
 
-Which fabric software a node runs depends on the platform (hardware.md §4, §6.7): HGX/DGX
+Which fabric software a node runs depends on the platform (Fabric Manager user guide): HGX/DGX
 boards with NVSwitch chips (A100, H100, H200, B200) need ``nvidia-fabricmanager``; GB200
 and GB300 NVL72 compute trays do not run it (the fabric is managed on the switch trays)
 and instead register each GPU with the rack's NVLink domain, reported per GPU by NVML's
@@ -41,7 +41,7 @@ NVML_RETURN_NAMES = {
     29: "INVALID_STATE", 999: "UNKNOWN",
 }
 
-# healthMask fields (hardware.md §1.13): name -> (shift, width).
+# healthMask fields (nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*): name -> (shift, width).
 MASK_FIELDS = {
     "degraded_bw": (0, 0x3),
     "route_recovery": (2, 0x3),
@@ -207,7 +207,7 @@ def manager(ctx: CheckContext) -> Iterator[Finding]:
 def state(ctx: CheckContext) -> Iterator[Finding]:
     """Each GPU finished registering with the NVLink fabric (NVML fabric info, Hopper+).
 
-    Healthy is state COMPLETED with status SUCCESS (hardware.md §1.13). NOT_STARTED and
+    Healthy is state COMPLETED with status SUCCESS (nvml.h nvmlGpuFabricInfo). NOT_STARTED and
     IN_PROGRESS mean Fabric Manager (HGX) or the rack's fabric (NVL72) has not finished
     with the GPU: it has no NVLink yet, so the node is not ready. COMPLETED with another
     status (a real GB200: "Insufficient Resources" with clique 0) fails. GPUs where NVML
@@ -252,7 +252,7 @@ def clique(ctx: CheckContext) -> Iterator[Finding]:
     """The GPUs of an NVL72 tray share one non-zero cluster UUID and clique id.
 
     NVML fabric info names each GPU's NVLink domain (cluster UUID) and partition (clique
-    id); GPUs with the same pair talk over NVLink across trays (hardware.md §4.1). On a
+    id); GPUs with the same pair talk over NVLink across trays (Mission Control admin guide). On a
     tray every GPU must have a non-zero pair, and all of them the same one; the odd GPU
     is named. Only NVL72 trays: a healthy H100/H200 HGX board reports zeros.
     ``cluster.nvl_domain`` compares the trays of one rack.
@@ -312,7 +312,7 @@ def decode_health_mask(mask: int) -> dict[str, int]:
 def health_mask(ctx: CheckContext) -> Iterator[Finding]:
     """Each GPU's NVML fabric health (healthMask, healthSummary) is clean.
 
-    Decoded per hardware.md §1.13, the fields DCGM's NVL fabric health watch reads. An
+    Decoded per nvml.h's healthMask layout, the fields DCGM's NVL fabric health watch reads. An
     unhealthy route or an incorrect configuration (anything but NONE) fails: traffic
     cannot get through, or the GPU is not placed in the fabric. Degraded bandwidth warns:
     the GPU still works over fewer links, the state NVIDIA's own summary calls

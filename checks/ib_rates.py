@@ -182,7 +182,7 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
            "min_events": DEFAULT_MIN_EVENTS,
            "link_downed_fail_per_hour": 2,
            # Link error recoveries (the link retrained without going down) that fail in
-           # an hour: AzNHC's check_ib_link_flapping fails at 5 flaps (peers.md §2.4; it
+           # an hour: AzNHC's check_ib_link_flapping fails at 5 flaps (azurehpc-health-checks; it
            # counts over 24 h, the agent over its last hour, one-shot runs over their
            # interval). Fewer warn.
            "link_error_recovery_fail_per_hour": 5,
@@ -256,11 +256,11 @@ def congestion(ctx: CheckContext) -> Iterator[Finding]:
 
 # -- ib.transport_errors ------------------------------------------------------------------
 
-# The mlx5 transport (queue-pair) counters in hw_counters/ (hardware.md §3.4), judged as
+# The mlx5 transport (queue-pair) counters in hw_counters/ (kernel mlx5/counters.c), judged as
 # rates: a [warn, fail] limit per minute each, ``None`` for a side not judged. Sources:
 # - rnr_nak_retry_err (a QP exhausted its RNR retries and went to error: a connection of
-#   the job broke): NVSentinel's nic-health-monitor calls any increase fatal (peers.md
-#   §2.8); here any increase of ``min_events`` or more fails.
+#   the job broke): NVSentinel's nic-health-monitor calls any increase fatal (its
+#   docs/nic-health-monitor); here any increase of ``min_events`` or more fails.
 # - local_ack_timeout_err (the requester waited out an ACK: lost packets or a dead peer;
 #   each costs NCCL_IB_TIMEOUT, ~4 s at the default 20): NVSentinel's non-fatal limit,
 #   1/s, warns.
@@ -331,7 +331,7 @@ def _transport_findings(comp: str, port: IbPort, old: IbPort, dt: float,
 def transport_errors(ctx: CheckContext) -> Iterator[Finding]:
     """Compute ports' mlx5 transport counters grow slower than their limits.
 
-    The counters are 32-bit and wrap (hardware.md §3.4): a value that went backwards
+    The counters are 32-bit and wrap (the kernel's mlx5/counters.c): a value that went backwards
     counts what it shows since, a lower bound (rates.py). A per-minute limit is judged as
     a rate over a minute or more, else by the count alone (``over_per_min``), and never
     on fewer than ``min_events`` events.

@@ -1,8 +1,8 @@
 """NCCL settings against the node they will run on: names that resolve, values that parse,
 and the settings that quietly cripple multi-node training.
 
-Matching follows NCCL (``src/misc/utils.cc`` parseStringList/matchIfList, hardware.md
-§6.1): a list of comma-separated tokens, ``^`` first to exclude, ``=`` first for exact
+Matching follows NCCL (``src/misc/utils.cc`` parseStringList/matchIfList):
+a list of comma-separated tokens, ``^`` first to exclude, ``=`` first for exact
 names, otherwise each token is a *prefix* (``mlx5_1`` also selects ``mlx5_10``..); an HCA
 token may carry ``:port``.
 """

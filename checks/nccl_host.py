@@ -1,5 +1,5 @@
 """The host side of NCCL readiness: GPUDirect RDMA, PCIe ACS, the IOMMU, job limits, and
-where each GPU's compute NIC sits (hardware.md §6.3-6.6)."""
+where each GPU's compute NIC sits (NCCL's net_ib/gdr.cc and graph/paths.cc)."""
 
 from __future__ import annotations
 

@@ -292,7 +292,7 @@ def scaling_curve(runs: Iterable[CrossRun], rule: StragglerRule
 
 def imex_findings(channels: Mapping[str, str | None]) -> dict[str, list[Finding]]:
     """A tray without an IMEX channel cannot take part in multi-node NVLink (NCCL MNNVL
-    needs a working IMEX domain on every tray, reference/hardware.md §4.1)."""
+    needs a working IMEX domain on every tray, per NCCL's env doc)."""
     out: dict[str, list[Finding]] = {}
     for node, problem in sorted(channels.items()):
         if problem is not None:

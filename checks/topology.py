@@ -2,7 +2,7 @@
 
 Pure functions of the PCI tree (sysfs paths, NUMA nodes) and NVML's NVLink view, shared
 by the topology report and the affinity check so both say the same thing. Classes, nearest
-first (nvidia-smi legend, hardware.md §4): X, NV#, PIX (at most one PCIe bridge), PXB
+first (the nvidia-smi topo -m legend): X, NV#, PIX (at most one PCIe bridge), PXB
 (several bridges, no host bridge), PHB (a host bridge), NODE (host bridges of one NUMA
 node), SYS (across the inter-socket link, or between PCI segments as on Grace).
 """

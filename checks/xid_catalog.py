@@ -124,7 +124,7 @@ def _table(*entries: XidInfo) -> dict[int, XidInfo]:
 
 
 SXID_CATALOG: dict[int, XidInfo] = _table(
-    # hardware.md §5.1's SXid lines, classified by the Fabric Manager user guide
+    # The nvidia-nvswitch driver's SXid lines, classified by the Fabric Manager user guide
     # (DU-09883-001) as mirrored in gpud components/accelerator/nvidia/sxid/sxid.go.
     # 20034 "LTSSM Fault Up": D.5 potentially fatal, the link went down from active; on
     # H100 the guide says reset the GPU.

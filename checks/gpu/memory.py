@@ -4,7 +4,7 @@ Counts are the
 volatile ones (since the last driver load or GPU reset) wherever a reset clears the fault:
 an aggregate (lifetime) count stays high forever after one bad day, so it says nothing
 about whether the GPU is ready now. Thresholds follow DCGM and NVIDIA's memory-error
-management guide (hardware.md §1.5, peers.md §1a and §2.2).
+management guide (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def ecc_mode(ctx: CheckContext) -> Iterator[Finding]:
 
     Disabled ECC fails when ``required`` (default): memory errors then corrupt training
     silently, and the uncorrected-error, row-remap and Xid 48 checks go blind. Imbue's
-    checks require ECC mode Enabled (peers.md §1a). A pending mode that differs from the
+    checks require ECC mode Enabled (health_checks.py). A pending mode that differs from the
     current one warns: it takes effect at the next reboot.
     """
     gpus, skips = answering_gpus(ctx)
@@ -64,7 +64,7 @@ def _on(flag: bool | None) -> str | None:
 @check("gpu.ecc_uncorrected", needs=("nvml",),
        params={
            # DCGM health MEM: any volatile DBE fails; Imbue and CHS: uncorrected volatile
-           # must be 0 (peers.md §1a).
+           # must be 0 (DCGM's DcgmHealthWatch.cpp; Imbue's health_checks.py).
            "max_volatile": 0,
        },
        remedy="Drain the node and reset the GPU (`nvidia-smi -r -i N`, no processes on it) "
@@ -140,8 +140,8 @@ def ecc_corrected_rate(ctx: CheckContext) -> Iterator[Finding]:
 
 @check("gpu.retired_pages", needs=("nvml",),
        params={
-           # DCGM_LIMIT_MAX_RETIRED_PAGES: 63 retired pages fail (peers.md §2.2); NVIDIA's
-           # guide allows 64 retirements per GPU (hardware.md §1.5).
+           # DCGM_LIMIT_MAX_RETIRED_PAGES: 63 retired pages fail (DcgmGPUHardwareLimits.h); NVIDIA's
+           # guide allows 64 retirements per GPU (a100-gpu-mem-error-mgmt).
            "max_pages": 63,
        },
        remedy="Pending retirement: reset the GPU or reboot so the page is retired. At the "
@@ -182,8 +182,8 @@ def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
 
 @check("gpu.row_remap", needs=("nvml",),
        params={
-           # DCGM: uncorrectable row remaps >= 512 fail; AzNHC: uncorr > 512 (peers.md §1a).
-           # Ampere+ supports up to 512 remaps for the frame buffer (hardware.md §1.5).
+           # DCGM: uncorrectable row remaps >= 512 fail; AzNHC: uncorr > 512 (check_gpu_ecc).
+           # Ampere+ supports up to 512 remaps for the frame buffer (a100-gpu-mem-error-mgmt).
            "rma_uncorrectable_rows": 512,
            # Banks with no spare row left (remapper histogram "none"): the next
            # uncorrectable error there cannot be remapped, which sets the failure flag.
@@ -200,7 +200,7 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
 
     Pending -> reset the GPU (the remap takes effect at reset). The failure flag, the
     remap limit, banks without spare rows, and the Hopper+ flags for unrepairable memory
-    and the SRAM uncorrectable-error RMA threshold (hardware.md §1.5) -> RMA. NVML does
+    and the SRAM uncorrectable-error RMA threshold (NVML's bThresholdExceeded) -> RMA. NVML does
     not report remapping while MIG is enabled: skip.
     """
     gpus, skips = answering_gpus(ctx)

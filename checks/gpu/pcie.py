@@ -68,7 +68,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     """PCIe link width at its maximum; generation at its maximum when the GPU is in P0.
 
     Width is judged always. The generation drops at idle by design (P8 runs Gen1,
-    hardware.md §1.9), so it is judged only in P-state 0. Expected values are the smaller
+    open-gpu-kernel-modules#731), so it is judged only in P-state 0. Expected values are the smaller
     of the GPU's and the upstream port's capability (sysfs) and the profile.
     """
     gpus, skips = answering_gpus(ctx)
@@ -83,7 +83,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.skip(comp, "no expected PCIe width (not in sysfs or the profile)",
                                link.width)
         elif link.width < link.max_width:
-            # DCGM's pcie plugin fails below min_pci_width (peers.md §2.2).
+            # DCGM's pcie plugin fails below min_pci_width (NVIDIA/DCGM).
             yield Finding.fail(comp, "PCIe link narrower than its maximum", f"x{link.width}",
                                f"x{link.max_width}", Action.INVESTIGATE)
         else:
@@ -100,7 +100,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(comp, "PCIe generation not judged at idle (P-state not 0)",
                                  observed, f"Gen{link.max_gen} in P0")
         elif link.gen < link.max_gen:
-            # In P0 the link runs at its top speed (hardware.md §1.9): a lower Gen here
+            # In P0 the link runs at its top speed (open-gpu-kernel-modules#731): a lower Gen here
             # is a downtrained link that caps H2D and GPUDirect RDMA bandwidth.
             yield Finding.fail(comp, "PCIe link slower than its maximum generation in P0",
                                observed, f"Gen{link.max_gen}", Action.INVESTIGATE)
@@ -111,7 +111,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
 
 @check("gpu.pcie_replay_rate", needs=("nvml", "pci"), rate=True,
        params={
-           # DCGM health watch (peers.md §2.2, DcgmGPUHardwareLimits.h): replays per minute
+           # DCGM health watch (DCGM common/DcgmGPUHardwareLimits.h): replays per minute
            # allowed = ceil(per-lane rate x lanes); per lane Gen1 0.15 ... Gen6 3.84.
            "per_lane_per_min": {"1": 0.15, "2": 0.3, "3": 0.48, "4": 0.96, "5": 1.92,
                                 "6": 3.84},

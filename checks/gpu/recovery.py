@@ -12,7 +12,7 @@ from ..finding import Action, Finding, Status
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
-# NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) values (hardware.md §1.5; 6 and 7 from pynvml
+# NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) values (nvml.h; 6 and 7 from pynvml
 # 13.615): status, message, action. Shared with gpu.xid, which reads Xid 154's new value.
 RECOVERY_ACTIONS: dict[int, tuple[Status, str, Action]] = {
     0: (Status.PASS, "no recovery action required", Action.NONE),
@@ -45,7 +45,7 @@ def recovery_action(ctx: CheckContext) -> Iterator[Finding]:
     """The driver asks for no recovery action (NVML field 230, newer drivers).
 
     1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, 5 recover the IMEX
-    domain, 6 bus reset, 7 system reboot (hardware.md §1.5; DCGM watches the same field).
+    domain, 6 bus reset, 7 system reboot (nvml.h; DCGM watches the same field).
     """
     gpus, skips = answering_gpus(ctx)
     yield from skips

@@ -61,7 +61,7 @@ def temperature(ctx: CheckContext) -> Iterator[Finding]:
                                      f"< {max_mem} C")
 
 
-# nvmlClocksEventReason* bits (hardware.md §1.7).
+# nvmlClocksEventReason* bits (nvml.h).
 CLOCK_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap",
                  0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
                  0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
@@ -133,7 +133,7 @@ APPLICATION_CLOCKS = 0x2  # nvmlClocksEventReasonApplicationsClocksSetting (User
            # Share of the time between two samples the GPU spent in thermal or power-brake
            # slowdown (fields 269-271). No peer publishes a time-share limit; for scale,
            # gpud's hw-slowdown component calls a GPU unhealthy at 0.6 slowdown events a
-           # minute over 10 minutes (peers.md §2.1).
+           # minute over 10 minutes (its hw-slowdown component).
            "max_slowdown_share": 0.05,
        },
        remedy="A GPU slower than its peers holds back every collective of the job. Locked "

@@ -20,7 +20,7 @@ from ..xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
 from .recovery import RECOVERY_ACTIONS, recovery_finding
 
 # The severity word of a 144-150 line ("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (...)",
-# hardware.md §5.1; gpud's RegexNVRMXidExtended reads the same token).
+# gpud's GB200 kmsg fixtures; its RegexNVRMXidExtended reads the same token).
 _NVLINK5_SEVERITY = re.compile(r"\b(Nonfatal|Non-fatal|Fatal)\b")
 _NEW_RECOVERY = re.compile(r"\bto (0x[0-9a-fA-F]+|\d+)")
 
@@ -43,14 +43,14 @@ class _Event:
 
 @check("gpu.xid", needs=("kernel_log", "nvml"),
        params={
-           # AzNHC greps syslog over a 2 h window (peers.md §1a "XID source").
+           # AzNHC greps syslog over a 2 h window (azurehpc-health-checks' Xid check).
            "window_s": 7200,
            # One fault prints a burst of identical lines (16 Xid 13 lines in 2 ms in gpud's
            # dmesg.decode.iso.log; Xid 119 repeats every 6 s while nvidia-smi waits on GSP):
            # lines of one code closer than this are one occurrence.
            "burst_s": 60,
            # Code -> occurrences before it counts, over the catalog's repeat_threshold
-           # (gpud's --xid-thresholds; users ask for per-Xid tuning, peers.md §4.8).
+           # (gpud's --xid-thresholds; users ask for per-Xid tuning, gpud#1165).
            "repeat_thresholds": {},
            # Codes never judged (k8s-device-plugin's DP_DISABLE_HEALTHCHECKS list).
            "ignore": [],
@@ -256,7 +256,7 @@ def _judge(params: Mapping[str, Any], comp: str, key: str, gpu: Gpu | None, lost
         elif info is None:
             yield Finding.warn(comp, f"Xid {code} not in the catalog", observed, None,
                                Action.INVESTIGATE)
-        elif fatal:  # NVLink5 decode (hardware.md §5.2): a Fatal line needs a GPU reset
+        elif fatal:  # NVIDIA's "XID 144-150 Decode" sheet: a Fatal line needs a GPU reset
             observed["last"] = fatal[-1].message[:160]
             yield Finding.fail(comp, f"Xid {code} ({name}) Fatal", observed,
                                "no Fatal NVLink5 error since the last GPU reset",

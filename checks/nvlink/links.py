@@ -12,7 +12,7 @@ from ..finding import Action, Finding
 from ..registry import CheckContext, check
 from .helpers import link_errors, links_text, nvlink_gpus
 
-# NVML_NVLINK_VERSION_*: the enum value is not the generation (hardware.md §1.10).
+# NVML_NVLINK_VERSION_*: the enum value is not the generation (nvml.h).
 NVLINK_VERSION_NAMES = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0",
                         8: "6.0"}
 

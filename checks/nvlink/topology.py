@@ -73,7 +73,7 @@ def remote(ctx: CheckContext) -> Iterator[Finding]:
     """Each active NVLink ends where the platform says: an NVSwitch, or a local GPU.
 
     On NVSwitch boards (HGX/DGX A100, H100, H200, B200) every link's peer is a SWITCH
-    (hardware.md §1.10); NVML's count of links to an NVSwitch (field 147) equal to the
+    (NVML remote device type 2); NVML's count of links to an NVSwitch (field 147) equal to the
     active links settles it without a per-link call. On NVL72 trays the peers are the
     switch trays' NVSwitches too; a GPU peer fails, an ``unknown`` peer only warns there
     (no real NVL72 capture of NVML's answer yet). On boards without NVSwitch the peer of

@@ -1,5 +1,5 @@
 """A throwaway systemd machine for tests: systemd-nspawn over a volatile copy of this host
-(ci-recipes.md §3): a tmpfs root with the host's /usr read-only, no network but its own
+(systemd-nspawn --volatile=yes): a tmpfs root with the host's /usr read-only, no network but its own
 loopback, booted to multi-user in about a second and powered off cleanly."""
 
 from __future__ import annotations

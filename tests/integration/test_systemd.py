@@ -1,5 +1,5 @@
 """The agent's unit file: ``systemd-analyze verify`` clean, its security exposure
-reported, and a real boot under systemd-nspawn (ci-recipes.md §3) that shows the agent
+reported, and a real boot under systemd-nspawn (tests/integration/nspawn.py) that shows the agent
 ``active (running)`` as Type=notify with its watchdog fed."""
 
 from __future__ import annotations

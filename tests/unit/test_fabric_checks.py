@@ -31,7 +31,7 @@ GPUS = {"generic": 8, "dgx-h100": 8, "dgx-h200": 8, "dgx-a100": 8, "gb200-nvl72"
 # --- factory --------------------------------------------------------------------------
 
 def fabric_for(platform: str) -> FabricInfo | None:
-    """What NVML reports per GPU on each platform (hardware.md §1.13)."""
+    """What NVML reports per GPU on each platform (gpud PRs #1106/#1108, gpu-operator#2511)."""
     if platform in ("dgx-a100", "hgx-h100-pcie"):
         return None  # Hopper+ only; NotSupported on PCIe cards
     if platform == "gb200-nvl72":

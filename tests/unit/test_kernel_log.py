@@ -263,7 +263,7 @@ def test_mig_gpu_instance() -> None:
 
 
 def test_fallen_off_the_bus_single_line() -> None:
-    # CONSTRUCTED from the driver's format (hardware.md §5.1; gpud kmsg.go).
+    # CONSTRUCTED from the driver's format (gpud xid/kmsg.go).
     (event,) = parse_lines(["NVRM: GPU 0000:18:00.0: GPU has fallen off the bus."],
                            now=NOW).xids
     assert (event.xid, event.pci_bdf, event.pid, event.process, event.message) == (
