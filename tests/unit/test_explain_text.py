@@ -43,5 +43,18 @@ def test_explain_prints_the_plain_text() -> None:
     proc = run_cli("checks", "explain", "fabric.state")
     assert proc.returncode == 0
     assert proc.stdout.startswith("fabric.state: ")
-    assert "COMPLETED" in proc.stdout  # the sentence stays, its citation goes
-    assert "hardware.md" not in proc.stdout
+    assert "COMPLETED" in proc.stdout
+    assert "``" not in proc.stdout
+
+
+def test_a_citation_of_a_note_goes_and_its_sentence_stays() -> None:
+    """Check docstrings now cite primary sources; a note cited again must still not reach
+    the operator."""
+    doc = """Healthy is state COMPLETED with status SUCCESS (hardware.md §1.13). NOT_STARTED
+    waits; see expected.md §2, §3 and the ``nvml.h`` enum."""
+    text = plain(doc)
+    assert text.startswith("Healthy is state COMPLETED with status SUCCESS.")
+    assert "NOT_STARTED" in text
+    assert "nvml.h enum" in text
+    for mark in INTERNAL:
+        assert mark not in text, text
