@@ -5,7 +5,7 @@ The straggler rule: a GPU, rail or node whose figure is more than ``fail_pct`` (
 10 %) below the median of the same test over the same components of every node of the
 same profile is a ``fail``; more than ``warn_pct`` (5 %) below, a ``warn``. SuperBench's
 fleet-baseline rules use the same two steps (-5 % in its docs example, -10 % in its v0.4
-quick-scan rule file; reference/active-tests/methods.md §5). A straggler is convicted only
+quick-scan rule file, microsoft/superbenchmark). A straggler is convicted only
 by the best of two runs (the run and one repeat), so noise does not drain a node; a figure
 that could not be repeated (a saved log) is at most a ``warn``. The floor of the profile
 (a peer tool's threshold, with its source) fails a figure below it whatever the peers do.

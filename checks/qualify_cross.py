@@ -3,7 +3,7 @@
 
 A pairing's first pass says only "one of these two, or the path between them". Every node
 of a slow pair is then measured again with a node that passed (Google's cluster-health-
-scanner second pass, reference/active-tests/methods.md §3): a suspect slow again with a
+scanner second pass, GoogleCloudPlatform/cluster-health-scanner): a suspect slow again with a
 known-good partner is convicted; one that is fine with it is cleared; when both nodes of a
 slow pair are cleared, the pair was slow only together (the path between them, or a
 transient) — a warning on both, nobody excluded. Where no known-good partner could re-test

@@ -1,6 +1,6 @@
 """``qualify --baseline FILE``: the first run saves its figures as the site's baseline; a
 later run with the same file reports each figure's drift from it (SuperBench's
-``variance = (value - baseline) / baseline``, methods.md §5). A baseline file is read
+``variance = (value - baseline) / baseline``, microsoft/superbenchmark). A baseline file is read
 bounded and validated: a malformed one is a usage error naming the file."""
 
 from __future__ import annotations

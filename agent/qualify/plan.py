@@ -1,8 +1,8 @@
 """Which tool runs for which node test, with which arguments, environment and deadline.
 
-The arguments follow what the peers that publish thresholds run (reference/active-tests/
-methods.md): all_reduce_perf over every local GPU in one process, 1 GiB to 8 GiB (the NVLS
-curve still rises below 1 GiB, expected.md §1), with the default algorithm, with
+The arguments follow what the peers that publish thresholds run (AzNHC, GCM, SuperBench,
+cluster-health-scanner): all_reduce_perf over every local GPU in one process, 1 GiB to 8 GiB
+(the NVLS curve still rises below 1 GiB, nccl-tests#212), with the default algorithm, with
 ``NCCL_ALGO=Ring`` (the plain NVLink path), and with P2P and SHM off so the traffic goes
 through the node's own NICs (AzNHC's ``ib_loopback``; ``NCCL_DEBUG=INFO`` shows which
 network NCCL chose); nvbandwidth's CE copies host↔device, device↔device and

@@ -3,7 +3,7 @@
 Exhaustive pairs are N(N-1)/2 runs (GCM ``--pairwise``), N-1 rounds even when run in
 parallel (SuperBench's circle method); one disjoint pairing run all at once is one round
 (cluster-health-scanner's blast mode, Imbue), and the second pass is about one more
-(reference/active-tests/methods.md §1). So: round 1 pairs neighbours inside each rack
+(cluster-health-scanner's second pass). So: round 1 pairs neighbours inside each rack
 first (the pair shares a leaf switch, MegaScale's ToR-local test), then what each rack had
 left over across racks; an odd node out waits for round 2. Round 2 gives every suspect
 (and the odd node) a known-good partner, each good node once per round, so it takes

@@ -3,7 +3,7 @@
 Each platform has the rates its parts reach when healthy — per-GPU compute and HBM, the
 host link (PCIe or NVLink-C2C), per-GPU NVLink through the NVSwitches, the NVLink SHARP
 all-reduce ceiling, the NVL72 domain, the per-rail NIC — taken from the published
-measurements in shared/reference/active-tests/expected.md where there are some (noted
+measurements each profile's ``qualify`` figures cite in their ``source`` (noted
 below) and from the part's line rate times a typical efficiency where there are none.
 Faults scale one part (``SimNode.slow``); every figure a tool prints is composed from the
 parts it crosses, so a slow NVLink slows the pairs of its GPU and every all-reduce ring,
@@ -36,7 +36,7 @@ class Rates:
     mnnvl: float = 0.0  # rack-wide all-reduce busbw over multi-node NVLink (NVL72)
 
 
-# Sources (expected.md): A100 gflops 16.9-17.2 TF (outputs/06), HBM 1.61 TB/s (Azure
+# Sources: A100 gflops 16.9-17.2 TF (outputs/06), HBM 1.61 TB/s (Azure
 # BabelStream), host 26.28 (Azure), d2d 276 (nvbandwidth README), all-reduce 231.6 (Azure);
 # H100 HBM 2.90 TB/s, host 51-52, NVLS 480 and ring 370 (nccl-tests #212); H200 HBM 4.01,
 # NVLS 480; B200 HBM 5.43-5.87 (DCGM); B300 ring/NVLS 695/845 (nccl #2140); GB200 d2d ~770

@@ -2,10 +2,11 @@
 
 JSON is read as a stream of ``"key": value`` tokens rather than with ``json.loads``: the
 shapes differ by generation (``gpu_ids`` strings in nvvs 1.x, ``gpu_id`` in DCGM 2/3,
-integer ``entity_id`` and a per-test ``test_summary`` in DCGM 4, parsers.md §4.1) and a
-saved output is often cut short; every result is a GPU id followed by its ``status``
-inside the current test ``name``. Skip is never counted as a pass. ``info`` lines that
-carry figures (FP64 Gflop/s of ``diagnostic``, PCIe bandwidth) become figures.
+integer ``entity_id`` and a per-test ``test_summary`` in DCGM 4, DCGM's
+nvvs/include/NvvsJsonStrings.h) and a saved output is often cut short; every result is a
+GPU id followed by its ``status`` inside the current test ``name``. Skip is never counted
+as a pass. ``info`` lines that carry figures (FP64 Gflop/s of ``diagnostic``, PCIe
+bandwidth) become figures.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """gpu-burn (wilicc/gpu-burn): per-GPU Gflop/s from the last progress line, and the verdict
 from the closing ``Tested N GPUs:`` block — the program exits 0 even when a GPU is FAULTY,
-so the block, the ``errors:`` counts and ``(DIED!)`` decide (parsers.md §5)."""
+so the block, the ``errors:`` counts and ``(DIED!)`` decide (gpu_burn-drv.cpp)."""
 
 from __future__ import annotations
 

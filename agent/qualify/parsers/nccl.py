@@ -1,12 +1,13 @@
 """nccl-tests output (``all_reduce_perf``, ``alltoall_perf``, ``sendrecv_perf``, ...).
 
-Every column layout since 2017 (reference/active-tests/parsers.md §1.2): the leading fields
-(``bytes N type op``; ``size count type [redop|root]``; ``size count type redop root``) and
-the per-half fields (``time algbw busbw #wrong|error|res`` plus ``i_*`` columns) are read
-from the table's own header line, and rows are read from the right, because a blank
-``redop`` (pre-2.13 alltoall) drops a token. A file may hold several runs, each from its
-header to the next. The figure is the best bus bandwidth at the largest message size of a
-run, never ``# Avg bus bandwidth`` (an average over every size of the sweep).
+Every column layout since 2017 (NVIDIA/nccl-tests' ``src/common.cu``, by its history): the
+leading fields (``bytes N type op``; ``size count type [redop|root]``; ``size count type
+redop root``) and the per-half fields (``time algbw busbw #wrong|error|res`` plus ``i_*``
+columns) are read from the table's own header line, and rows are read from the right,
+because a blank ``redop`` (pre-2.13 alltoall) drops a token. A file may hold several runs,
+each from its header to the next. The figure is the best bus bandwidth at the largest
+message size of a run, never ``# Avg bus bandwidth`` (an average over every size of the
+sweep).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""nvbandwidth's plain-text matrices (parsers.md §3.1), every release since 2022.
+"""nvbandwidth's plain-text matrices (NVIDIA/nvbandwidth), every release since 2022.
 
 A testcase starts at ``Running <name>.``; its description line says what rows and columns
 are (``CPU(row) -> GPU(column)``, ``GPU(row) <- GPU(column)``, ``memcpy local GPU``); cells

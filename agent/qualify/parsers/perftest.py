@@ -1,7 +1,7 @@
 """perftest ``ib_write_bw`` (and the other ``*_bw`` tests) as it prints them.
 
 The unit comes from the result header: ``MB/sec`` (perftest < 24.07) and ``MiB/sec`` are
-2^20 bytes, ``Gb/sec`` (``--report_gbits``) is 10^9 bits (parsers.md §2.1); figures are
+2^20 bytes, ``Gb/sec`` (``--report_gbits``) is 10^9 bits (linux-rdma/perftest); figures are
 reported in Gb/s. When server and client share a log (same-host loopback) their blocks
 interleave: the rows after the last ``#bytes`` header are the client's. A bidirectional
 test reports the sum of both directions, so its figure is halved to one direction.
