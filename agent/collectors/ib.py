@@ -36,7 +36,16 @@ from ..model import SourceStats
 from ..model.ib import DPU_TYPES, IbDevice, nvswitch_management
 from ..model.pci import NVIDIA_VENDOR
 from ..sources import SourceEnv
-from ..sysfs import FileCounter, list_present, parse_int, read_int, read_text, under
+from ..sysfs import (
+    FileCounter,
+    bdf_path,
+    link_target,
+    list_present,
+    parse_int,
+    read_int,
+    read_text,
+    under,
+)
 from .ib_port import read_port
 from .roce import read_all_qos
 from .vpd import read_vpds, vpd_path
@@ -45,20 +54,31 @@ from .vpd import read_vpds, vpd_path
 # ports their time.
 _VPD_BUDGET_S = 1.0
 
-_BDF_LEN = len("0000:00:00.0")
 _DEVICE_FILES = ("fw_ver", "node_guid", "sys_image_guid", "hca_type", "board_id", "node_desc")
 _GPU_CLASSES = (0x0300, 0x0302)
 # "Optional" device files: absent on some drivers (hfi1 has no hca_type), not a fault.
 _OPTIONAL = frozenset({"hca_type", "node_desc", "sys_image_guid"})
 
 
+def _resolved(path: str) -> str:
+    """``realpath`` of a sysfs link by one readlink, where ``realpath`` costs an lstat per
+    component: the link's directory is real (a class or bus directory, or one already
+    resolved) and /sys/devices, where it leads, holds no links. Not a link (a captured
+    tree's plain directory): the long way."""
+    try:
+        return os.path.normpath(os.path.join(os.path.dirname(path), link_target(path)))
+    except OSError:
+        return os.path.realpath(path)
+
+
 def pci_path(device_link: Path) -> tuple[str, ...]:
-    """The bdfs along the resolved ``device`` link, root port first; () when unresolved."""
+    """The bdfs along the resolved ``device`` link, root port first; () when unresolved.
+    The class entry (``/sys/class/infiniband/mlx5_0``) is a link itself, so it is resolved
+    first and ``device`` from there."""
     if not device_link.exists():
         return ()
-    real = os.path.realpath(device_link)
-    return tuple(p for p in real.split("/")
-                 if len(p) == _BDF_LEN and p[4] == ":" and p[7] == ":")
+    real = _resolved(os.path.join(_resolved(str(device_link.parent)), device_link.name))
+    return tuple(bdf_path(real))
 
 
 def gpu_paths(root: Path, counter: FileCounter) -> list[tuple[str, ...]]:
@@ -71,7 +91,7 @@ def gpu_paths(root: Path, counter: FileCounter) -> list[tuple[str, ...]]:
             continue
         pci_class, _ = read_int(f"{devices}/{bdf}/class", counter, 16)
         if pci_class is not None and (pci_class >> 8) in _GPU_CLASSES:
-            paths.append(pci_path(devices / bdf))
+            paths.append(tuple(bdf_path(_resolved(f"{devices}/{bdf}"))))
     return paths
 
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from ..model.ib import COUNTER_MAX, DATA_COUNTERS, IbPort
-from ..sysfs import FileCounter, list_dir, parse_int, read_int, read_text, under
+from ..sysfs import FileCounter, list_dir, parse_int, read_decimal, read_int, read_text, under
 from .roce import read_gids
 
 # "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)", "0 GB/sec" (procfs TestParseSlowRate).
@@ -69,10 +69,11 @@ def read_counters(directory: str | Path, group: str, port: IbPort, counter: File
     values: dict[str, int | None] = {}
     prefix = f"{directory}/"  # string joins: a Path per counter file cost more than its read
     for name in list_dir(directory):
-        text, reason = read_text(prefix + name, counter)
-        value: int | None = None
-        if text is not None:
-            value, reason = _counter_value(text)
+        value = read_decimal(prefix + name, counter)
+        if value is None:  # not a plain number: read again to say why
+            text, reason = read_text(prefix + name, counter)
+            if text is not None:
+                value, reason = _counter_value(text)
         if value is None:
             port.unknown[f"{group}/{name}"] = reason or "unreadable"
         elif group == "counters" and name in DATA_COUNTERS:

@@ -9,7 +9,6 @@ snapshot stays small on machines with hundreds of functions.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import time
 from pathlib import Path
@@ -17,12 +16,21 @@ from pathlib import Path
 from ..model import SourceStats
 from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice, normalize_bdf
 from ..sources import SourceEnv
-from ..sysfs import FileCounter, list_present, open_regular, parse_int, read_int, read_text, under
+from ..sysfs import (
+    FileCounter,
+    bdf_path,
+    link_target,
+    list_present,
+    open_regular,
+    parse_int,
+    read_int,
+    read_text,
+    under,
+)
 
 _KEEP_VENDORS = (NVIDIA_VENDOR, MELLANOX_VENDOR)
 _AER_FILES = {"correctable": "aer_dev_correctable", "nonfatal": "aer_dev_nonfatal",
               "fatal": "aer_dev_fatal"}
-_BDF_LEN = len("0000:00:00.0")
 
 
 def _speed_gts(text: str | None) -> float | None:
@@ -35,11 +43,6 @@ def _speed_gts(text: str | None) -> float | None:
         return None
 
 
-def _bdf_path(real: str) -> list[str]:
-    """The bdfs along a resolved sysfs device path, root port first."""
-    return [p for p in real.split("/") if len(p) == _BDF_LEN and p[4] == ":" and p[7] == ":"]
-
-
 def parse_aer(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for line in text.splitlines():
@@ -49,20 +52,6 @@ def parse_aer(text: str) -> dict[str, int]:
             if value is not None:
                 counts[parts[0]] = value
     return counts
-
-
-def _link_target(link: str) -> str:
-    """Where a sysfs symlink points, as ``realpath`` would say it for what we read of it:
-    a device's ``../../../devices/pci0000:00/...`` names its bridges, a ``driver`` link
-    ends in the driver's name. One readlink, where ``realpath`` costs an lstat per
-    component of the path, under a captured tree's root too: the collection reads ~60
-    devices every cycle. A path that is not a link resolves the long way."""
-    try:
-        return os.readlink(link)
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:
-            raise
-        return os.path.realpath(link)
 
 
 def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool,
@@ -79,11 +68,11 @@ def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool,
     if vendor is None:
         unknown["vendor"] = why or "unreadable"
     try:
-        dev.path = [normalize_bdf(p) or p for p in _bdf_path(_link_target(base))]
+        dev.path = [normalize_bdf(p) or p for p in bdf_path(link_target(base))]
     except OSError as exc:
         unknown["path"] = str(exc)
     with contextlib.suppress(OSError):  # no driver bound: no link
-        dev.driver = os.path.basename(_link_target(f"{base}/driver"))
+        dev.driver = os.path.basename(link_target(f"{base}/driver"))
     dev.numa_node, _ = read_int(f"{base}/numa_node", counter, 10)
     text, _ = read_text(f"{base}/current_link_speed", counter)
     dev.current_link_speed_gts = _speed_gts(text)

@@ -181,6 +181,10 @@ def test_garbage_and_unreadable_values_cost_one_value(tmp_path: Path) -> None:
     port_dir = root / "sys/class/infiniband/mlx5_0/ports/1"
     (port_dir / "rate").write_text("fast\n")
     (port_dir / "counters/symbol_error").write_text("lots\n")
+    (port_dir / "counters/link_downed").write_text("N/A (no PMA)\n")
+    (port_dir / "counters/port_rcv_errors").write_text("-3\n")
+    (port_dir / "hw_counters/out_of_buffer").unlink()
+    os.mkfifo(port_dir / "hw_counters/out_of_buffer")
     (port_dir / "state").unlink()
     (port_dir / "state").mkdir()
     (root / "sys/class/infiniband/mlx5_4/fw_ver").write_bytes(b"\xff\xfe")
@@ -190,6 +194,11 @@ def test_garbage_and_unreadable_values_cost_one_value(tmp_path: Path) -> None:
     assert port.unknown["rate"] == "garbage 'fast'"
     assert port.counters["symbol_error"] is None
     assert port.unknown["counters/symbol_error"] == "garbage 'lots'"
+    assert port.unknown["counters/link_downed"] == "not supported (N/A (no PMA))"
+    assert port.unknown["counters/port_rcv_errors"] == "garbage '-3'"
+    assert port.unknown["hw_counters/out_of_buffer"] == "not a regular file"
+    assert port.counters["link_downed"] is None
+    assert port.hw_counters["out_of_buffer"] is None
     assert port.state is None
     assert port.unknown["state"] == "is a directory"
     assert port.phys_state == "LinkUp"

@@ -52,3 +52,33 @@ def test_what_is_not_a_regular_file(tmp_path: Path) -> None:
     assert read_text(tmp_path / "fifo") == (None, "not a regular file")
     assert read_text(tmp_path) == (None, "is a directory")
     assert read_text(tmp_path / "absent") == (None, "missing")
+
+
+@pytest.mark.parametrize(("content", "value"), [
+    (b"0\n", 0), (b"12345\n", 12345), (b"18446744073709551615\n", (1 << 64) - 1)])
+def test_read_decimal_takes_a_plain_number_in_one_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, value: int) -> None:
+    (tmp_path / "port_xmit_wait").write_bytes(content)
+    sizes = _count_reads(monkeypatch)
+    counter = FileCounter()
+    assert sysfs.read_decimal(str(tmp_path / "port_xmit_wait"), counter) == value
+    assert sizes == [4096]
+    assert counter.count == 1
+
+
+@pytest.mark.parametrize("content", [
+    b"", b"N/A (no PMA)\n", b"-1\n", b"1_000\n", b"0x10\n", b"12 34\n", b" 7\n",
+    b"18446744073709551616\n", b"9" * 4096])
+def test_read_decimal_leaves_anything_else_to_the_slow_path(tmp_path: Path,
+                                                            content: bytes) -> None:
+    """None, uncounted, so the caller reads the file again and says why."""
+    (tmp_path / "counter").write_bytes(content)
+    counter = FileCounter()
+    assert sysfs.read_decimal(str(tmp_path / "counter"), counter) is None
+    assert counter.count == 0
+
+
+def test_read_decimal_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    for path in (tmp_path / "fifo", tmp_path, tmp_path / "absent"):
+        assert sysfs.read_decimal(str(path)) is None
