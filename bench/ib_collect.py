@@ -37,9 +37,9 @@ from common import Figure, emit, fail, median_call, module_note
 
 from clusterdiag.agent.collect import collect_snapshot
 from clusterdiag.agent.model import SourceStats
-from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.agent.sources import SourceEnv
 
 RUNS = 15

@@ -14,9 +14,9 @@ import time
 from common import Figure, emit, fail, median_wall, module_note, python_start_s
 
 from clusterdiag.agent.collect import collect_snapshot
-from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state.layout import LAYOUTS
 
 
 def _judged(proc: subprocess.CompletedProcess[str]) -> str | None:

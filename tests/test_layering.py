@@ -84,6 +84,24 @@ def test_the_simulator_never_imports_reports() -> None:
     assert _breaks(GRAPH, ("clusterdiag.agent.sim",), (), ("clusterdiag.reports",)) == []
 
 
+SIM = "clusterdiag.agent.sim"
+SIM_WINGS = {f"{SIM}.state": (f"{SIM}.state",),
+             f"{SIM}.writers": (f"{SIM}.state", f"{SIM}.writers"),
+             f"{SIM}.faults": (f"{SIM}.state", f"{SIM}.faults")}
+
+
+def test_the_simulators_wings_import_one_way() -> None:
+    """The state (what a node is) imports neither other wing; the writers (what it shows:
+    its tree, NVML answers, commands) and the faults (what changes it) import the state,
+    never each other; none imports the entry modules above them (agent/sim/node.py ...),
+    which put the wings together."""
+    for wing in SIM_WINGS:
+        assert any(_under(m, wing) and m != wing for m in GRAPH.modules), wing
+    breaks = [line for wing, allowed in SIM_WINGS.items()
+              for line in _breaks(GRAPH, (wing,), allowed, (SIM,))]
+    assert breaks == []
+
+
 def test_nothing_outside_the_cli_imports_it() -> None:
     """The daemon, the Slurm entry points and the cluster runs share agent/session.py;
     the CLI sits on top and only its own modules and the entries that start it import it:

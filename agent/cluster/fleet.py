@@ -37,7 +37,7 @@ from ..daemon import cycle
 from ..daemon.metrics import AgentView, registry_for
 from ..daemon.server import Served, make_app, serve
 from ..runner import RunOptions, evaluate
-from ..sim.faults import FAULTS
+from ..sim.faults.catalog import FAULTS
 from ..sim.node import build, env_for
 from ..sim.spec import ClusterSpec, NodeSpec
 

@@ -1,5 +1,5 @@
 """The NVML calls clusterdiag makes, as a protocol: what real pynvml, the simulator's
-``SimNvml`` (agent/sim/nvml.py) and the counting wrapper (nvml_read.CountingNvml) answer.
+``SimNvml`` (agent/sim/writers/nvml.py) and the counting wrapper (nvml_read.CountingNvml) answer.
 
 The collector types against it, so a call it starts making is one the simulator must
 answer too (tests/unit/test_nvml_api.py holds the three together: every name the reader

@@ -18,7 +18,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from .hardware import SimNode
+from .state.hardware import SimNode
 
 SIGMA = 0.01
 SOCKET_BUSBW = 5.0  # GB/s: what users measured once NCCL fell back to sockets (issue 17)

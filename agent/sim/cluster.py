@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from ClusterShell.NodeSet import NodeSet
 
-from .faults import FAULTS
+from .faults.catalog import FAULTS
 from .spec import ClusterSpec
 
 

@@ -1,4 +1,5 @@
-"""A simulated node as a SourceEnv: its own filesystem tree, NVML module and commands."""
+"""A simulated node as a SourceEnv: its state built from a spec with its faults (state/,
+faults/), its own filesystem tree, NVML stand-in and commands (writers/)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,18 @@ from typing import Any
 from ...checks.profile import load_profile
 from ..config import Config
 from ..errors import UsageError
-from ..sources import CommandResult, SourceEnv
-from .dcb import dcb
-from .faults import FAULTS
-from .hardware import SimNode, build_node
-from .host_nccl import allreduce_output, versions
-from .ib import ROCE_NCCL_TC, build_hcas, roce_fabric
-from .layout import OEM_DMI_PRODUCT
-from .nvml import build_module
+from ..sources import SourceEnv
+from .faults.catalog import FAULTS
 from .schedule import Schedule, present, timed
 from .spec import ClusterSpec, NodeSpec, load_spec
-from .tree import write_tree
-from .tree_ib import refresh_counters
+from .state.hardware import SimNode, build_node
+from .state.ib import ROCE_NCCL_TC, build_hcas, roce_fabric
+from .state.layout import OEM_DMI_PRODUCT
+from .writers.commands import command_runner
+from .writers.nccl import versions
+from .writers.nvml import build_module
+from .writers.tree import write_tree
+from .writers.tree_ib import refresh_counters
 
 
 def build(spec: NodeSpec, faults: list[dict[str, Any]] | None = None) -> SimNode:
@@ -43,32 +44,6 @@ def build(spec: NodeSpec, faults: list[dict[str, Any]] | None = None) -> SimNode
     for fault in [f for f in spec.faults if present(f, 0.0)] if faults is None else faults:
         FAULTS[fault["kind"]].apply(node, fault)
     return node
-
-
-def command_runner(node: SimNode) -> Any:
-    """Answers the commands collectors run, from the simulated state."""
-
-    def run(argv: list[str], timeout_s: float) -> CommandResult:
-        program = argv[0].rsplit("/", 1)[-1]
-        if program == "systemctl" and "show" in argv:
-            units = [a for a in argv[1:] if not a.startswith("-") and a != "show"]
-            blocks = []
-            for unit in units:
-                state = node.services.get(unit)
-                load = "loaded" if state is not None else "not-found"
-                blocks.append(f"Id={unit}\nActiveState={state or 'inactive'}\n"
-                              f"SubState={'running' if state == 'active' else 'dead'}\n"
-                              f"LoadState={load}\n")
-            return CommandResult(argv, 0, "\n".join(blocks))
-        if program == "dcb":
-            return dcb(node, argv)
-        if program == "timedatectl":
-            return CommandResult(argv, 0, "yes\n")
-        if program == "all_reduce_perf" and allreduce_output(node) is not None:
-            return CommandResult(argv, 0, allreduce_output(node) or "")
-        return CommandResult(argv, None, error=f"{program}: not found")
-
-    return run
 
 
 _TREE_PREFIX = "clusterdiag-sim-"

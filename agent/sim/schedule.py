@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .hardware import SimNode
+from .state.hardware import SimNode
 
 WINDOW_KEYS = ("from_s", "until_s")
 

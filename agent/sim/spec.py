@@ -19,11 +19,11 @@ from ClusterShell.NodeSet import NodeSetParseError
 from ...checks.profile import UnknownProfileError, load_profile
 from ..errors import UsageError
 from ..model.nodeset import MAX_NODES, expand, short
-from .faults import FAULTS
-from .ib_faults import hca_problem
-from .layout import HCA_LAYOUTS, LAYOUTS, OEM_HCA_LAYOUTS
-from .qualify_faults import factor_problem
+from .faults.catalog import FAULTS
+from .faults.ib import hca_problem
+from .faults.qualify import factor_problem
 from .schedule import WINDOW_KEYS, window_problem
+from .state.layout import HCA_LAYOUTS, LAYOUTS, OEM_HCA_LAYOUTS
 
 _NODE_KEYS = {"names", "profile", "rack", "clique", "fabric", "layout"}
 FABRICS = ("infiniband", "roce")
@@ -38,8 +38,8 @@ class NodeSpec:
     profile: str
     rack: str | None = None
     clique: int = 0
-    fabric: str = "infiniband"  # roce: the compute rails are RoCE (sim/ib.py roce_fabric)
-    # oem: an OEM server's DMI name and NIC layout (layout.py OEM_HCA_LAYOUTS)
+    fabric: str = "infiniband"  # roce: the compute rails are RoCE (state/ib.py roce_fabric)
+    # oem: an OEM server's DMI name and NIC layout (state/layout.py OEM_HCA_LAYOUTS)
     layout: str = "reference"
     faults: list[dict[str, Any]] = field(default_factory=list)
 

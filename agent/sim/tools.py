@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ..sources import CommandResult, run_command
 from . import bandwidth as bw
-from .hardware import SimGpu, SimNode
-from .ib import LANE_GBPS
+from .state.hardware import SimGpu, SimNode
+from .state.ib import LANE_GBPS
 
 # A parent that starts a child and both sleep: what a hung MPI launcher looks like.
 _HANG = ("import os, subprocess, sys, time\n"

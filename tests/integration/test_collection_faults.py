@@ -23,7 +23,7 @@ import pytest
 
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.agent.sim.tree import write_tree
+from clusterdiag.agent.sim.writers.tree import write_tree
 from tests.conftest import run_cli
 
 Report = dict[str, Any]

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from clusterdiag.agent.cluster.fleet import Fleet, address
-from clusterdiag.agent.sim.faults import FAULTS, FaultKind
-from clusterdiag.agent.sim.hardware import SimNode
+from clusterdiag.agent.sim.faults.catalog import FAULTS, FaultKind
 from clusterdiag.agent.sim.spec import ClusterSpec, NodeSpec, parse_spec
+from clusterdiag.agent.sim.state.hardware import SimNode
 from tests.integration.daemon_helpers import get
 
 TOKEN = "fleet-token-0123456789abcdef"

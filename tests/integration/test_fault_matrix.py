@@ -15,12 +15,12 @@ from clusterdiag.agent.daemon import cycle
 from clusterdiag.agent.daemon.counterwindow import CounterWindow
 from clusterdiag.agent.daemon.state import Events
 from clusterdiag.agent.runner import RunOptions, run_node
-from clusterdiag.agent.sim import counter as sim_counter
-from clusterdiag.agent.sim.faults import FAULTS, FaultKind
-from clusterdiag.agent.sim.ib_faults import example_hca
-from clusterdiag.agent.sim.layout import LAYOUTS
+from clusterdiag.agent.sim.faults.catalog import FAULTS, FaultKind
+from clusterdiag.agent.sim.faults.ib import example_hca
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state import counter as sim_counter
+from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.checks import profile as profile_module
 from clusterdiag.checks.finding import Status
@@ -127,7 +127,7 @@ def test_healthy_roce_node_is_all_pass(level: str) -> None:
 
 
 def _profile_for(kind: FaultKind) -> str:
-    """The first simulated platform that has what the kind needs (sim/platforms.py)."""
+    """The first simulated platform that has what the kind needs (agent/sim/state/platforms.py)."""
     return kind.profiles[0]
 
 

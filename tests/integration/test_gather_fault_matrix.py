@@ -9,7 +9,7 @@ import pytest
 
 from clusterdiag.agent.cluster.fleet import Fleet
 from clusterdiag.agent.sim.cluster import present, racks
-from clusterdiag.agent.sim.faults import FAULTS, FaultKind
+from clusterdiag.agent.sim.faults.catalog import FAULTS, FaultKind
 from clusterdiag.agent.sim.spec import parse_spec
 from clusterdiag.checks.finding import Status
 from clusterdiag.reports.cluster_checks import judge, settings_from

@@ -31,7 +31,7 @@ def test_wheel_contains_profiles_schema_and_no_generic_top_level(tmp_path: Path)
     for folder in ("agent", "checks", "reports"):
         for module in (REPO / folder).rglob("*.py"):
             assert f"clusterdiag/{module.relative_to(REPO).as_posix()}" in names, module
-    assert "clusterdiag/agent/sim/nvml.py" in names
+    assert "clusterdiag/agent/sim/writers/nvml.py" in names
     top = {n.split("/")[0] for n in names}
     assert top <= {"clusterdiag", *(n.split("/")[0] for n in names if ".dist-info" in n)}
     assert not any(n.startswith(("checks/", "agent/", "reports/")) for n in names)

@@ -18,9 +18,9 @@ from clusterdiag.agent.qualify.command import Request, run
 from clusterdiag.agent.qualify.drain import qualify_reason
 from clusterdiag.agent.qualify.plan import NODE_TESTS
 from clusterdiag.agent.qualify.run import QualifyOptions, qualify
-from clusterdiag.agent.sim.faults import FAULTS
-from clusterdiag.agent.sim.ib_faults import example_hca
-from clusterdiag.agent.sim.layout import LAYOUTS
+from clusterdiag.agent.sim.faults.catalog import FAULTS
+from clusterdiag.agent.sim.faults.ib import example_hca
+from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.agent.sim.tools import SimTools, simulated_cluster
 from clusterdiag.checks.finding import Status
 from tests.conftest import REPO, run_cli

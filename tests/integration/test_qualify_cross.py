@@ -18,8 +18,8 @@ import pytest
 
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.qualify.command import Request, run
-from clusterdiag.agent.sim.faults import FAULTS
-from clusterdiag.agent.sim.ib_faults import example_hca
+from clusterdiag.agent.sim.faults.catalog import FAULTS
+from clusterdiag.agent.sim.faults.ib import example_hca
 from clusterdiag.checks.finding import Status
 from clusterdiag.reports import render_qualify_svg as svg
 from clusterdiag.reports.qualify import QualifyReport

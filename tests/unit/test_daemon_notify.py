@@ -14,8 +14,8 @@ import pytest
 from clusterdiag.agent.daemon import xid
 from clusterdiag.agent.daemon.notify import Notifier
 from clusterdiag.agent.sim.node import build, env_for
-from clusterdiag.agent.sim.nvml import build_module
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.writers.nvml import build_module
 
 
 def test_notify_sends_datagrams_and_unsets_the_environment(tmp_path: Path) -> None:

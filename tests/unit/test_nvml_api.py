@@ -13,8 +13,8 @@ from clusterdiag.agent.collectors import nvml_read
 from clusterdiag.agent.collectors.nvml_api import NvmlApi
 from clusterdiag.agent.daemon import xid
 from clusterdiag.agent.sim.node import build
-from clusterdiag.agent.sim.nvml import SimNvml
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.writers.nvml import SimNvml
 
 FUNCTIONS = sorted(n for n in vars(NvmlApi) if n.startswith("nvml"))
 ATTRIBUTES = sorted(NvmlApi.__annotations__)

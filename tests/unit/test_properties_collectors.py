@@ -24,10 +24,10 @@ from clusterdiag.agent.collectors.ib_port import parse_rate, parse_state, read_p
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.ib import ROLES, IbDevice, IbPort
 from clusterdiag.agent.serde import to_jsonable
-from clusterdiag.agent.sim.hardware import SimNode
 from clusterdiag.agent.sim.node import build
-from clusterdiag.agent.sim.nvml import build_module
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state.hardware import SimNode
+from clusterdiag.agent.sim.writers.nvml import build_module
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.agent.sysfs import FileCounter
 from clusterdiag.checks.ib_roles import decide

@@ -1,5 +1,5 @@
 """A platform in one place: every profile is simulated, and the faults that apply to a
-platform follow from what its profile and layout say it has (agent/sim/platforms.py), not
+platform follow from what its profile and layout say it has (agent/sim/state/platforms.py), not
 from lists of platform names."""
 
 from __future__ import annotations
@@ -9,16 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.sim import faults as faults_module
-from clusterdiag.agent.sim.faults import FAULTS
-from clusterdiag.agent.sim.layout import LAYOUTS
-from clusterdiag.agent.sim.platforms import Capability, capabilities, simulated_as, unsimulated
+from clusterdiag.agent.sim.faults import catalog as faults_module
+from clusterdiag.agent.sim.faults.catalog import FAULTS
+from clusterdiag.agent.sim.state.layout import LAYOUTS
+from clusterdiag.agent.sim.state.platforms import (
+    Capability,
+    capabilities,
+    simulated_as,
+    unsimulated,
+)
 from clusterdiag.checks.profile import builtin_names
 from clusterdiag.checks.profile_data import PROFILES
 
 
 def test_every_profile_but_generic_is_simulated() -> None:
-    assert unsimulated() == [], "add a layout in agent/sim/layout.py LAYOUTS for these"
+    assert unsimulated() == [], "add a layout in agent/sim/state/layout.py LAYOUTS for these"
 
 
 def test_a_new_profile_without_a_layout_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:

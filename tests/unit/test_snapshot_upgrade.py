@@ -24,8 +24,8 @@ from clusterdiag.agent.model import SNAPSHOT_SCHEMA, Snapshot
 from clusterdiag.agent.model.gpu import Gpu, NvLink
 from clusterdiag.agent.runner import RunOptions, evaluate
 from clusterdiag.agent.sim.node import build, env_for
-from clusterdiag.agent.sim.nvml import build_module
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.writers.nvml import build_module
 from clusterdiag.agent.snapshot_file import load_snapshot
 from clusterdiag.checks.finding import Status
 from tests.conftest import REPO

@@ -15,9 +15,9 @@ from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.agent.runner import assign_roles
-from clusterdiag.agent.sim.layout import LAYOUTS
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.topology import pci_distance
 from clusterdiag.reports.topo import TopoMatrix, build, render_text

@@ -11,7 +11,8 @@ import pytest
 
 from clusterdiag.agent.collectors import vpd
 from clusterdiag.agent.model.ib import IbDevice, nvswitch_management, vpd_entries
-from clusterdiag.agent.sim.vpd import build_vpd
+from clusterdiag.agent.sim.state.ib import build_vpd
+from clusterdiag.agent.sim.writers.vpd import encode_vpd
 
 VA = b"MLX:MN=MLNX:CSKU=V2:UUID=V3:PCI=V0:SMDL=SW_MNG:MODL=CX75310A"
 
@@ -52,10 +53,11 @@ def test_a_rail_without_smdl_and_the_comma_form_both_read_right() -> None:
 
 
 def test_the_simulators_vpd_is_the_same_format() -> None:
-    fields = vpd.parse_vpd(build_vpd("NVIDIA ConnectX-7", "P1", "CX7", "n1/0", True))
+    fields = vpd.parse_vpd(encode_vpd(build_vpd("NVIDIA ConnectX-7", "P1", "CX7", "n1/0", True)))
     assert fields["PN"] == "P1"
     assert vpd_entries(fields)["SMDL"] == "SW_MNG"
-    assert "SMDL" not in vpd_entries(vpd.parse_vpd(build_vpd("x", "P1", "CX7", "n1/0")))
+    assert "SMDL" not in vpd_entries(vpd.parse_vpd(encode_vpd(build_vpd("x", "P1", "CX7",
+                                                                         "n1/0"))))
 
 
 @pytest.mark.parametrize(("data", "why"), [

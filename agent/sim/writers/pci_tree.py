@@ -9,6 +9,9 @@ import os
 from pathlib import Path
 
 _BRIDGE_CLASS = "0x060400"
+# The one ACS extended capability written at 0x100 of each bridge's config space: its
+# Control register (writers/nccl.py sets it where a fault redirects).
+ACS_CTRL_OFFSET = 0x106
 _GEN_SPEED = {3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
 
 
@@ -77,5 +80,5 @@ def _write_config(path: Path, acs_ctrl: int) -> None:
     data[0:4] = (0x10B5 | 0xC030 << 16).to_bytes(4, "little")
     data[0x100:0x104] = (0x000D | 1 << 16 | 0 << 20).to_bytes(4, "little")
     data[0x104:0x106] = (0x5F).to_bytes(2, "little")  # capabilities
-    data[0x106:0x108] = acs_ctrl.to_bytes(2, "little")
+    data[ACS_CTRL_OFFSET:ACS_CTRL_OFFSET + 2] = acs_ctrl.to_bytes(2, "little")
     path.write_bytes(bytes(data))

@@ -112,7 +112,7 @@ class HcaSlot:
     """One RDMA device of a platform: where it sits and what it is for.
 
     ``gpu_bdf`` is the GPU whose PCIe switch the NIC shares (None: its own root port).
-    ``model`` keys ``sim.ib.MODELS`` (identity strings as the real parts report them).
+    ``model`` keys ``state/ib.py MODELS`` (identity strings as the real parts report them).
     """
 
     name: str

@@ -1,5 +1,5 @@
 """The NCCL side of a simulated node's state: its host library, settings, driver flavour,
-IOMMU, ACS bits and job limits (host_nccl.py writes them as files under the root)."""
+IOMMU, ACS bits and job limits (writers/nccl.py writes them as files under the root)."""
 
 from __future__ import annotations
 

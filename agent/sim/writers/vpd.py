@@ -1,5 +1,6 @@
-"""A simulated ConnectX function's Vital Product Data, in the binary format the kernel's
-``/sys/bus/pci/devices/<bdf>/vpd`` gives (PCI Local Bus spec §6.4, include/linux/pci.h).
+"""A simulated ConnectX function's Vital Product Data (state/ib.py ``SimVpd``) encoded in
+the binary format the kernel's ``/sys/bus/pci/devices/<bdf>/vpd`` gives (PCI Local Bus
+spec §6.4, include/linux/pci.h).
 
 The keywords and the ``VA`` layout are a real ConnectX-7's as ``lspci -vv`` prints them
 (linux-pci thread "PCI/sysfs: Fix read permissions for VPD attributes", 2024-11: PN, EC,
@@ -11,7 +12,7 @@ fixture writes it (unverified).
 
 from __future__ import annotations
 
-import hashlib
+from ..state.ib import SimVpd
 
 _ID_STRING, _READ_ONLY, _END = 0x82, 0x90, 0x78
 
@@ -24,17 +25,14 @@ def _field(keyword: str, value: bytes) -> bytes:
     return keyword.encode("ascii") + bytes([len(value)]) + value
 
 
-def build_vpd(product: str, part: str, model: str, serial_seed: str,
-              manages_nvswitch: bool = False) -> bytes:
+def encode_vpd(vpd: SimVpd) -> bytes:
     """The VPD of one function: identifier string, VPD-R closed by its checksum, end."""
-    digest = hashlib.sha256(serial_seed.encode()).hexdigest()
-    serial = "MT" + digest[:10].upper()
-    smdl = "SMDL=SW_MNG:" if manages_nvswitch else ""
+    smdl = "SMDL=SW_MNG:" if vpd.manages_nvswitch else ""
     fields = b"".join(_field(k, v.encode("ascii")) for k, v in (
-        ("PN", part), ("EC", "A7"), ("V2", part), ("SN", serial), ("V3", digest[:32]),
-        ("VA", f"MLX:MN=MLNX:CSKU=V2:UUID=V3:PCI=V0:{smdl}MODL={model}"),
-        ("V0", "PCIeGen5 x16"), ("VU", f"{serial}MLNXS0D0F0")))
-    head = _large(_ID_STRING, product.encode("ascii"))
+        ("PN", vpd.part), ("EC", "A7"), ("V2", vpd.part), ("SN", vpd.serial), ("V3", vpd.uuid),
+        ("VA", f"MLX:MN=MLNX:CSKU=V2:UUID=V3:PCI=V0:{smdl}MODL={vpd.model}"),
+        ("V0", "PCIeGen5 x16"), ("VU", f"{vpd.serial}MLNXS0D0F0")))
+    head = _large(_ID_STRING, vpd.product.encode("ascii"))
     # RV: one checksum byte making every byte from the start through it sum to zero.
     body = fields + b"RV\x01"
     partial = head + bytes([_READ_ONLY]) + (len(body) + 1).to_bytes(2, "little") + body

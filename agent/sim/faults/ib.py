@@ -1,4 +1,4 @@
-"""What each InfiniBand/RoCE fault kind does to a simulated node (the table is faults.py).
+"""What each InfiniBand/RoCE fault kind does to a simulated node (the table is catalog.py).
 
 Faults name an HCA by ibdev name (``hca``) and optionally a ``port`` (default 1), as
 DESIGN §7 says. Each changes only what the real failure changes, so the one check meant
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..model.ib import COUNTER_MAX
-from .counter import Counter
-from .hardware import SimNode
-from .ib import ROCE_PRIORITY, SimHca, SimIbPort
-from .layout import HCA_LAYOUTS
+from ...model.ib import COUNTER_MAX
+from ..state.counter import Counter
+from ..state.hardware import SimNode
+from ..state.ib import ROCE_PRIORITY, SimHca, SimIbPort
+from ..state.layout import HCA_LAYOUTS
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 

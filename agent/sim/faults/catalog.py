@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...checks.levels import Level
-from .counter import Counter
-from .hardware import SimGpu, SimNode
-from .ib_faults import (
+from ....checks.levels import Level
+from ..state.counter import Counter
+from ..state.hardware import SimGpu, SimNode
+from ..state.platforms import Capability, platforms_with
+from .ib import (
     counter_saturated,
     firmware_mixed,
     hca_missing,
@@ -42,7 +43,7 @@ from .ib_faults import (
     width_degraded,
     xmit_wait,
 )
-from .nccl_faults import (
+from .nccl import (
     acs_enabled,
     allreduce_slow,
     conf,
@@ -52,8 +53,7 @@ from .nccl_faults import (
     nic_wrong_numa,
     peermem_missing,
 )
-from .platforms import Capability, platforms_with
-from .qualify_faults import imex_channel_missing, slow, socket_fallback, tool_hang
+from .qualify import imex_channel_missing, slow, socket_fallback, tool_hang
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 
@@ -69,7 +69,7 @@ class FaultKind:
     apply: Apply
     level: Level = Level.QUICK  # full: needs two samples (rate checks)
     options: tuple[str, ...] = ()  # optional keys
-    # What it needs of the platform (sim/platforms.py; empty: any simulated platform).
+    # What it needs of the platform (state/platforms.py; empty: any simulated platform).
     needs: frozenset[Capability] = frozenset()
     cluster: bool = False  # caught across nodes by a cluster.* check; the node alone passes
     absent: bool = False  # left out of the cluster altogether (sim/cluster.py present)
@@ -303,7 +303,7 @@ def _left_out(node: SimNode, fault: Mapping[str, Any]) -> None:
     present), so no agent answers for it and its rack comes up one short."""
 
 
-# What a kind needs of the platform (sim/platforms.py); the platforms follow from it.
+# What a kind needs of the platform (state/platforms.py); the platforms follow from it.
 _NVLINK = frozenset({Capability.NVLINK})
 _HGX = frozenset({Capability.NVSWITCH})
 _NVL = frozenset({Capability.NVL72})
@@ -415,7 +415,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               _service_down("nvidia-imex.service"), needs=_NVL),
     FaultKind("fabric_manager_down", "fabric.manager", "fail", "fix_config", "node", (),
               _service_down("nvidia-fabricmanager.service"), needs=_HGX),
-    # InfiniBand/RoCE (sim/ib_faults.py): ``hca`` names the device, ``port`` defaults to 1.
+    # InfiniBand/RoCE (faults/ib.py): ``hca`` names the device, ``port`` defaults to 1.
     FaultKind("hca_missing", "ib.hca_count", "fail", "reboot", "node", ("hca",), hca_missing,
               needs=_IB),
     FaultKind("ib_port_down", "ib.port_state", "fail", "investigate", "{hca}/{port}",

@@ -11,20 +11,15 @@ sample by :func:`refresh_counters` (``SourceEnv.before_sample``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .hardware import SimNode
-from .ib import LANE_GBPS, PHYS_STATES, STATES, SimHca, SimIbPort
-
-if TYPE_CHECKING:
-    from .pci_tree import PciTree
+from ..state.hardware import SimNode
+from ..state.ib import LANE_GBPS, PHYS_STATES, STATES, SimHca, SimIbPort, gid
+from ..state.pci import hca_bridges
+from .pci_tree import PciTree
+from .vpd import encode_vpd
 
 _IB_CLASS, _ETH_CLASS = "0x020700", "0x020000"
-# Kernel ABI sysfs-class-infiniband: RoCE v2 IPv4-mapped GIDs; IB ports use the default
-# subnet prefix.
-_IB_GID_PREFIX = "fe80:0000:0000:0000"
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
@@ -39,18 +34,6 @@ def _link(link: Path, target: Path) -> None:
         os.symlink(os.path.relpath(target, link.parent), link)
 
 
-def _own_root_port(bdf: str) -> list[str]:
-    domain, bus, _ = bdf.split(":")
-    return [f"{domain}:{(int(bus, 16) - 1) % 256:02x}:01.0"]
-
-
-def _gid(hca: SimHca, port: SimIbPort) -> str:
-    guid = hca.node_guid.replace(":", "")
-    if port.link_layer == "InfiniBand":
-        return f"{_IB_GID_PREFIX}:{guid[0:4]}:{guid[4:8]}:{guid[8:12]}:{guid[12:16]}"
-    return f"0000:0000:0000:0000:0000:ffff:0a00:{int(guid[-2:], 16):04x}"
-
-
 def _write_port(node: SimNode, hca: SimHca, port: SimIbPort, base: Path) -> None:
     files = {
         "state": f"{STATES[port.state]}: {port.state}",
@@ -59,11 +42,11 @@ def _write_port(node: SimNode, hca: SimHca, port: SimIbPort, base: Path) -> None
         "lid": f"0x{port.lid:x}", "sm_lid": f"0x{port.sm_lid:x}", "sm_sl": str(port.sm_sl),
         "lid_mask_count": "0", "cap_mask": "0xa751e84a" if port.link_layer == "InfiniBand"
         else "0x04010000",
-        "gids/0": _gid(hca, port), "gid_attrs/types/0": "IB/RoCE v1",
+        "gids/0": gid(hca, port), "gid_attrs/types/0": "IB/RoCE v1",
     }
     if port.link_layer == "Ethernet":
         files["gid_attrs/ndevs/0"] = port.netdev
-        files["gids/1"] = _gid(hca, port) if port.roce_v2_gids else _ZERO_GID
+        files["gids/1"] = gid(hca, port) if port.roce_v2_gids else _ZERO_GID
         if port.roce_v2_gids:
             files["gid_attrs/types/1"] = "RoCE v2"
             files["gid_attrs/ndevs/1"] = port.netdev
@@ -97,21 +80,18 @@ def _write_netdev(hca: SimHca, port: SimIbPort, function: Path, root: Path) -> N
     _link(root / "sys/class/net" / port.netdev, base)
 
 
-def write_ib_tree(node: SimNode, root: Path, pci: PciTree,
-                  chain: Callable[[str, str], list[str]]) -> None:
+def write_ib_tree(node: SimNode, root: Path, pci: PciTree) -> None:
     """Every HCA's PCI function, RDMA device, ports and netdevs; plus the host's
     management Ethernet port and loopback, which every real node has."""
     cpulists = node.layout.host.cpulists
     for hca in node.hcas:
         eth = all(p.link_layer == "Ethernet" for p in hca.ports)
-        function = pci.add(chain(hca.pci_bdf, hca.gpu_bdf) if hca.gpu_bdf
-                           else _own_root_port(hca.pci_bdf),
-                           hca.pci_bdf, "0x15b3", hca.device_id,
+        function = pci.add(hca_bridges(node, hca), hca.pci_bdf, "0x15b3", hca.device_id,
                            _ETH_CLASS if eth else _IB_CLASS, hca.numa,
                            cpulists[hca.numa % len(cpulists)], hca.pcie_gen, hca.pcie_width,
                            "mlx5_core", hca.max_pcie_gen, hca.max_pcie_width)
-        if hca.vpd:
-            (function / "vpd").write_bytes(hca.vpd)
+        if hca.vpd is not None:
+            (function / "vpd").write_bytes(encode_vpd(hca.vpd))
         for port in hca.ports:
             # An IPoIB netdev exists only on top of a registered RDMA device.
             if hca.present or port.link_layer == "Ethernet":

@@ -7,9 +7,9 @@ dscp-prio`` prints ``dscp-prio 26:3 48:6`` (nothing when there is no DSCP entry)
 
 from __future__ import annotations
 
-from ..sources import CommandResult
-from .hardware import SimNode
-from .ib import SimIbPort
+from ...sources import CommandResult
+from ..state.hardware import SimNode
+from ..state.ib import SimIbPort
 
 
 def _port(node: SimNode, netdev: str) -> SimIbPort | None:

@@ -2,7 +2,8 @@
 
 The collectors read this tree exactly as they read a real one, through --root. PCI
 devices are real directories under /sys/devices with /sys/bus/pci/devices symlinks, so
-the parent chain (root port, PCIe switch, device) resolves the way the kernel's does.
+the parent chain (root port, PCIe switch, device: state/pci.py) resolves the way the
+kernel's does.
 """
 
 from __future__ import annotations
@@ -10,33 +11,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .hardware import SimNode
-from .host_nccl import write_nccl_tree
+from ..state.hardware import SimNode
+from ..state.pci import gpu_bridges, nvswitch_bridges
+from .nccl import write_nccl_tree
 from .pci_tree import PciTree
 from .pci_tree import write_text as _write
 from .tree_ib import write_ib_tree
 
 _GPU_CLASS, _SWITCH_CLASS = "0x030200", "0x068000"
-
-
-def _bus(bdf: str, delta: int) -> str:
-    domain, bus, _ = bdf.split(":")
-    return f"{domain}:{(int(bus, 16) + delta) % 256:02x}"
-
-
-def gpu_chain(bdf: str, nic_bdf: str | None, levels: int = 1) -> list[str]:
-    """Root port, switch upstream port, downstream port above a GPU (PIX to its NIC); with
-    two switch levels, a second switch between them (PXB to its NIC)."""
-    first = bdf if nic_bdf is None else min(bdf, nic_bdf)
-    leaf = [f"{_bus(bdf, -2)}:00.0"] if levels > 1 else []
-    return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", *leaf, f"{_bus(bdf, -1)}:00.0"]
-
-
-def nic_chain(nic_bdf: str, gpu_bdf: str, anchor: str | None = None) -> list[str]:
-    """Root port, switch upstream port, the NIC's downstream port: the GPU's switch, whose
-    buses start below ``anchor`` (the lower of the GPU's and its compute NIC's)."""
-    first = anchor or min(gpu_bdf, nic_bdf)
-    return [f"{_bus(first, -4)}:01.0", f"{_bus(first, -3)}:00.0", f"{_bus(nic_bdf, -1)}:00.0"]
 
 
 def write_tree(node: SimNode, root: Path) -> None:
@@ -45,19 +27,15 @@ def write_tree(node: SimNode, root: Path) -> None:
     for gpu in node.gpus:
         slot = layout.gpus[gpu.index]
         cpulist = layout.host.cpulists[slot.numa]
-        chain = gpu_chain(gpu.bdf, slot.nic_bdf, layout.gpu_switch_levels)
-        pci.add(chain, gpu.bdf, "0x10de", f"0x{layout.gpu_device_id:04x}", _GPU_CLASS,
-                slot.numa, cpulist, gpu.pcie_gen, gpu.pcie_width, "nvidia",
+        pci.add(gpu_bridges(node, gpu), gpu.bdf, "0x10de", f"0x{layout.gpu_device_id:04x}",
+                _GPU_CLASS, slot.numa, cpulist, gpu.pcie_gen, gpu.pcie_width, "nvidia",
                 profile.gpu_pcie_gen, profile.gpu_pcie_width)
     for i, bdf in enumerate(node.nvswitch_bdfs):
-        pci.add([f"{_bus(bdf, -2)}:01.0", f"{_bus(bdf, -1)}:00.0"], bdf, "0x10de",
+        pci.add(nvswitch_bridges(bdf), bdf, "0x10de",
                 f"0x{layout.nvswitch_device_id:04x}",
                 _SWITCH_CLASS, 0 if i < len(node.nvswitch_bdfs) / 2 else 1,
                 layout.host.cpulists[0], 4, 2, "nvidia")
-    # The NICs, their RDMA devices and netdevs; a second NIC under a GPU's switch (an OEM
-    # storage port) joins the switch the GPU's chain built.
-    anchors = {s.bdf: min(s.bdf, s.nic_bdf) for s in layout.gpus if s.nic_bdf}
-    write_ib_tree(node, root, pci, lambda nic, gpu: nic_chain(nic, gpu, anchors.get(gpu)))
+    write_ib_tree(node, root, pci)  # the NICs, their RDMA devices and netdevs
     _write_host(node, root)
     write_nccl_tree(node, root)  # after the PCI tree: it sets bridges' ACS bits
 

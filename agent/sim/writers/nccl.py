@@ -1,5 +1,6 @@
-"""The NCCL side of a simulated node: its host library, settings files, driver flavour,
-peer-memory module, IOMMU, ACS bits, job limits and logind — as files under the root.
+"""The NCCL side of a simulated node (state/nccl.py ``SimNccl``): its host library, settings
+files, driver flavour, peer-memory module, IOMMU, ACS bits, job limits and logind — as
+files under the root; and what loading the library and running all_reduce_perf answer.
 
 A healthy node is what a well-run DGX is: host NCCL present, nvidia_peermem loaded, open
 driver modules, IOMMU off, ACS redirect off, memlock unlimited, RemoveIPC=no. The library
@@ -11,16 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..sources import NcclVersions
-
-if TYPE_CHECKING:
-    from .hardware import SimNode
+from ...sources import NcclVersions
+from ..state.hardware import SimNode
+from .pci_tree import ACS_CTRL_OFFSET
 
 LIBRARY = "libnccl.so.2"
 _MARK = "simulated libnccl "
-ACS_CTRL_OFFSET = 0x106  # the ACS capability the sim writes at 0x100 (pci_tree._write_config)
 
 
 def _write(path: Path, text: str) -> None:
@@ -52,19 +50,15 @@ def versions(root: Path) -> Callable[[list[str], float], NcclVersions]:
     return load
 
 
-def _arch(node: SimNode) -> str:
-    return "aarch64" if node.profile.nvl72 else "x86_64"
-
-
 def write_nccl_tree(node: SimNode, root: Path) -> None:
     sim = node.nccl
     if sim.library_version:
-        _write(root / f"usr/lib/{_arch(node)}-linux-gnu" / LIBRARY,
+        _write(root / f"usr/lib/{node.cpu_arch}-linux-gnu" / LIBRARY,
                f"{_MARK}{sim.library_version}\n")
     if sim.conf:
         _write(root / "etc/nccl.conf", "".join(f"{k}={v}\n" for k, v in sim.conf.items()))
-    flavour = (f"NVIDIA UNIX Open Kernel Module for {_arch(node)}" if sim.driver_open
-               else f"NVIDIA UNIX {_arch(node)} Kernel Module")
+    flavour = (f"NVIDIA UNIX Open Kernel Module for {node.cpu_arch}" if sim.driver_open
+               else f"NVIDIA UNIX {node.cpu_arch} Kernel Module")
     _write(root / "proc/driver/nvidia/version",
            f"NVRM version: {flavour}  {node.driver_version}  Release Build  "
            "(dvs-builder@U22-I3-AF03-09-1)  Thu Nov  6 00:00:00 UTC 2025\n"

@@ -1,4 +1,4 @@
-"""What each active-test fault does to a simulated node (the table is in faults.py): one
+"""What each active-test fault does to a simulated node (the table is in catalog.py): one
 part runs at ``factor`` of its healthy rate (sim/bandwidth.py), NCCL falls back to
 sockets, or every tool hangs. A node's passive checks see none of these: only traffic
 shows them, which is why ``clusterdiag qualify`` exists. Some show only between nodes: a
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .hardware import SimNode
+from ..state.hardware import SimNode
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 DEFAULT_FACTOR = 0.8  # 20 % slow: a fail-slow part that clears every absolute floor

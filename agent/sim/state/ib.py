@@ -10,10 +10,31 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from ..model.ib import COUNTER_BITS, COUNTER_MAX, DATA_COUNTERS
+from ...model.ib import COUNTER_BITS, COUNTER_MAX, DATA_COUNTERS
 from .counter import Counter
 from .layout import HCA_LAYOUTS, OEM_HCA_LAYOUTS, HcaSlot
-from .vpd import build_vpd
+
+
+@dataclass(frozen=True)
+class SimVpd:
+    """What a ConnectX function's Vital Product Data says (writers/vpd.py encodes it):
+    its identifier string, part number, the VA keyword's MODL, serial (SN) and UUID (V3),
+    and whether the function manages NVSwitches (HGX B200: SMDL=SW_MNG in VA)."""
+
+    product: str
+    part: str
+    model: str
+    serial: str
+    uuid: str
+    manages_nvswitch: bool = False
+
+
+def build_vpd(product: str, part: str, model: str, serial_seed: str,
+              manages_nvswitch: bool = False) -> SimVpd:
+    """A function's VPD, its serial and UUID stable per ``serial_seed`` (node and slot)."""
+    digest = hashlib.sha256(serial_seed.encode()).hexdigest()
+    return SimVpd(product, part, model, "MT" + digest[:10].upper(), digest[:32],
+                  manages_nvswitch)
 
 
 @dataclass(frozen=True)
@@ -22,7 +43,7 @@ class Model:
     device_id: str  # PCI device id
     fw_ver: str
     board_id: str
-    # VPD (sim/vpd.py): the identifier string, part number and the VA keyword's MODL.
+    # VPD (SimVpd): the identifier string, part number and the VA keyword's MODL.
     product: str = ""
     part: str = ""
     modl: str = ""
@@ -119,7 +140,7 @@ class SimHca:
     max_pcie_gen: int = 5
     max_pcie_width: int = 16
     present: bool = True  # False: the PCI function is there but no RDMA device
-    vpd: bytes = b""  # the function's VPD (sim/vpd.py); empty: no vpd file
+    vpd: SimVpd | None = None  # the function's VPD; None: no vpd file
     ports: list[SimIbPort] = field(default_factory=list)
 
     def port(self, number: int) -> SimIbPort:
@@ -127,6 +148,20 @@ class SimHca:
             if port.port == number:
                 return port
         raise KeyError(f"{self.name} has no port {number}")
+
+
+# Kernel ABI sysfs-class-infiniband: RoCE v2 IPv4-mapped GIDs; IB ports use the default
+# subnet prefix.
+_IB_GID_PREFIX = "fe80:0000:0000:0000"
+
+
+def gid(hca: SimHca, port: SimIbPort) -> str:
+    """The port's GID: the subnet prefix and node GUID on InfiniBand, an IPv4-mapped
+    address on RoCE."""
+    guid = hca.node_guid.replace(":", "")
+    if port.link_layer == "InfiniBand":
+        return f"{_IB_GID_PREFIX}:{guid[0:4]}:{guid[4:8]}:{guid[8:12]}:{guid[12:16]}"
+    return f"0000:0000:0000:0000:0000:ffff:0a00:{int(guid[-2:], 16):04x}"
 
 
 def _guid(node: str, bdf: str) -> str:

@@ -12,11 +12,11 @@ import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
 
-from ...checks.profile import Profile
+from ....checks.profile import Profile
 from .counter import Counter
 from .ib import SimHca, build_hcas
 from .layout import LAYOUTS, Layout
-from .nccl_state import SimNccl
+from .nccl import SimNccl
 
 # NVML constants used by the state (values from nvml.h).
 REMOTE_SWITCH = 2
@@ -108,8 +108,8 @@ class SimNode:
     p2p: dict[tuple[int, int], int] = field(default_factory=dict)
     rack: str | None = None
     nvswitch_bdfs: list[str] = field(default_factory=list)
-    hcas: list[SimHca] = field(default_factory=list)  # RDMA devices (sim/ib.py)
-    nccl: SimNccl = field(default_factory=SimNccl)  # NCCL host facts (sim/host_nccl.py)
+    hcas: list[SimHca] = field(default_factory=list)  # RDMA devices (state/ib.py)
+    nccl: SimNccl = field(default_factory=SimNccl)  # NCCL host facts (state/nccl.py)
     # How the node's agent answers in a Fleet: ok | unreachable | garbage (non-JSON 200).
     serve: str = "ok"
     # NVML XID events nvmlEventSetWait delivers: (seconds after epoch, GPU index, code).
@@ -124,6 +124,11 @@ class SimNode:
     @property
     def nvml_gpus(self) -> list[SimGpu]:
         return [g for g in self.gpus if g.in_nvml]
+
+    @property
+    def cpu_arch(self) -> str:
+        """The host's machine name: the Grace trays of an NVL72 rack are Arm."""
+        return "aarch64" if self.profile.nvl72 else "x86_64"
 
 
 def _stable_uuid(*parts: str) -> str:

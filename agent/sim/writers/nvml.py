@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import pynvml
 
-from .hardware import SimGpu, SimNode
+from ..state.hardware import SimGpu, SimNode
 
 T = TypeVar("T")
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED

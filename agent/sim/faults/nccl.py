@@ -1,12 +1,12 @@
-"""What each NCCL-readiness fault does to a simulated node (the table is in faults.py)."""
+"""What each NCCL-readiness fault does to a simulated node (the table is in catalog.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .hardware import SimNode
-from .ib_faults import hca_of
+from ..state.hardware import SimNode
+from .ib import hca_of
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 
