@@ -21,6 +21,9 @@ from .sources import SourceEnv
 
 @dataclass(frozen=True)
 class SourceSpec:
+    """One source of a snapshot: its collector and the deadline it gets, so one slow
+    source costs its own data, never the others'."""
+
     name: str
     collect: Callable[[SourceEnv, SourceStats, float], Any]
     deadline_s: float

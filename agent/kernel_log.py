@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import BinaryIO
 
+from .lazy_re import LazyPattern
 from .model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
 from .model.pci import normalize_bdf
 from .sysfs import open_regular, raise_if_exhausted
@@ -39,42 +40,42 @@ _BDF_FN = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
 # --- prefixes --------------------------------------------------------------------------
 # /dev/kmsg: "PRIO,SEQ,USEC_SINCE_BOOT,FLAGS[,...];MESSAGE" (Documentation/ABI/testing/dev-kmsg).
-_KMSG_RE = re.compile(r"\d+,\d+,(?P<usec>\d+),[^;]*;")
+_KMSG_RE = LazyPattern(r"\d+,\d+,(?P<usec>\d+),[^;]*;")
 # `dmesg -r` keeps the console priority: "<4>[  12.345678] ...".
-_PRIO_RE = re.compile(r"<\d+>")
+_PRIO_RE = LazyPattern(r"<\d+>")
 # `dmesg --decode`: "kern  :warn  : ".
-_DECODE_RE = re.compile(r"[a-z]+ *:[a-z]+ *: ")
+_DECODE_RE = LazyPattern(r"[a-z]+ *:[a-z]+ *: ")
 # `dmesg --time-format iso` (comma fraction), journalctl -o short-iso(-precise), RFC 3339 syslog.
-_ISO_RE = re.compile(
+_ISO_RE = LazyPattern(
     r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
     r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?\s+"
 )
 # `dmesg -T`: "[Sun Feb 23 16:24:18 2025] ".
-_CTIME_RE = re.compile(
+_CTIME_RE = LazyPattern(
     r"\[[A-Z][a-z]{2} (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) "
     r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) (?P<y>\d{4})\]\s*"
 )
 # syslog / journalctl short: "Apr  6 15:47:19 host kernel: " -- any locale's month ("kwi").
 # The kernel tag is tried first so "Apr  6 15:47:19 kernel: NVRM: ..." (no host) keeps its
 # "NVRM:"; other tags (a logger-written line) need the host.
-_SYSLOG_RE = re.compile(
+_SYSLOG_RE = LazyPattern(
     r"(?P<mon>[^\W\d_]{3,5}\.?) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
     r"(?:\.\d+)? +(?:(?:\S+ )?kernel: |\S+ [^\s:\[]+(?:\[\d+\])?: )"
 )
 # After an ISO stamp only a kernel tag is stripped, so "watchdog: BUG: ..." stays whole.
-_KERNEL_TAG_RE = re.compile(r"(?:\S+ )?kernel: ")
-_UPTIME_RE = re.compile(r"\[\s*(?P<up>\d+\.\d+)\]\s*")
+_KERNEL_TAG_RE = LazyPattern(r"(?:\S+ )?kernel: ")
+_UPTIME_RE = LazyPattern(r"\[\s*(?P<up>\d+\.\d+)\]\s*")
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
 # --- NVIDIA ----------------------------------------------------------------------------
 # gpud's Xid regex (xid/kmsg.go), with the bdf allowed a function and the MIG instance kept;
 # a code cut off by truncation ("79>") has no comma after it and is not trusted.
-_XID_RE = re.compile(
+_XID_RE = LazyPattern(
     r"NVRM: Xid \((?:PCI:)?(?P<bdf>" + _BDF + r")(?: GPU-I:(?P<gi>\d+))?[^)]*\): "
     r"(?P<xid>\d+)(?:, ?(?P<rest>.*))?$"
 )
-_FIELDS_RE = re.compile(
+_FIELDS_RE = LazyPattern(
     r"pid=(?P<pid>'<unknown>'|<unknown>|\d+)"
     r"(?:, name=(?P<name><unknown>|[^,]*))?"
     r"(?:, (?P<msg>.*))?$"
@@ -82,13 +83,13 @@ _FIELDS_RE = re.compile(
 # Xid 79 printed without an Xid token (gpud PR #1209; NVSentinel issue #155): one line,
 # or three records "The NVIDIA GPU <bdf>" / "(PCI ID: ...) installed in this system has" /
 # "fallen off the bus and is not responding to commands."
-_FALLEN_ONE_RE = re.compile(
+_FALLEN_ONE_RE = LazyPattern(
     r"NVRM: GPU (?P<bdf>" + _BDF + r"): (?P<msg>GPU has fallen off the bus.*)")
-_FALLEN_HEAD_RE = re.compile(r"NVRM: The NVIDIA GPU (?P<bdf>" + _BDF + r")")
+_FALLEN_HEAD_RE = LazyPattern(r"NVRM: The NVIDIA GPU (?P<bdf>" + _BDF + r")")
 _FALLEN_TAIL = "fallen off the bus"
 _FALLEN_SPAN = 3  # records the three-record form may take, counted from its head
-_NVRM_PREFIX_RE = re.compile(r"NVRM: ?")
-_SXID_RE = re.compile(
+_NVRM_PREFIX_RE = LazyPattern(r"NVRM: ?")
+_SXID_RE = LazyPattern(
     r"(?P<dev>nvidia-nvswitch\d+): SXid \((?:PCI:)?(?P<bdf>" + _BDF + r")\): "
     r"(?P<sxid>\d+)(?:, ?(?P<msg>.*))?$"
 )
@@ -97,19 +98,19 @@ _CUT_MARKS = (">", "\u2026")
 
 # --- other kernel events ---------------------------------------------------------------
 # (kind, pattern). First match wins, so the specific mlx5 lines precede mlx5_health.
-_EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+_EVENT_PATTERNS: tuple[tuple[str, LazyPattern], ...] = (
     # arch/x86/kernel/cpu/mce: "mce: [Hardware Error]: Machine check events logged".
-    ("mce", re.compile(r"\bmce: (?:\[Hardware Error\]|Uncorrected hardware memory error)"
+    ("mce", LazyPattern(r"\bmce: (?:\[Hardware Error\]|Uncorrected hardware memory error)"
                        r"|Machine check events logged")),
     # kernel/hung_task.c: "INFO: task %s:%d blocked for more than %ld seconds."
-    ("hung_task", re.compile(r"INFO: task .+:\d+ blocked for more than \d+ seconds")),
+    ("hung_task", LazyPattern(r"INFO: task .+:\d+ blocked for more than \d+ seconds")),
     # kernel/watchdog.c: "watchdog: BUG: soft lockup - CPU#%d stuck for %us! [%s:%d]"
-    ("soft_lockup", re.compile(r"BUG: soft lockup - CPU#\d+ stuck for")),
+    ("soft_lockup", LazyPattern(r"BUG: soft lockup - CPU#\d+ stuck for")),
     # kernel/watchdog(_perf).c: "Watchdog detected hard LOCKUP on cpu %d"; panic variant.
-    ("hard_lockup", re.compile(r"Watchdog detected hard LOCKUP on cpu \d+"
+    ("hard_lockup", LazyPattern(r"Watchdog detected hard LOCKUP on cpu \d+"
                                r"|Kernel panic - not syncing: Hard LOCKUP")),
     # arch/x86/kernel/nmi.c: unknown_nmi_error, pci_serr_error, io_check_error.
-    ("nmi", re.compile(r"Uhhuh\. NMI received for unknown reason"
+    ("nmi", LazyPattern(r"Uhhuh\. NMI received for unknown reason"
                        r"|NMI: (?:PCI system error \(SERR\)|IOCK error)")),
     # The NVIDIA driver does not log a GPU reset as such. What shows one happened: the
     # kernel module being loaded again ("NVRM: loading NVIDIA UNIX ... Kernel Module") and
@@ -117,27 +118,27 @@ _EVENT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # logger by its reset script). "NVRM: GPU at PCI:...: GPU-<uuid>" is NOT one: the
     # driver prints it as the header of a GPU's first Xid report (raw_logs/
     # gpud_dmesg-with-xid-119.log; NVSentinel uses it only to map bus id -> UUID).
-    ("gpu_reset", re.compile(r"NVRM: loading NVIDIA UNIX .*Kernel Module"
+    ("gpu_reset", LazyPattern(r"NVRM: loading NVIDIA UNIX .*Kernel Module"
                              r"|GPU reset executed: (?P<uuid>GPU-[0-9a-fA-F-]+)")),
     # drivers/pci/hotplug/pciehp: "Slot(%s): Power fault"; mlx5 events.c mlx5_pcie_event.
-    ("pcie_slot_power", re.compile(r"Slot\([^)]*\): Power fault"
+    ("pcie_slot_power", LazyPattern(r"Slot\([^)]*\): Power fault"
                                    r"|Detected insufficient power on the PCIe slot")),
     # mlx5 events.c: port_module "Port module event[error]: module %u, %s, %s" with error
     # "High Temperature"; temp_warn "High temperature on sensors with bit set %llx %llx".
-    ("module_temperature", re.compile(r"Port module event.*High Temperature"
+    ("module_temperature", LazyPattern(r"Port module event.*High Temperature"
                                       r"|High temperature on sensors")),
     # mlx5 health.c / cmd.c: lost heartbeat, fatal sensors, syndromes, recovery, cmd leak.
-    ("mlx5_health", re.compile(
+    ("mlx5_health", LazyPattern(
         r"mlx5.*(?:health compromised|Fatal error \d+ detected|synd 0x[0-9a-fA-F]+:"
         r"|unrecoverable hardware error|health recovery|handling bad device"
         r"|Driver is in error state|Will cause a leak of a command resource)")),
     # drivers/pci/pcie/aer.c: "AER: [Multiple ]<severity> error received: <bdf>" and, since
     # 6.x, "AER: Correctable error message received from <bdf>".
-    ("aer", re.compile(
+    ("aer", LazyPattern(
         r"AER: (?:Multiple )?(?:Corrected|Correctable|Uncorrected \((?:Non-)?Fatal\)) "
         r"error (?:message )?received(?: from)?:? ?(?P<src>" + _BDF_FN + r")?")),
 )
-_DEVICE_RE = re.compile(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
+_DEVICE_RE = LazyPattern(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
 
 
 # --- one line --------------------------------------------------------------------------

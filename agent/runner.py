@@ -28,6 +28,8 @@ from .sources import SourceEnv
 
 @dataclass
 class RunOptions:
+    """How one run judges the node: what the flags and the config chose."""
+
     level: Level = Level.QUICK
     mode: Mode = Mode.RUN
     patterns: tuple[str, ...] = ()

@@ -22,6 +22,9 @@ from typing import Any, Protocol
 
 @dataclass
 class CommandResult:
+    """What a system tool answered, or why it did not (``error``): a collector records
+    the reason instead of raising, so one tool costs one value."""
+
     argv: list[str]
     returncode: int | None
     stdout: str = ""

@@ -15,6 +15,9 @@ NODE_SCHEMA = "clusterdiag/node-report/v1"
 
 @dataclass
 class NodeReport:
+    """One node's verdict: its findings and what was read to reach them, as every
+    renderer and the cluster merge take it."""
+
     node: str
     profile: dict[str, Any]
     version: str

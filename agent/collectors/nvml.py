@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..lazy_re import LazyPattern
 from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
 from ..serde import from_jsonable, to_jsonable
@@ -197,7 +198,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> NvmlInfo:
     return info
 
 
-_JOB_CGROUP = re.compile(r"/job_(\d+)(?:/|$)", re.MULTILINE)
+_JOB_CGROUP = LazyPattern(r"/job_(\d+)(?:/|$)", re.MULTILINE)
 
 
 def attribute_processes(info: NvmlInfo, env: SourceEnv) -> None:

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..lazy_re import LazyPattern
 from ..model.ib import IbPort, RoceGid, RoceQos
 from ..sources import SourceEnv
 from ..sysfs import FileCounter, list_dir, read_text, under
@@ -36,12 +37,12 @@ GID_EMPTY_RUN = 8
 TOOL_TIMEOUT_S = 2.0
 PRIORITIES = range(8)
 
-_ZERO_GID = re.compile(r"^[0:]*$")
-_PRIO_STATE = re.compile(r"\b([0-7]):(on|off)\b")
-_DSCP_PRIO = re.compile(r"\b(\d{1,2}):([0-7])\b")
-_MLNX_TRUST = re.compile(r"Priority trust state:\s*(\w+)")
-_MLNX_DSCP = re.compile(r"prio:\s*([0-7])\s+dscp:\s*([\d,\s]+)")
-_MLNX_PFC = re.compile(r"PFC configuration:\s*\n\s*priority[\s\d]+\n\s*enabled\s+([\d\s]+)")
+_ZERO_GID = LazyPattern(r"^[0:]*$")
+_PRIO_STATE = LazyPattern(r"\b([0-7]):(on|off)\b")
+_DSCP_PRIO = LazyPattern(r"\b(\d{1,2}):([0-7])\b")
+_MLNX_TRUST = LazyPattern(r"Priority trust state:\s*(\w+)")
+_MLNX_DSCP = LazyPattern(r"prio:\s*([0-7])\s+dscp:\s*([\d,\s]+)")
+_MLNX_PFC = LazyPattern(r"PFC configuration:\s*\n\s*priority[\s\d]+\n\s*enabled\s+([\d\s]+)")
 
 
 def read_gids(port_dir: str, port: IbPort, counter: FileCounter) -> None:

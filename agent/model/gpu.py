@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class GpuProcess:
+    """A process holding a GPU context: who is on the GPU a job is about to get."""
+
     pid: int
     name: str | None = None
     used_memory_bytes: int | None = None
@@ -30,6 +32,8 @@ class GpuProcess:
 
 @dataclass
 class NvLink:
+    """One NVLink of a GPU as NVML reports it: state, version, speed and error counters."""
+
     link: int
     active: bool | None = None
     version: int | None = None  # NVML enum: 4 = NVLink 3 (A100), 6 = NVLink 4 (H100), 7 = NVLink 5
@@ -41,6 +45,9 @@ class NvLink:
 
 @dataclass
 class FabricInfo:
+    """A GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfo): on NVSwitch
+    systems a GPU is usable for NVLink traffic only once its state is completed."""
+
     # NVML_GPU_FABRIC_STATE_*: 0 not supported, 1 not started, 2 in progress, 3 completed
     state: int
     status: int  # an nvmlReturn_t; meaningful when state is completed
@@ -52,6 +59,9 @@ class FabricInfo:
 
 @dataclass
 class Gpu:
+    """One GPU as NVML answered for it; a field NVML could not give is None, with the
+    reason in ``unsupported``."""
+
     index: int
     pci_bdf: str | None = None
     name: str | None = None
@@ -120,6 +130,8 @@ class Gpu:
 
 @dataclass
 class NvmlEvent:
+    """An event NVML delivered (an XID above all), kept with the GPU it names."""
+
     gpu_index: int | None
     event_type: int
     xid: int | None = None
@@ -128,6 +140,8 @@ class NvmlEvent:
 
 @dataclass
 class NvmlInfo:
+    """What NVML answered for the node: the library's state, the driver, every GPU."""
+
     library_error: str | None = None  # LibraryNotFound, DriverNotLoaded, LibRmVersionMismatch, ...
     library_message: str | None = None
     driver_version: str | None = None

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Mount:
+    """One line of /proc/mounts: what the filesystem checks judge."""
+
     mountpoint: str
     fstype: str
     device: str
@@ -15,6 +17,8 @@ class Mount:
 
 @dataclass
 class DiskUsage:
+    """Space and inodes left on a path a job writes to (statvfs)."""
+
     path: str
     total_bytes: int | None = None
     free_bytes: int | None = None
@@ -25,6 +29,8 @@ class DiskUsage:
 
 @dataclass
 class EdacController:
+    """A memory controller's EDAC error counts: host DRAM, not GPU memory."""
+
     name: str  # mc0
     corrected: int | None = None
     uncorrected: int | None = None
@@ -32,6 +38,9 @@ class EdacController:
 
 @dataclass
 class StuckProcess:
+    """A process in uninterruptible sleep (state D): one that outlives its job
+    holds the GPU or filesystem it waits on."""
+
     pid: int
     name: str
     start_ticks: int  # /proc/<pid>/stat field 22: identifies the process across samples
@@ -40,6 +49,8 @@ class StuckProcess:
 
 @dataclass
 class ServiceState:
+    """A systemd unit's state as systemctl reported it, or why it could not."""
+
     name: str
     active: str | None = None  # ActiveState: active, inactive, failed, ...
     sub: str | None = None
@@ -49,6 +60,9 @@ class ServiceState:
 
 @dataclass
 class ClockSync:
+    """Whether the clock is synchronized and which tool said so: skewed clocks break
+    munge credentials (so Slurm) and the ordering of logs across nodes."""
+
     method: str | None = None  # timedatectl, chronyc, ntpq, adjtimex
     synchronized: bool | None = None
     detail: str | None = None
@@ -56,6 +70,9 @@ class ClockSync:
 
 @dataclass
 class HostInfo:
+    """The host around the GPUs: kernel, OS, CPUs and memory, kernel modules, services,
+    mounts and disks, host memory errors, stuck processes, the clock."""
+
     hostname: str
     kernel_release: str | None = None
     dmi_product_name: str | None = None

@@ -83,6 +83,9 @@ class RoceQos:
 
 @dataclass
 class IbPort:
+    """One InfiniBand or RoCE port: link state, rate, addresses, counters and, for
+    RoCE, its netdev, GIDs and congestion settings."""
+
     port: int
     state: str | None = None  # ACTIVE, DOWN, INIT, ...
     phys_state: str | None = None  # LinkUp, Polling, Disabled, ...
@@ -108,6 +111,9 @@ class IbPort:
 
 @dataclass
 class IbDevice:
+    """One RDMA device (an HCA, a DPU function, a bond) with its ports and its place
+    on the PCI tree relative to the GPUs."""
+
     name: str
     fw_ver: str | None = None
     node_guid: str | None = None

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class NcclLibrary:
+    """One copy of libnccl found on the node, and how a job would find it."""
+
     path: str
     found_by: str  # LD_LIBRARY_PATH | linker path | ldconfig cache | python wheel
     version: str | None = None  # 2.21.5
@@ -26,6 +28,9 @@ class HcaPort:
 
 @dataclass
 class Gpudirect:
+    """What GPUDirect RDMA needs from the host: a peer-memory module or dma-buf with
+    the open kernel modules."""
+
     peermem: str | None = None  # the peer-memory file NCCL would find, when one exists
     kernel_release: str | None = None
     driver_line: str | None = None  # first line of /proc/driver/nvidia/version
@@ -35,6 +40,9 @@ class Gpudirect:
 
 @dataclass
 class Iommu:
+    """The IOMMU's setup: translated DMA between a NIC and a GPU slows or breaks
+    GPUDirect RDMA."""
+
     cmdline: list[str] = field(default_factory=list)  # iommu-related kernel parameters
     units: list[str] = field(default_factory=list)  # /sys/class/iommu entries (dmar0, ...)
     group_types: dict[str, str] = field(default_factory=dict)  # group -> identity | DMA | DMA-FQ
@@ -44,6 +52,9 @@ class Iommu:
 
 @dataclass
 class MemlockSource:
+    """One place a locked-memory limit comes from: RDMA registration fails when
+    it is low."""
+
     where: str  # /proc/self/limits, /proc/<pid>/limits (slurmd), /etc/security/limits.conf:3
     limit_bytes: int | None  # -1 = unlimited
     detail: str | None = None  # the line as read, for config entries
@@ -51,6 +62,8 @@ class MemlockSource:
 
 @dataclass
 class HostLimits:
+    """The host limits a multi-GPU job runs into: locked memory, /dev/shm, RemoveIPC."""
+
     memlock: list[MemlockSource] = field(default_factory=list)
     shm_bytes: int | None = None
     shm_source: str | None = None  # statvfs | /proc/mounts size= | tmpfs default (half of RAM)
@@ -62,6 +75,8 @@ class HostLimits:
 
 @dataclass
 class AllreduceRun:
+    """One run of all_reduce_perf (nccl-tests) and what its output said."""
+
     argv: list[str] = field(default_factory=list)
     returncode: int | None = None
     error: str | None = None  # not found, timed out, ...
@@ -74,6 +89,9 @@ class AllreduceRun:
 
 @dataclass
 class NcclInfo:
+    """NCCL's readiness on the node: the library a job would load, the settings it
+    would run with, and what it needs from the host."""
+
     library_path: str | None = None  # the copy a job's dynamic linker would load first
     version: str | None = None  # 2.21.5
     error: str | None = None

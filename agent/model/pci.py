@@ -11,6 +11,9 @@ MELLANOX_VENDOR = 0x15B3
 
 @dataclass
 class PciDevice:
+    """One PCI function from sysfs: identity, driver, link, and the bridges above it
+    (``path``), which give the GPU-NIC affinity."""
+
     bdf: str  # 0000:3b:00.0, as pci_address writes it
     vendor: int
     device: int

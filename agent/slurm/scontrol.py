@@ -12,19 +12,19 @@ reason is one argv element, whatever it contains.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..lazy_re import LazyPattern
 from ..sources import find_program, run_command
 
 DEFAULT_TIMEOUT_S = 3.0
 _EXTRA_DIRS = ("/opt/slurm/bin", "/usr/local/slurm/bin")
-_STATE = re.compile(r"(?:^|\s)State=(\S+)")
+_STATE = LazyPattern(r"(?:^|\s)State=(\S+)")
 # ``Reason=<text> [user@2026-11-30T00:57:43]``: the text may hold spaces and brackets.
-_REASON = re.compile(r"(?:^|\s)Reason=(.*?)(?:\s\[[^\[\]@]*@[^\[\]]*\])?\s*$")
-_START = re.compile(r"(?:^|\s)StartTime=(\S+)")
+_REASON = LazyPattern(r"(?:^|\s)Reason=(.*?)(?:\s\[[^\[\]@]*@[^\[\]]*\])?\s*$")
+_START = LazyPattern(r"(?:^|\s)StartTime=(\S+)")
 
 
 class SlurmError(Exception):
