@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..checks.ib import GEN_GTS
-from ..checks.ib_roles import assign, decide
+from ..checks.ib.helpers import GEN_GTS
+from ..checks.ib.roles import assign, decide
 from ..checks.profile import Profile
 from ..checks.topology import gpus, nics, pair, rank
 from .model import Snapshot

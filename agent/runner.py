@@ -108,11 +108,11 @@ def run_node(env: SourceEnv, config: Config, options: RunOptions) -> NodeReport:
 
 
 def assign_roles(snap: Snapshot, config: Config, profile: Profile) -> None:
-    """Every RDMA device's role for judging under ``profile`` (checks/ib_roles.py), with
+    """Every RDMA device's role for judging under ``profile`` (checks/ib/roles.py), with
     the config's compute/storage/management lists."""
     if snap.infiniband is None:
         return
-    from ..checks.ib_roles import assign  # only where there are RDMA devices to judge
+    from ..checks.ib.roles import assign  # only where there are RDMA devices to judge
 
     entry = index.ENTRIES["ib.hca_count"]
     assign(snap, profile, config.check_params(entry.id, entry.params,

@@ -1,5 +1,5 @@
 """The check catalog. ``FAMILIES`` is its table of contents: a family not listed here does
-not exist. A family is a module (``host.py``) or a package of modules, one per concern
+not exist. A family is a module (``nvswitch.py``) or a package of modules, one per concern
 (``gpu/``), whose ``__init__`` imports them all.
 
 Importing this package imports no family: the Slurm prolog plans from the generated
@@ -16,8 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .registry import REGISTRY, CheckContext, CheckSpec, check, select
 
-FAMILIES = ("fabric", "gpu", "host", "host_profile", "ib", "ib_rates", "nccl", "nccl_host",
-            "nvlink", "nvswitch", "roce", "versions")
+FAMILIES = ("fabric", "gpu", "host", "host_profile", "ib", "nccl", "nvlink", "nvswitch",
+            "versions")
 _REGISTRY_NAMES = ("REGISTRY", "CheckContext", "CheckSpec", "check", "select")
 
 __all__ = ["FAMILIES", "REGISTRY", "CheckContext", "CheckSpec", "check", "load_all", "select"]

@@ -2,7 +2,7 @@
 
 The level says how deep a run goes (``quick``: one sample; ``full``: two samples for the
 rate checks, and the active tests); the mode says who runs it (``run`` on the command line,
-the ``agent`` daemon, a Slurm entry point), which some checks judge by (checks/nccl.py,
+the ``agent`` daemon, a Slurm entry point), which some checks judge by (checks/nccl/,
 gpu.processes) and some do not apply in (``skip_in``). Both are string enums, so a value
 compares, hashes, prints and serialises as its name does: reports and config files keep
 the plain words.

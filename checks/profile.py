@@ -46,7 +46,7 @@ class Profile:
     nvswitch: bool = False
     nvswitch_count: int | None = None  # NVSwitch PCI functions (class 0x0680)
     # Boards whose NVSwitches are no PCI functions (HGX/DGX B200): the ConnectX-7
-    # functions their NVSwitches are managed through, VPD SMDL=SW_MNG (checks/ib_roles.py).
+    # functions their NVSwitches are managed through, VPD SMDL=SW_MNG (checks/ib/roles.py).
     nvswitch_mgmt_functions: int | None = None
     fabric_manager: bool = False
     nvl72: bool = False
@@ -57,7 +57,7 @@ class Profile:
     hca_link_layer: str | None = None
     nic_pcie_gen: int | None = None
     nic_pcie_width: int | None = None
-    # How compute NICs are recognised (checks/ib_roles.py): when any is set, a device is a
+    # How compute NICs are recognised (checks/ib/roles.py): when any is set, a device is a
     # compute rail exactly when it matches one (PCI address, node GUID, ibdev or netdev name
     # as shell globs, hca_type such as MT4129).
     compute_pci: tuple[str, ...] = ()
@@ -65,7 +65,7 @@ class Profile:
     compute_ibdevs: tuple[str, ...] = ()
     compute_netdevs: tuple[str, ...] = ()
     compute_models: tuple[str, ...] = ()
-    # A RoCE compute fabric (hca_link_layer: Ethernet; checks/roce.py): the one lossless
+    # A RoCE compute fabric (hca_link_layer: Ethernet; checks/ib/roce.py): the one lossless
     # priority (PFC and ECN on it, NCCL_IB_TC mapped to it), how the NICs classify traffic
     # into priorities (dscp | pcp), and the least MTU of the compute netdevs.
     roce_priority: int | None = None

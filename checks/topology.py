@@ -28,7 +28,7 @@ class Endpoint:
     bdf: str
     pci: PciDevice | None
     role: str = "gpu"  # gpu | compute | storage | management | unknown
-    role_reason: str = ""  # why the NIC has its role (checks/ib_roles.py)
+    role_reason: str = ""  # why the NIC has its role (checks/ib/roles.py)
 
 
 def _natural(name: str) -> list[object]:

@@ -1,6 +1,6 @@
 """The InfiniBand/RoCE source: every device in /sys/class/infiniband and its ports, as facts.
 
-Roles (compute rail, storage, management) are not decided here: checks/ib_roles.py
+Roles (compute rail, storage, management) are not decided here: checks/ib/roles.py
 decides them when judging, from these facts and the profile, so a snapshot re-judged
 under another profile re-derives them. What the collector records for that: each port's
 link layer, the PCIe hops to every GPU the device shares a bridge with, model, GUID and

@@ -3,7 +3,7 @@
 Why: on HGX/DGX B200 and B300 baseboards the NVSwitches are no PCI functions; the host
 manages them through ConnectX-7 functions on the baseboard that appear as ``mlx5_*``
 InfiniBand devices and say so only in their VPD (``SMDL=SW_MNG`` in the ``VA`` keyword:
-agent/model/ib.py). Detection counts them and checks/ib_roles.py keeps them out of the
+agent/model/ib.py). Detection counts them and checks/ib/roles.py keeps them out of the
 rails; this module only records what the VPD says.
 
 Format (PCI Local Bus spec §6.4, as the kernel's include/linux/pci.h encodes it): a

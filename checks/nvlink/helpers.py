@@ -1,4 +1,4 @@
-"""What the nvlink.* checks share (fabric.py uses some too): which GPUs an NVLink
+"""What the nvlink.* checks share (the fabric/ checks use some too): which GPUs an NVLink
 check judges, the NVML part of the snapshot, and how links are named."""
 
 from __future__ import annotations

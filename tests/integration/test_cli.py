@@ -128,7 +128,7 @@ def test_checks_list_and_explain() -> None:
     assert explain.returncode == 0
     assert "remedy:" in explain.stdout
     assert "min_free_pct" in explain.stdout
-    assert re.search(r"^defined at: checks/\w+\.py:\d+$", explain.stdout, re.M), explain.stdout
+    assert re.search(r"^defined at: checks/[\w/]+\.py:\d+$", explain.stdout, re.M), explain.stdout
 
 
 def test_explain_names_the_line_that_registers_each_check() -> None:
@@ -146,7 +146,12 @@ def test_explain_names_the_line_that_registers_each_check() -> None:
     ("gpu.ecc_mode", "checks/gpu/memory.py"), ("gpu.xid", "checks/gpu/xid.py"),
     ("nvlink.links_up", "checks/nvlink/links.py"),
     ("nvlink.remote", "checks/nvlink/topology.py"),
-    ("nvswitch.sxid", "checks/nvswitch.py"), ("host.profile", "checks/host_profile.py")])
+    ("nvswitch.sxid", "checks/nvswitch.py"), ("host.profile", "checks/host_profile.py"),
+    ("host.disk", "checks/host/storage.py"), ("host.pcie_aer", "checks/host/pcie.py"),
+    ("ib.port_state", "checks/ib/ports.py"), ("ib.error_rate", "checks/ib/counters.py"),
+    ("roce.pfc", "checks/ib/roce.py"), ("fabric.imex", "checks/fabric/services.py"),
+    ("fabric.health_mask", "checks/fabric/health.py"), ("nccl.env", "checks/nccl/env.py"),
+    ("nccl.acs", "checks/nccl/pcie.py")])
 def test_explain_names_the_room_of_a_check_in_a_family_package(check_id: str,
                                                               room: str) -> None:
     explain = run_cli("checks", "explain", check_id)

@@ -24,13 +24,15 @@ from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.checks import host as host_checks
 from clusterdiag.checks.finding import Action, Finding, Status
+from clusterdiag.checks.host.kernel_errors import mce_severity
+from clusterdiag.checks.host.pcie import aer_growth
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import REGISTRY, CheckContext
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "host"
 NOW = 1_700_000_000.0
 HOST_CHECKS = sorted(i for i in REGISTRY if i.startswith("host.") and
-                     REGISTRY[i].func.__module__ == host_checks.__name__)
+                     REGISTRY[i].func.__module__.startswith(f"{host_checks.__name__}."))
 
 
 def judge(check_id: str, host: HostInfo | None = None, *, previous: Snapshot | None = None,
@@ -312,7 +314,7 @@ CE_HEADER = "mce: [Hardware Error]: CPU 0: Machine Check: 0 Bank 7: 8c0000400001
      None),
 ])
 def test_mce_severity(message: str, severity: str | None) -> None:
-    assert host_checks.mce_severity(event("mce", message)) == severity
+    assert mce_severity(event("mce", message)) == severity
 
 
 def test_kernel_errors_clean_log_passes() -> None:
@@ -459,7 +461,7 @@ def test_aer_correctable_rate_per_minute() -> None:
 
 
 def test_aer_counter_that_went_down_was_reset() -> None:
-    assert host_checks.aer_growth({"RxErr": 50, "BadTLP": 2}, {"RxErr": 3, "BadTLP": 2}) == {
+    assert aer_growth({"RxErr": 50, "BadTLP": 2}, {"RxErr": 3, "BadTLP": 2}) == {
         "RxErr": 3}
     finding = one(aer([aer_dev("0000:1b:00.0", fatal=5)], [aer_dev("0000:1b:00.0", fatal=1)]))
     assert finding.status is Status.FAIL

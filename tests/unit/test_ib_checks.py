@@ -17,7 +17,7 @@ from clusterdiag.agent.model.kernel import KernelEvent, KernelLog
 from clusterdiag.agent.sources import SourceEnv
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.ib_roles import assign
+from clusterdiag.checks.ib.roles import assign
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext
 

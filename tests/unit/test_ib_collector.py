@@ -16,7 +16,7 @@ from clusterdiag.agent.collectors.ib_port import parse_rate, parse_state
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.sources import SourceEnv
-from clusterdiag.checks.ib_roles import assign
+from clusterdiag.checks.ib.roles import assign
 from clusterdiag.checks.profile import load_profile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ib"
@@ -120,7 +120,7 @@ def test_h100_tree_values_and_saturation() -> None:
 
 def _roles(devs: dict[str, IbDevice], profile: str,
            params: dict[str, object] | None = None) -> None:
-    """Judge-time roles (checks/ib_roles.py) over the collected facts."""
+    """Judge-time roles (checks/ib/roles.py) over the collected facts."""
     assign(Snapshot(node="n1", taken_at=1.0, infiniband=list(devs.values())),
            load_profile(profile), params or {})
 

@@ -10,8 +10,8 @@ from clusterdiag.agent.collectors import allreduce as collector
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.nccl import AllreduceRun
 from clusterdiag.agent.sources import CommandResult, SourceEnv
-from clusterdiag.checks import nccl as checks
 from clusterdiag.checks.finding import Status
+from clusterdiag.checks.nccl.allreduce import allreduce
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext
 
@@ -22,7 +22,7 @@ def _judge(run: AllreduceRun | None, profile: str = "dgx-h100") -> list:
     snap = Snapshot(node="n", taken_at=0.0, allreduce=run)
     ctx = CheckContext(snapshot=snap, profile=load_profile(profile),
                        params={"min_busbw_fraction": 0.9})
-    return list(checks.allreduce(ctx))
+    return list(allreduce(ctx))
 
 
 def test_parser_reads_the_real_h100_output() -> None:

@@ -12,9 +12,9 @@ from clusterdiag.agent.collectors import nccl as collector
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.nccl import HcaPort, NcclInfo
 from clusterdiag.agent.sources import SourceEnv
-from clusterdiag.checks import nccl as checks
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.nccl_env import check_ib_hca, gdr_level, parse_list
+from clusterdiag.checks.nccl.env import env as env_check
+from clusterdiag.checks.nccl.settings import check_ib_hca, gdr_level, parse_list
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext
 
@@ -36,7 +36,7 @@ def _judge(info: NcclInfo, mode: str = "run", rdma: bool = True) -> list:
     if not rdma:
         info.ports = {}
     ctx = CheckContext(snapshot=snap, profile=load_profile("dgx-h100"), params={}, mode=mode)
-    return list(checks.env(ctx))
+    return list(env_check(ctx))
 
 
 def _bad(findings: list) -> list:

@@ -27,8 +27,12 @@ from clusterdiag.agent.model.nccl import (
 )
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.agent.sysfs import FileCounter
-from clusterdiag.checks import nccl_host as checks
 from clusterdiag.checks.finding import Status
+from clusterdiag.checks.nccl.affinity import gpu_nic_affinity
+from clusterdiag.checks.nccl.gpudirect import gpudirect_rdma
+from clusterdiag.checks.nccl.limits import host_limits
+from clusterdiag.checks.nccl.pcie import acs
+from clusterdiag.checks.nccl.pcie import iommu as iommu_check
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext
 
@@ -97,13 +101,13 @@ def test_gpudirect_facts_from_a_tree(tmp_path: Path) -> None:
     (Gpudirect(kernel_release="6.8.0"), Status.FAIL),
 ])
 def test_gpudirect_verdicts(gdr: Gpudirect, status: Status) -> None:
-    (finding,) = checks.gpudirect_rdma(_ctx(NcclInfo(gpudirect=gdr)))
+    (finding,) = gpudirect_rdma(_ctx(NcclInfo(gpudirect=gdr)))
     assert finding.status is status
 
 
 def test_gpudirect_skips_without_rdma_nic() -> None:
     ctx = _ctx(NcclInfo(gpudirect=Gpudirect()), pci=_pci()[:-1])
-    assert _statuses(checks.gpudirect_rdma(ctx)) == [Status.SKIP]
+    assert _statuses(gpudirect_rdma(ctx)) == [Status.SKIP]
 
 
 # -- ACS -----------------------------------------------------------------------------
@@ -125,7 +129,7 @@ def test_acs_register_read_from_config_space(tmp_path: Path) -> None:
 def test_acs_redirect_fails_on_the_device_below_it() -> None:
     pci = _pci()
     pci[2] = _bridge(DG, 0x1D)  # the GPU's switch port: SrcValid ReqRedir CmpltRedir UpFwd
-    (finding,) = checks.acs(_ctx(pci=pci))
+    (finding,) = acs(_ctx(pci=pci))
     assert finding.status is Status.FAIL
     assert finding.component == "gpu0"
     assert finding.observed == {DG: ["ReqRedir", "CmpltRedir"]}
@@ -134,15 +138,15 @@ def test_acs_redirect_fails_on_the_device_below_it() -> None:
 def test_acs_source_validation_alone_passes() -> None:
     pci = _pci()
     pci[0] = _bridge(RP, 0x01)
-    assert _statuses(checks.acs(_ctx(pci=pci))) == [Status.PASS]
+    assert _statuses(acs(_ctx(pci=pci))) == [Status.PASS]
 
 
 def test_acs_unreadable_config_skips_with_the_reason() -> None:
     why = {"acs": "extended config space not readable (needs root)"}
-    (finding,) = checks.acs(_ctx(pci=_pci(acs=None, unknown=why)))
+    (finding,) = acs(_ctx(pci=_pci(acs=None, unknown=why)))
     assert finding.status is Status.SKIP
     assert "needs root" in finding.message
-    assert checks.acs.__name__ == "acs"
+    assert acs.__name__ == "acs"
 
 
 def test_acs_is_registered_as_privileged() -> None:
@@ -175,7 +179,7 @@ def test_iommu_facts_from_a_tree(tmp_path: Path) -> None:
     (Iommu(units=["dmar0"]), Status.WARN),
 ])
 def test_iommu_verdicts(iommu: Iommu, status: Status) -> None:
-    (finding,) = checks.iommu(_ctx(NcclInfo(iommu=iommu)))
+    (finding,) = iommu_check(_ctx(NcclInfo(iommu=iommu)))
     assert finding.status is status
 
 
@@ -230,15 +234,15 @@ def _limits(*memlock: MemlockSource, shm: int = 32 << 30, remove_ipc: bool = Fal
 
 def test_host_limits_verdicts() -> None:
     own_low = MemlockSource("/proc/self/limits", 8 << 20)
-    assert _statuses(checks.host_limits(_ctx(_limits(own_low)))) == [Status.FAIL]
+    assert _statuses(host_limits(_ctx(_limits(own_low)))) == [Status.FAIL]
     # in the agent the process limit is clusterdiag's own, not the jobs'
-    assert _statuses(checks.host_limits(_ctx(_limits(own_low), mode="agent"))) == [Status.PASS]
+    assert _statuses(host_limits(_ctx(_limits(own_low), mode="agent"))) == [Status.PASS]
     conf = MemlockSource("/etc/security/limits.conf:3", 64 << 30, "* hard memlock 67108864")
-    assert _statuses(checks.host_limits(_ctx(_limits(conf), mode="agent"))) == [Status.WARN]
-    assert _statuses(checks.host_limits(_ctx(_limits(shm=64 << 20)))) == [Status.FAIL]
-    assert _statuses(checks.host_limits(_ctx(_limits(remove_ipc=True)))) == [Status.WARN]
+    assert _statuses(host_limits(_ctx(_limits(conf), mode="agent"))) == [Status.WARN]
+    assert _statuses(host_limits(_ctx(_limits(shm=64 << 20)))) == [Status.FAIL]
+    assert _statuses(host_limits(_ctx(_limits(remove_ipc=True)))) == [Status.WARN]
     unlimited = MemlockSource("/proc/self/limits", -1)
-    assert _statuses(checks.host_limits(_ctx(_limits(unlimited)))) == [Status.PASS]
+    assert _statuses(host_limits(_ctx(_limits(unlimited)))) == [Status.PASS]
 
 
 # -- GPU-NIC affinity ------------------------------------------------------------------
@@ -251,13 +255,13 @@ def _ib(role: str = "compute") -> list[IbDevice]:
 
 
 def test_affinity_passes_for_a_nic_under_the_gpus_switch() -> None:
-    (finding,) = checks.gpu_nic_affinity(_ctx(ib=_ib()))
+    (finding,) = gpu_nic_affinity(_ctx(ib=_ib()))
     assert finding.status is Status.PASS
     assert finding.observed == {"gpu0": "mlx5_0 PIX"}
 
 
 def test_affinity_wrong_numa_warns_on_the_nic() -> None:
-    (finding,) = checks.gpu_nic_affinity(_ctx(pci=_pci(nic_numa=1), ib=_ib()))
+    (finding,) = gpu_nic_affinity(_ctx(pci=_pci(nic_numa=1), ib=_ib()))
     assert finding.status is Status.WARN
     assert finding.component == "mlx5_0"
 
@@ -265,7 +269,7 @@ def test_affinity_wrong_numa_warns_on_the_nic() -> None:
 def test_affinity_fails_when_the_nic_is_across_the_socket() -> None:
     pci = _pci(nic_numa=1)
     pci[-1].path = ["0000:9a:01.0", "0000:18:00.0"]
-    (finding,) = checks.gpu_nic_affinity(_ctx(pci=pci, ib=_ib()))
+    (finding,) = gpu_nic_affinity(_ctx(pci=pci, ib=_ib()))
     assert finding.status is Status.FAIL
     assert finding.component == "gpu0"
     assert finding.observed == {"mlx5_0": "SYS"}
@@ -278,16 +282,16 @@ def test_affinity_sys_is_expected_on_grace_trays_and_storage_nics_do_not_count()
     ib = [IbDevice("mlx5_0", pci_bdf="0000:03:00.0")]
     ib[0].role = "compute"  # type: ignore[attr-defined]
     ctx = _ctx(pci=pci, ib=ib, profile="gb200-nvl72")
-    assert _statuses(checks.gpu_nic_affinity(ctx)) == [Status.PASS]
-    assert _statuses(checks.gpu_nic_affinity(_ctx(ib=_ib("storage")))) == [Status.SKIP]
-    assert _statuses(checks.gpu_nic_affinity(_ctx(profile="generic"))) == [Status.SKIP]
+    assert _statuses(gpu_nic_affinity(ctx)) == [Status.PASS]
+    assert _statuses(gpu_nic_affinity(_ctx(ib=_ib("storage")))) == [Status.SKIP]
+    assert _statuses(gpu_nic_affinity(_ctx(profile="generic"))) == [Status.SKIP]
 
 
 def test_rdma_ports_alone_count_as_rdma_present() -> None:
     info = NcclInfo(ports={"mlx5_0/1": HcaPort("ACTIVE", "InfiniBand")},
                     gpudirect=Gpudirect())
     ctx = _ctx(info, pci=[])
-    assert _statuses(checks.gpudirect_rdma(ctx)) == [Status.FAIL]
+    assert _statuses(gpudirect_rdma(ctx)) == [Status.FAIL]
 
 
 def test_affinity_defers_to_ib_when_the_nics_rdma_device_is_missing() -> None:
@@ -297,6 +301,6 @@ def test_affinity_defers_to_ib_when_the_nics_rdma_device_is_missing() -> None:
     other.role = "compute"  # type: ignore[attr-defined]
     pci = [*_pci(), PciDevice("0000:9a:00.0", 0x15B3, 0x1021, NIC, numa_node=1,
                               path=["0000:98:01.0", "0000:9a:00.0"])]
-    (finding,) = checks.gpu_nic_affinity(_ctx(pci=pci, ib=[other]))
+    (finding,) = gpu_nic_affinity(_ctx(pci=pci, ib=[other]))
     assert finding.status is Status.SKIP
     assert finding.component == "gpu0"

@@ -19,8 +19,8 @@ from clusterdiag.agent.model.nccl import NcclInfo, NcclLibrary
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sources import SourceEnv, nccl_versions, python_site_dirs
-from clusterdiag.checks import nccl as checks
 from clusterdiag.checks.finding import Status
+from clusterdiag.checks.nccl.library import library as library_check
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext
 
@@ -54,7 +54,7 @@ def _judge(info: NcclInfo, **params: object) -> list:
     snap = Snapshot(node="n", taken_at=0.0, nccl=info)
     ctx = CheckContext(snapshot=snap, profile=load_profile("dgx-h100"),
                        params={"require_host": False, "min_version": None, **params})
-    return list(checks.library(ctx))
+    return list(library_check(ctx))
 
 
 @pytest.mark.parametrize(("code", "text"), [(2804, "2.8.4"), (22105, "2.21.5"),

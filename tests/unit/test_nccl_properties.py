@@ -11,7 +11,7 @@ from clusterdiag.agent.collectors.nccl import parse_env_file
 from clusterdiag.agent.collectors.nccl_host import parse_limits_conf, parse_limits_file
 from clusterdiag.agent.model.nccl import AllreduceRun, HcaPort, NcclInfo
 from clusterdiag.checks.finding import Finding
-from clusterdiag.checks.nccl_env import validate
+from clusterdiag.checks.nccl.settings import validate
 
 LINES = st.lists(st.text(max_size=60), max_size=8).map("\n".join)
 VALUES = st.text(alphabet="^=,:_mlx5 01239ethibo²٣-", max_size=30)

@@ -30,7 +30,7 @@ from clusterdiag.agent.sim.state.hardware import SimNode
 from clusterdiag.agent.sim.writers.nvml import build_module
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.agent.sysfs import FileCounter
-from clusterdiag.checks.ib_roles import decide
+from clusterdiag.checks.ib.roles import decide
 from clusterdiag.checks.profile import load_profile
 
 SETTINGS = settings(max_examples=150, deadline=None,

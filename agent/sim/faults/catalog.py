@@ -427,7 +427,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("ib_width_degraded", "ib.rate", "fail", "reseat_cable", "{hca}/{port}",
               ("hca",), width_degraded, options=("port",), needs=_IB),
     # A rail whose port was set to Ethernet is not the compute fabric: it loses its role,
-    # and ib.hca_count names it where the rail is missing (checks/ib_roles.py).
+    # and ib.hca_count names it where the rail is missing (checks/ib/roles.py).
     FaultKind("ib_link_layer_ethernet", "ib.hca_count", "fail", "fix_config", "node",
               ("hca",), link_layer_ethernet, options=("port",), needs=_RAILS),
     # The same port where config names the compute rails: it stays a rail, on the wrong

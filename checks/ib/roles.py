@@ -46,9 +46,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.model import Snapshot
-from ..agent.model.ib import DPU_TYPES, IbDevice, nvswitch_management
-from .profile import Profile
+from ...agent.model import Snapshot
+from ...agent.model.ib import DPU_TYPES, IbDevice, nvswitch_management
+from ..profile import Profile
 
 
 @dataclass(frozen=True)

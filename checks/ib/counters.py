@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..agent.model import Snapshot
-from ..agent.model.ib import IbDevice, IbPort
-from .finding import Action, Finding, Status
-from .ib import NODE, no_compute, port_component
-from .rates import DEFAULT_MIN_EVENTS, Rate, counter_rate, sample_interval
-from .registry import CheckContext, check
-from .window import IB_WINDOW_COUNTERS, window_base
+from ...agent.model import Snapshot
+from ...agent.model.ib import IbDevice, IbPort
+from ..finding import Action, Finding, Status
+from ..rates import DEFAULT_MIN_EVENTS, Rate, counter_rate, sample_interval
+from ..registry import CheckContext, check
+from ..window import IB_WINDOW_COUNTERS, window_base
+from .helpers import NODE, no_compute, port_component
 
 _PER_MIN = ("symbol_error", "port_rcv_errors", "port_rcv_remote_physical_errors",
             "local_link_integrity_errors", "excessive_buffer_overrun_errors")

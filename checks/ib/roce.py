@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..agent.model.ib import IbDevice, IbPort, RoceQos
-from .finding import Action, Finding
-from .ib import NODE, compute_ports, devices, port_component, unknown_finding
-from .registry import CheckContext, check
+from ...agent.model.ib import IbDevice, IbPort, RoceQos
+from ..finding import Action, Finding
+from ..registry import CheckContext, check
+from .helpers import NODE, compute_ports, devices, port_component, unknown_finding
 
 FIX = Action.FIX_CONFIG
 ROCE_V2 = "RoCE v2"

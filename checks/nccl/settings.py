@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..agent.model.nccl import HcaPort, NcclInfo
-from .finding import Action, Finding
+from ...agent.model.nccl import HcaPort, NcclInfo
+from ..finding import Action, Finding
 
 NODE = "node"
 FIX = Action.FIX_CONFIG

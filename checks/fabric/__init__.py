@@ -1,0 +1,18 @@
+"""Fabric checks: the Fabric Manager and IMEX daemons (``services``), NVML fabric
+registration (``state``), NVL72 cliques (``clique``) and fabric health (``health``), a module
+per concern; ``helpers`` holds what they share.
+
+Which fabric software a node runs depends on the platform (Fabric Manager user guide): HGX/DGX
+boards with NVSwitch chips (A100, H100, H200, B200) need ``nvidia-fabricmanager``; GB200
+and GB300 NVL72 compute trays do not run it (the fabric is managed on the switch trays)
+and instead register each GPU with the rack's NVLink domain, reported per GPU by NVML's
+fabric info, and run ``nvidia-imex`` for cross-tray memory sharing. NVML fabric info is
+Hopper+: on A100 and PCIe cards it is NotSupported, which is a skip, never a failure.
+Importing the package registers every fabric.* check.
+"""
+
+from __future__ import annotations
+
+from . import clique, health, services, state
+
+__all__ = ["clique", "health", "services", "state"]

@@ -1,0 +1,96 @@
+"""host.kernel_errors: machine checks, lockups and hung tasks in the kernel log."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ...agent.model.kernel import KernelEvent
+from ..finding import Action, Finding, Status
+from ..registry import CheckContext, check
+from .helpers import NODE
+
+_MCE_BANK = re.compile(r"Bank \d+: ([0-9a-f]{16})\b", re.IGNORECASE)
+
+
+def mce_severity(event: KernelEvent) -> str | None:
+    """``uncorrected``, ``corrected``, or None for a continuation line of an MCE dump.
+
+    A dump header (``CPU 3: Machine Check: 0 Bank 5: be00000000800400``) carries the
+    bank's MCi_STATUS; bit 61 (UC) says the error was not corrected (Intel SDM vol. 3B
+    15.3.2.2, AMD APM vol. 2 9.3). The kernel's own summaries say which they are:
+    ``Machine check events logged`` after corrected errors (CMCI/polling),
+    ``Uncorrected hardware memory error in user-access`` after a poisoned page was hit.
+    The RIP/TSC/PROCESSOR lines that follow a header repeat it and are not counted.
+    """
+    bank = _MCE_BANK.search(event.message)
+    if bank:
+        return "uncorrected" if int(bank.group(1), 16) >> 61 & 1 else "corrected"
+    if re.search(r"Uncorrected hardware memory error|Machine Check Exception", event.message):
+        return "uncorrected"
+    if "Machine check events logged" in event.message:
+        return "corrected"
+    return None
+
+
+# (category, threshold param, status, message, action), in the order findings are listed.
+_KERNEL_RULES = (
+    ("mce_uncorrected", "mce_uncorrected_fail", Status.FAIL,
+     "uncorrected machine-check errors in the kernel log", Action.INVESTIGATE),
+    ("hard_lockup", "hard_lockup_fail", Status.FAIL,
+     "hard lockup in the kernel log", Action.REBOOT),
+    ("soft_lockup", "soft_lockup_warn", Status.WARN,
+     "soft lockup in the kernel log", Action.INVESTIGATE),
+    ("hung_task", "hung_task_warn", Status.WARN,
+     "hung tasks in the kernel log", Action.INVESTIGATE),
+    ("nmi", "nmi_warn", Status.WARN,
+     "hardware NMI in the kernel log", Action.INVESTIGATE),
+    ("mce_corrected", "mce_corrected_warn", Status.WARN,
+     "many corrected machine-check errors in the kernel log", Action.INVESTIGATE),
+)
+
+
+@check("host.kernel_errors", needs=("kernel_log",),
+       params={"window_s": 7200, "mce_uncorrected_fail": 1, "hard_lockup_fail": 1,
+               "soft_lockup_warn": 1, "hung_task_warn": 1, "nmi_warn": 1,
+               "mce_corrected_warn": 10},
+       remedy="Read the kernel log around the events. Machine checks: find the DIMM or CPU "
+              "with rasdaemon/mcelog or the BMC event log. A hard lockup leaves the kernel "
+              "in doubt: reboot. Hung tasks and soft lockups: find the driver or filesystem "
+              "that stalls (the stack trace follows the message).",
+       actions=(Action.INVESTIGATE, Action.REBOOT))
+def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
+    """Machine checks, lockups, hung tasks and NMIs the kernel logged within ``window_s``.
+
+    Thresholds are counts of events in the window (events without a wall time count).
+    An uncorrected machine check means data was lost (the kernel poisoned a page or
+    killed a process) and a hard lockup means a CPU sat with interrupts off for ~10 s:
+    either fails at once. A soft lockup or a hung task (120 s in D state) can be a
+    stalled filesystem as much as a sick node, and an NMI may be a benign unknown-reason
+    one, so those warn. Corrected machine checks are normal in small numbers; the kernel
+    logs at most two summary lines a minute, so ten in two hours is a trend.
+    """
+    log = ctx.snapshot.kernel_log
+    if log is None:
+        yield Finding.error(NODE, "kernel log was not collected",
+                            ctx.snapshot.sources.get("kernel_log"))
+        return
+    if log.unknown and not log.lines_read:
+        yield Finding.error(NODE, "kernel log unreadable", log.unknown)
+        return
+    since = ctx.now - ctx.params["window_s"]
+    counts = dict.fromkeys((rule[0] for rule in _KERNEL_RULES), 0)
+    for event in log.events:
+        if event.time is not None and event.time < since:
+            continue
+        category = f"mce_{mce_severity(event)}" if event.kind == "mce" else event.kind
+        if category in counts:
+            counts[category] += 1
+    found = False
+    for category, param, status, message, action in _KERNEL_RULES:
+        if counts[category] >= ctx.params[param]:
+            found = True
+            yield Finding(status, NODE, message, counts[category],
+                          f"< {ctx.params[param]} in {ctx.params['window_s']} s", action)
+    if not found:
+        yield Finding.passed(NODE, "no machine checks, lockups or hung tasks logged", counts)

@@ -1,0 +1,25 @@
+"""InfiniBand and RoCE checks: the compute rails (``inventory``), each port's link
+(``ports``), the subnet manager (``subnet_manager``), the NIC's PCIe link (``pcie``),
+firmware (``firmware``), mlx5 kernel-log errors (``kernel_errors``), error and congestion
+counters as rates (``counters``) and what a lossless RoCE rail needs (``roce``), a module
+per concern; ``helpers`` holds what they share and ``roles`` decides which devices are
+compute rails.
+
+RoCE lives here because a RoCE port is an RDMA device like an InfiniBand one: the same
+collector reports it (``needs=("infiniband",)``), the same roles decide which ports are
+compute rails, and its checks judge those ports with the same helpers; only the link layer
+differs. Its check ids stay ``roce.*``.
+
+Only compute devices (``IbDevice.role``, decided when judging by ``roles`` from the
+snapshot's facts, the profile and config) are judged as NCCL rails. Storage and
+management ports are never counted as failed compute rails; ``ib.port_state`` still warns
+when one is down, because storage that cannot be reached hurts jobs too.
+Importing the package registers every ib.* and roce.* check.
+"""
+
+from __future__ import annotations
+
+from . import counters, firmware, inventory, kernel_errors, pcie, ports, roce, subnet_manager
+
+__all__ = ["counters", "firmware", "inventory", "kernel_errors", "pcie", "ports", "roce",
+           "subnet_manager"]
