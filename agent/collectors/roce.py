@@ -1,6 +1,6 @@
 """What a RoCE port's lossless setup rests on: its GID table, ECN, PFC and the trust mode.
 
-Read for Ethernet ports only, as facts; checks/roce.py judges them against the profile.
+Read for Ethernet ports only, as facts; checks/ib/roce.py judges them against the profile.
 
 - GIDs: ``ports/<p>/gids/<i>``, ``gid_attrs/types/<i>`` and ``gid_attrs/ndevs/<i>``
   (kernel Documentation/ABI/stable/sysfs-class-infiniband). An empty entry reads as the all-zero
