@@ -17,8 +17,8 @@ from clusterdiag.checks.finding import Finding, Status
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext, History
 from clusterdiag.checks.window import WINDOW_S
+from tests.checks.ib.factory import eight_hcas, make_snap
 from tests.checks.nvlink.factory import make_gpu, make_snapshot
-from tests.unit.test_ib_checks import _eight, _snap
 
 PORT = "mlx5_3/1"
 
@@ -35,9 +35,9 @@ def _judge(snap: Snapshot, previous: Snapshot, history: History) -> list[Finding
 
 
 def _at(t: float, link_downed: int, counter: str = "link_downed") -> Snapshot:
-    devs = _eight()
+    devs = eight_hcas()
     devs[3].ports[0].counters[counter] = link_downed
-    return _snap(devs, 1000.0 + t)
+    return make_snap(devs, 1000.0 + t)
 
 
 Judge = Callable[[Snapshot, Snapshot, History], list[Finding]]

@@ -1,0 +1,21 @@
+"""The fabric.* catalog's contract (checks/fabric/)."""
+
+from __future__ import annotations
+
+from clusterdiag.checks import fabric as fabric_checks
+from clusterdiag.checks.finding import Action
+from clusterdiag.checks.registry import REGISTRY
+
+# --- catalog --------------------------------------------------------------------------
+
+def test_catalog_declares_the_contract() -> None:
+    ids = sorted(i for i in REGISTRY
+                 if REGISTRY[i].func.__module__.startswith(f"{fabric_checks.__name__}."))
+    assert ids == ["fabric.clique", "fabric.health_mask", "fabric.imex", "fabric.manager",
+                   "fabric.state"]
+    assert REGISTRY["fabric.manager"].params == {"unit": "nvidia-fabricmanager.service"}
+    assert REGISTRY["fabric.imex"].params == {"unit": "nvidia-imex.service"}
+    assert REGISTRY["fabric.imex"].skip_in == frozenset({"prolog"})
+    assert set(REGISTRY["fabric.imex"].actions) <= {Action.FIX_CONFIG, Action.INVESTIGATE}
+    assert REGISTRY["fabric.manager"].needs == ("host",)
+    assert REGISTRY["fabric.state"].needs == ("nvml",)

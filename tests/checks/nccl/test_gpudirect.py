@@ -1,0 +1,45 @@
+"""nccl.gpudirect_rdma (checks/nccl/gpudirect.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterdiag.agent.model.nccl import (
+    Gpudirect,
+    HcaPort,
+    NcclInfo,
+)
+from clusterdiag.checks.finding import Status
+from clusterdiag.checks.nccl.gpudirect import gpudirect_rdma
+from tests.checks.nccl.factory import PROPRIETARY, make_ctx, make_pci, statuses
+
+# -- GPUDirect RDMA ----------------------------------------------------------------
+
+OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.58.02  Release Build  (x)"
+
+
+@pytest.mark.parametrize(("gdr", "status"), [
+    (Gpudirect(peermem="/sys/module/nvidia_peermem/version"), Status.PASS),
+    (Gpudirect(kernel_release="6.8.0-45-generic", driver_line=OPEN, driver_open=True),
+     Status.PASS),
+    (Gpudirect(kernel_release="6.8.0-45-generic", driver_line=PROPRIETARY, driver_open=False),
+     Status.FAIL),
+    (Gpudirect(kernel_release="5.4.0-150-generic", driver_line=OPEN, driver_open=True),
+     Status.FAIL),
+    (Gpudirect(kernel_release="6.8.0"), Status.FAIL),
+])
+def test_gpudirect_verdicts(gdr: Gpudirect, status: Status) -> None:
+    (finding,) = gpudirect_rdma(make_ctx(NcclInfo(gpudirect=gdr)))
+    assert finding.status is status
+
+
+def test_gpudirect_skips_without_rdma_nic() -> None:
+    ctx = make_ctx(NcclInfo(gpudirect=Gpudirect()), pci=make_pci()[:-1])
+    assert statuses(gpudirect_rdma(ctx)) == [Status.SKIP]
+
+
+def test_rdma_ports_alone_count_as_rdma_present() -> None:
+    info = NcclInfo(ports={"mlx5_0/1": HcaPort("ACTIVE", "InfiniBand")},
+                    gpudirect=Gpudirect())
+    ctx = make_ctx(info, pci=[])
+    assert statuses(gpudirect_rdma(ctx)) == [Status.FAIL]
