@@ -11,8 +11,6 @@ from clusterdiag.agent.collectors import nccl as collector
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.sources import SourceEnv
 
-# -- the collector side ------------------------------------------------------------
-
 
 def test_env_file_parsing_follows_each_format() -> None:
     nccl_conf = "# site\nNCCL_IB_HCA = =mlx5_0,mlx5_3\nNCCL_DEBUG=WARN\nOTHER=1\nbroken line\n"

@@ -22,8 +22,6 @@ GPUS = {"generic": 8, "dgx-h100": 8, "dgx-h200": 8, "dgx-a100": 8, "gb200-nvl72"
         "hgx-h100-pcie": 8}
 
 
-# --- factory --------------------------------------------------------------------------
-
 def fabric_for(platform: str) -> FabricInfo | None:
     """What NVML reports per GPU on each platform (gpud PRs #1106/#1108, gpu-operator#2511)."""
     if platform in ("dgx-a100", "hgx-h100-pcie"):

@@ -6,7 +6,6 @@ from clusterdiag.checks import fabric as fabric_checks
 from clusterdiag.checks.finding import Action
 from clusterdiag.checks.registry import REGISTRY
 
-# --- catalog --------------------------------------------------------------------------
 
 def test_catalog_declares_the_contract() -> None:
     ids = sorted(i for i in REGISTRY

@@ -7,7 +7,6 @@ import pytest
 from clusterdiag.checks.finding import Action, Status
 from tests.checks.fabric.factory import RACK, ZERO, by_status, judge, make_gpu, make_snapshot, one
 
-# --- fabric.clique --------------------------------------------------------------------
 
 def test_clique_gb200_tray_agrees() -> None:
     finding = one(judge("fabric.clique", make_snapshot("gb200-nvl72"), "gb200-nvl72"))

@@ -16,7 +16,6 @@ from tests.checks.fabric.factory import (
     statuses,
 )
 
-# --- fabric.health_mask ---------------------------------------------------------------
 
 def test_decode_health_mask() -> None:
     fields = decode_health_mask(HEALTHY_MASK | 0x2 << 14)

@@ -18,7 +18,6 @@ from tests.checks.fabric.factory import (
     statuses,
 )
 
-# --- fabric.state ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("platform", ["dgx-h100", "dgx-h200", "gb200-nvl72"])
 def test_state_completed_success_passes(platform: str) -> None:

@@ -6,9 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.model.host import (
-    HostInfo,
-)
+from clusterdiag.agent.model.host import HostInfo
 from clusterdiag.agent.model.kernel import KernelLog
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.checks import host as host_checks

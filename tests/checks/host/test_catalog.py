@@ -9,9 +9,7 @@ import pytest
 
 from clusterdiag.agent.collectors import host as host_collector
 from clusterdiag.agent.model import Snapshot, SourceStats
-from clusterdiag.agent.model.host import (
-    HostInfo,
-)
+from clusterdiag.agent.model.host import HostInfo
 from clusterdiag.agent.model.kernel import KernelLog
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.checks.finding import Status
@@ -41,8 +39,6 @@ def test_every_check_errors_without_its_source(check_id: str) -> None:
     findings = judge(check_id, previous=Snapshot("n1", NOW - 10))
     assert statuses(findings) == [Status.ERROR]
 
-
-# --- end to end: a collected fixture tree -------------------------------------------------
 
 def test_fixture_tree_through_collector_and_checks() -> None:
     def runner(argv: list[str], timeout_s: float) -> CommandResult:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from clusterdiag.agent.model.host import (
-    ClockSync,
-    HostInfo,
-)
+from clusterdiag.agent.model.host import ClockSync, HostInfo
 from clusterdiag.checks.finding import Action, Status
 from tests.checks.host.factory import judge, one
 
-# --- clock_sync -------------------------------------------------------------------------
 
 def test_clock_sync_states() -> None:
     synced = HostInfo("n1", clock=ClockSync("chronyc", True))

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from clusterdiag.agent.model.host import (
-    HostInfo,
-)
+from clusterdiag.agent.model.host import HostInfo
 from clusterdiag.checks.finding import Action, Status
 from tests.checks.host.factory import judge, one, statuses
-
-# --- kernel_cmdline ---------------------------------------------------------------------
 
 CMDLINE = ["BOOT_IMAGE=/vmlinuz", "ro", "iommu=off", "iommu=pt", "nvidia-drm.modeset=1",
            "quiet", "--", "init_only=1"]

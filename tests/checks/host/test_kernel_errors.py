@@ -11,7 +11,6 @@ from clusterdiag.checks.finding import Action, Finding, Status
 from clusterdiag.checks.host.kernel_errors import mce_severity
 from tests.checks.host.factory import NOW, judge, one, statuses
 
-# --- kernel_errors ----------------------------------------------------------------------
 
 def event(kind: str, message: str, age_s: float | None = 60.0) -> KernelEvent:
     return KernelEvent(kind, message, f"[ 1.0] {message}",

@@ -10,7 +10,6 @@ from clusterdiag.checks.finding import Action, Finding, Status
 from clusterdiag.checks.host.pcie import aer_growth
 from tests.checks.host.factory import NOW, judge, one
 
-# --- pcie_aer ---------------------------------------------------------------------------
 
 def aer_dev(bdf: str, cor: int = 0, nonfatal: int = 0, fatal: int = 0) -> PciDevice:
     return PciDevice(bdf, 0x10DE, 0x2330, 0x030200, aer={

@@ -5,14 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.model.host import (
-    HostInfo,
-    StuckProcess,
-)
+from clusterdiag.agent.model.host import HostInfo, StuckProcess
 from clusterdiag.checks.finding import Finding, Status
 from tests.checks.host.factory import NOW, judge, one
 
-# --- dstate_processes -------------------------------------------------------------------
 
 def dstate_sample(*procs: StuckProcess, taken_at: float = NOW - 3,
                   unknown: dict[str, str] | None = None) -> Snapshot:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from clusterdiag.agent.model.host import (
-    HostInfo,
-    ServiceState,
-)
+from clusterdiag.agent.model.host import HostInfo, ServiceState
 from clusterdiag.checks.finding import Action, Status
 from tests.checks.host.factory import judge, one
 
-# --- services ---------------------------------------------------------------------------
 
 def test_services_skip_without_config_or_systemd() -> None:
     assert one(judge("host.services", HostInfo("n1", has_systemd=True))).status is Status.SKIP

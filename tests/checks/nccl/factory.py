@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice
-from clusterdiag.agent.model.nccl import (
-    HcaPort,
-    NcclInfo,
-)
+from clusterdiag.agent.model.nccl import HcaPort, NcclInfo
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.checks.finding import Status
 from clusterdiag.checks.profile import load_profile

@@ -8,8 +8,6 @@ from clusterdiag.checks.finding import Status
 from clusterdiag.checks.nccl.affinity import gpu_nic_affinity
 from tests.checks.nccl.factory import NIC, make_ctx, make_pci, statuses
 
-# -- GPU-NIC affinity ------------------------------------------------------------------
-
 
 def _ib(role: str = "compute") -> list[IbDevice]:
     dev = IbDevice("mlx5_0", pci_bdf="0000:18:00.0")

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.agent.model.nccl import (
-    Gpudirect,
-    HcaPort,
-    NcclInfo,
-)
+from clusterdiag.agent.model.nccl import Gpudirect, HcaPort, NcclInfo
 from clusterdiag.checks.finding import Status
 from clusterdiag.checks.nccl.gpudirect import gpudirect_rdma
 from tests.checks.nccl.factory import PROPRIETARY, make_ctx, make_pci, statuses
-
-# -- GPUDirect RDMA ----------------------------------------------------------------
 
 OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.58.02  Release Build  (x)"
 

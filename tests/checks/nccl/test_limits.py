@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from clusterdiag.agent.model.nccl import (
-    HostLimits,
-    MemlockSource,
-    NcclInfo,
-)
+from clusterdiag.agent.model.nccl import HostLimits, MemlockSource, NcclInfo
 from clusterdiag.checks.finding import Status
 from clusterdiag.checks.nccl.limits import host_limits
 from tests.checks.nccl.factory import make_ctx, statuses

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.agent.model.nccl import (
-    Iommu,
-    NcclInfo,
-)
+from clusterdiag.agent.model.nccl import Iommu, NcclInfo
 from clusterdiag.checks.finding import Status
 from clusterdiag.checks.nccl.pcie import acs
 from clusterdiag.checks.nccl.pcie import iommu as iommu_check
