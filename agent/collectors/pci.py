@@ -55,10 +55,13 @@ def parse_aer(text: str) -> dict[str, int]:
 
 
 def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool,
-                with_aer: bool = True) -> PciDevice:
+                with_aer: bool = True,
+                vendor_read: tuple[int | None, str | None] | None = None) -> PciDevice:
+    """One device; ``vendor_read`` is its ``vendor`` file as the caller already read it
+    (the listing reads every device's to pick the ones judged), so it is read once."""
     base = f"{under(root, '/sys/bus/pci/devices')}/{bdf}"
     unknown: dict[str, str] = {}
-    vendor, why = read_int(f"{base}/vendor", counter, 16)
+    vendor, why = vendor_read or read_int(f"{base}/vendor", counter, 16)
     device, _ = read_int(f"{base}/device", counter, 16)
     pci_class, _ = read_int(f"{base}/class", counter, 16)
     # The kernel names devices as pci_address writes them; normalised all the same, so
@@ -135,7 +138,8 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
         # in its unknown. One whose files are gone was unplugged after the listing.
         if vendor not in _KEEP_VENDORS and (vendor is not None or why == "missing"):
             continue
-        dev = read_device(env.root, bdf, counter, with_config=False, with_aer=env.counters)
+        dev = read_device(env.root, bdf, counter, with_config=False, with_aer=env.counters,
+                          vendor_read=(vendor, why))
         wanted[bdf] = dev
         bridges.update(b for b in dev.path[:-1])
     for bdf in sorted(bridges - set(wanted)):
