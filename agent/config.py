@@ -189,7 +189,7 @@ def _walk_bounded(data: Any, where: str) -> None:
 
 def _range_problem(value: Any, bounds: tuple[float, float]) -> str | None:
     low, high = bounds
-    return None if low <= value <= high else f"must be from {low:g} to {high:g}"
+    return None if low <= value <= high else bounds_text(low, high)
 
 
 def seconds_problem(value: float, low: float, high: float = MAX_SECONDS) -> str | None:
@@ -249,55 +249,122 @@ def _validate_section(data: Any, schema: Mapping[str, Any], where: str, prefix: 
             raise ConfigError(f"{where}: key {name!r} {problem}, got {brief(value)}")
 
 
-def _param_types(default: Any) -> tuple[type, ...]:
-    if default is None:
-        return (str, int, float, list, dict, bool, type(None))
-    if isinstance(default, bool):
-        return (bool,)
-    if isinstance(default, (int, float)):
-        return (int, float)
-    return (type(default),)
+# How a parameter's schema (checks/params.py) names a value, one and many.
+_KIND_NAMES = {"bool": ("true/false", "true/false values"), "int": ("an integer", "integers"),
+               "number": ("a number", "numbers"), "str": ("a string", "strings"),
+               "null": ("null", "nulls"), "any": ("anything", "values")}
 
 
-def validate_check_params(checks: Any, where: str, catalog: Mapping[str, Mapping[str, Any]]
-                          ) -> None:
-    """``checks:`` maps a catalog id to ``enabled`` plus that check's own parameters."""
+def describe_kinds(kinds: Any, plural: bool = False) -> str:
+    """A parameter's type in words: ``an integer or null``, ``a list of strings``."""
+    names: list[str] = []
+    for kind in kinds:
+        if isinstance(kind, dict) and "list" in kind:
+            names.append(f"{'lists' if plural else 'a list'} of "
+                         f"{describe_kinds(kind['list'], True)}")
+        elif isinstance(kind, dict):
+            key = "codes" if kind["key"] == "int" else "names"
+            names.append(f"{'mappings' if plural else 'a mapping'} of {key} to "
+                         f"{describe_kinds(kind['map'], True)}")
+        else:
+            names.append(_KIND_NAMES[kind][plural])
+    return " or ".join(names)
+
+
+def _fits(value: Any, kind: str | dict[str, Any]) -> bool:
+    if isinstance(kind, dict) and "list" in kind:
+        return isinstance(value, (list, tuple)) and all(
+            any(_fits(v, k) for k in kind["list"]) for v in value)
+    if isinstance(kind, dict):
+        return isinstance(value, dict) and all(
+            _key_fits(k, kind["key"]) and any(_fits(v, m) for m in kind["map"])
+            for k, v in value.items())
+    if kind == "any":
+        return True
+    if kind == "null":
+        return value is None
+    if isinstance(value, bool):
+        return bool(kind == "bool")
+    if kind == "int":
+        return isinstance(value, int)
+    if kind == "number":
+        return isinstance(value, (int, float))
+    return kind == "str" and isinstance(value, str)
+
+
+def _key_fits(key: Any, kind: str) -> bool:
+    """A mapping key: YAML reads ``4:`` as an int and ``"4":`` as a string, so a name may
+    be a number and a code may be a string of digits."""
+    if isinstance(key, bool):
+        return False
+    if kind == "int":
+        return isinstance(key, int) or (isinstance(key, str) and key.strip().isdigit())
+    return isinstance(key, (str, int))
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, (int, float)):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in _numbers(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    return []
+
+
+def param_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """Why ``value`` is no value of a check parameter with this schema, or None: its type
+    (null only where the dataclass says ``| None``; each item of a list, each value of a
+    mapping), its choices, its bounds (every number in it)."""
+    kinds = schema["type"]
+    if not any(_fits(value, kind) for kind in kinds):
+        return f"must be {describe_kinds(kinds)}, got {type(value).__name__} {brief(value)}"
+    choices = schema.get("choices")
+    if choices and value is not None and value not in choices:
+        return f"must be {' or '.join(map(repr, choices))}, got {brief(value)}"
+    low, high = schema.get("ge"), schema.get("le")
+    for number in _numbers(value):
+        if (low is not None and number < low) or (high is not None and number > high):
+            return f"{bounds_text(low, high)}, got {brief(value)}"
+    return None
+
+
+def bounds_text(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f"must be from {low:g} to {high:g}"
+    return f"must be at least {low:g}" if low is not None else f"must be at most {high:g}"
+
+
+def validate_check_params(checks: Any, where: str,
+                          catalog: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                          section: str = "checks") -> None:
+    """``checks:`` maps a catalog id to ``enabled`` plus that check's own parameters,
+    each validated against its schema (``catalog``: check id -> parameter -> schema). A
+    site profile's ``thresholds:`` (``section``) are the same without ``enabled``."""
     if not isinstance(checks, dict):
-        raise ConfigError(f"{where}: 'checks' must be a mapping of check id to settings")
+        raise ConfigError(f"{where}: {section!r} must be a mapping of check id to settings")
+    own = ["enabled"] if section == "checks" else []
     for check_id, settings in checks.items():
         if check_id not in catalog:
-            raise _unknown(where, f"checks.{check_id}", [f"checks.{c}" for c in catalog])
+            raise _unknown(where, f"{section}.{check_id}", [f"{section}.{c}" for c in catalog])
         if settings is None:
             continue
         if not isinstance(settings, dict):
-            raise ConfigError(f"{where}: 'checks.{check_id}' must be a mapping")
+            raise ConfigError(f"{where}: '{section}.{check_id}' must be a mapping")
         params = catalog[check_id]
         for key, value in settings.items():
-            name = f"checks.{check_id}.{key}"
-            if key == "enabled":
+            name = f"{section}.{check_id}.{key}"
+            if key in own:
                 if not isinstance(value, bool):
                     raise ConfigError(f"{where}: key {name!r} must be true/false")
                 continue
             if key not in params:
-                raise _unknown(where, name, [f"checks.{check_id}.{k}"
-                                             for k in [*params, "enabled"]])
-            types = _param_types(params[key])
-            if not _type_ok(value, types):
-                raise ConfigError(f"{where}: key {name!r} must be {_describe(types)}, "
-                                  f"got {type(value).__name__} {brief(value)}")
-            items = _item_types(params[key])
-            if items and isinstance(value, list) and not all(_type_ok(v, items) for v in value):
-                raise ConfigError(f"{where}: key {name!r} must be a list of "
-                                  f"{_describe(items)}, got {brief(value)}")
-
-
-def _item_types(default: Any) -> tuple[type, ...]:
-    """The type the items of a list parameter must have: its default items' (none when
-    the default list is empty or mixed)."""
-    if not isinstance(default, list) or not default:
-        return ()
-    kinds = {_param_types(item) for item in default}
-    return kinds.pop() if len(kinds) == 1 else ()
+                raise _unknown(where, name, [f"{section}.{check_id}.{k}"
+                                             for k in [*params, *own]])
+            if problem := param_problem(value, params[key]):
+                raise ConfigError(f"{where}: key {name!r} {problem}")
 
 
 class Config:
@@ -404,8 +471,10 @@ def read_yaml(path: str | Path, where: str) -> Any:
     return data
 
 
-def load_config(path: str | Path | None, catalog: Mapping[str, Mapping[str, Any]]) -> Config:
-    """Load ``path`` (or the default file when it exists); defaults when neither."""
+def load_config(path: str | Path | None,
+                catalog: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Config:
+    """Load ``path`` (or the default file when it exists); defaults when neither.
+    ``catalog`` is every check's parameter schema by id (``session.check_schemas``)."""
     if path is None:
         if not os.path.isfile(DEFAULT_PATH):
             return Config()

@@ -16,6 +16,7 @@ from ..checks.common import nvml_down
 from ..checks.detect import detect_profile
 from ..checks.finding import Finding, Status
 from ..checks.levels import Level, Mode
+from ..checks.params import ParamsError
 from ..checks.profile import Profile, load_profile
 from ..checks.registry import CheckContext, CheckSpec, History
 from ..reports.node import NodeReport, inventory, iso
@@ -78,6 +79,13 @@ def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
     return [f.replace(check=spec.id) for f in findings]
 
 
+def bound_params(spec: CheckSpec, config: Config, profile: Profile) -> Any:
+    """The parameters ``spec`` judges with, bound into its dataclass: its defaults, under
+    the profile's ``thresholds``, under the config's ``checks.<id>`` (both validated when
+    loaded against the same schema). ParamsError when they do not fit."""
+    return spec.bind(config.check_params(spec.id, spec.params, profile.thresholds.get(spec.id)))
+
+
 def sources_for(specs: Iterable[CheckSpec], profile: str) -> set[str]:
     names = {n for spec in specs for n in spec.needs}
     if profile == "auto":  # detection's evidence (checks/detect.py): the B200's NVSwitch
@@ -133,12 +141,17 @@ def evaluate(snap: Snapshot, config: Config, options: RunOptions,
     profile, source, reason = resolve_profile(options.profile, snap)
     assign_roles(snap, config, profile)
     for spec in specs:
+        try:
+            params = bound_params(spec, config, profile)
+        except ParamsError as exc:  # set by code, not by a file (which was validated)
+            findings.append(Finding.error("node", f"parameters not usable: {exc}").replace(
+                check=spec.id))
+            continue
         ctx = CheckContext(
             snapshot=snap, profile=profile, level=options.level, mode=options.mode,
             now=time.time() if now is None else now, previous=previous,
             profile_source=source, profile_reason=reason,
-            history=history or History(),
-            params=config.check_params(spec.id, spec.params, profile.thresholds.get(spec.id)),
+            history=history or History(), params=params,
         )
         findings.extend(judge(spec, ctx))
     order = {s: i for i, s in enumerate((Status.FAIL, Status.ERROR, Status.WARN, Status.PASS,

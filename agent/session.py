@@ -14,29 +14,20 @@ from .errors import CollectError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from pathlib import Path
-    from typing import Any
 
     from .config import Config
     from .runner import RunOptions
     from .sources import SourceEnv
 
 
-def check_defaults() -> dict[str, Mapping[str, Any]]:
-    """Every check's default parameters by id: what the config's ``checks:`` section is
-    validated and completed against, from the catalog's manifest (no family imported)."""
-    from ..checks.index import ENTRIES
-
-    return {check_id: entry.params for check_id, entry in ENTRIES.items()}
-
-
 def load(config_path: str | Path | None) -> Config:
     """The config file (or the defaults), validated against the check catalog, and the
     site profiles it points at registered; a ``profile:`` file becomes its name."""
+    from ..checks.index import schemas
     from .config import load_config
 
-    config = load_config(config_path, check_defaults())
+    config = load_config(config_path, schemas())
     config.data["profile"] = site_profile(config, config.data["profile"])
     return config
 

@@ -8,7 +8,9 @@ empty profile. Site profiles are every ``*.yaml`` in the config's ``profile_dir`
 config's ``profile:``; each is named after its file (``mysite.yaml`` is ``mysite``) and may
 not take a built-in's name (extend it instead). They are validated as the config is: an
 unknown key (with a did-you-mean), a wrong type, a cycle of ``extends`` or an unknown base
-is a ConfigError (exit 2) of one line naming the file and the key. Each merged profile
+is a ConfigError (exit 2) of one line naming the file and the key; ``thresholds:`` (check
+id -> parameter -> value, over the check's defaults) are validated against each check's
+parameter dataclass as the config's ``checks:`` are. Each merged profile
 keeps where every value came from, which ``profiles show`` prints.
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checks.profile import Profile, builtin_names, load_builtin
-from .config import brief, read_yaml
+from .config import brief, read_yaml, validate_check_params
 from .errors import ConfigError
 
 LINK_LAYERS = ("InfiniBand", "Ethernet")
@@ -116,6 +118,10 @@ def _read(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{where}: unknown key {brief(key)}{hint}")
         if problem := _type_problem(key, value, kinds[key]):
             raise ConfigError(f"{where}: key {key!r} {problem}")
+        if key == "thresholds":
+            from ..checks.index import schemas
+
+            validate_check_params(value, where, schemas(), section="thresholds")
     return data
 
 

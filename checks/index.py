@@ -1,5 +1,6 @@
-"""The check catalog without importing it: ids, levels, flags, families and default
-parameters, read from the generated ``manifest.py``; a family is imported only when one
+"""The check catalog without importing it: ids, levels, flags, families, default
+parameters and their schema (type, bounds: checks/params.py), read from the generated
+``manifest.py``; a family is imported only when one
 of its checks is about to run.
 
 The Slurm prolog starts on every node for every job, and with a fresh agent report it
@@ -39,7 +40,8 @@ COMMAND = "python -m clusterdiag.checks.index --write"
 class Entry:
     """One check as the manifest describes it (the fields of ``CheckSpec`` a plan reads)."""
 
-    __slots__ = ("active", "family", "id", "needs", "params", "privileged", "rate", "skip_in")
+    __slots__ = ("active", "family", "id", "needs", "params", "privileged", "rate", "schema",
+                 "skip_in")
 
     def __init__(self, check_id: str, fields: Mapping[str, Any]) -> None:
         self.id: str = check_id
@@ -50,6 +52,7 @@ class Entry:
         self.skip_in: frozenset[Mode] = frozenset(Mode(m) for m in fields["skip_in"])
         self.privileged: bool = fields["privileged"]
         self.params: Mapping[str, Any] = fields["params"]
+        self.schema: Mapping[str, Mapping[str, Any]] = fields["schema"]
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -75,7 +78,8 @@ def fields_of(spec: CheckSpec) -> dict[str, Any]:
     return {"family": family_of(spec.func.__module__), "needs": spec.needs,
             "rate": spec.rate, "active": spec.active,
             "skip_in": tuple(sorted(mode.value for mode in spec.skip_in)),
-            "privileged": spec.privileged, "params": dict(spec.params)}
+            "privileged": spec.privileged, "params": dict(spec.params),
+            "schema": dict(spec.schema)}
 
 
 def known() -> dict[str, Entry]:
@@ -87,6 +91,12 @@ def known() -> dict[str, Entry]:
     extra = {check_id: Entry(check_id, fields_of(spec))
              for check_id, spec in registry.REGISTRY.items() if check_id not in ENTRIES}
     return {**ENTRIES, **extra} if extra else ENTRIES
+
+
+def schemas() -> dict[str, Mapping[str, Mapping[str, Any]]]:
+    """Every known check's parameter schema by id (checks/params.py): what the config's
+    ``checks:`` and the site profiles' ``thresholds:`` are validated against."""
+    return {check_id: entry.schema for check_id, entry in known().items()}
 
 
 def select(patterns: Iterable[str] | None) -> list[Entry]:

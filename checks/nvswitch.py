@@ -6,13 +6,15 @@ NVL72 compute trays have none: their switches are in the switch trays."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from ..agent.model.ib import nvswitch_management
 from ..agent.model.kernel import SxidEvent
 from ..agent.model.pci import unidentified
 from .common import NODE
 from .finding import Action, Finding
+from .params import Params, param
 from .registry import CheckContext, check
 from .xid_catalog import sxid_info
 
@@ -125,8 +127,15 @@ def _switch_component(event: SxidEvent) -> str:
     return device.removeprefix("nvidia-") if device else bdf
 
 
-@check("nvswitch.sxid", needs=("kernel_log",),
-       params={"window_s": 7200, "repeat_thresholds": {}},
+@dataclass(frozen=True)
+class SxidParams(Params):
+    window_s: int = param(7200, ge=0, doc="how far back an SXid counts, in seconds")
+    repeat_thresholds: Mapping[int, int] = param(
+        {}, ge=1, doc="SXid code -> occurrences before it counts, over the catalog's "
+        "repeat_threshold")
+
+
+@check("nvswitch.sxid", needs=("kernel_log",), params=SxidParams,
        remedy="Read the SXid in the Fabric Manager user guide (appendix D) and the FM log "
               "(/var/log/fabricmanager.log). A fatal SXid needs the GPUs and NVSwitches "
               "reset: drain the node and reboot it (20034 LTSSM Fault Up: reset the GPU "
@@ -160,8 +169,9 @@ def sxid(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.error(NODE, "kernel log unreadable", dict(log.unknown))
         return
     now = ctx.now or ctx.snapshot.taken_at
-    since = now - float(ctx.params["window_s"])
-    overrides = {int(k): int(v) for k, v in (ctx.params.get("repeat_thresholds") or {}).items()}
+    params = SxidParams.of(ctx)
+    since = now - params.window_s
+    overrides = params.repeat_thresholds
     groups: dict[tuple[str, int], list[SxidEvent]] = defaultdict(list)
     for event in log.sxids:
         when = _event_time(event, log.boot_time)
@@ -170,7 +180,7 @@ def sxid(ctx: CheckContext) -> Iterator[Finding]:
         groups[(_switch_component(event), event.sxid)].append(event)
     if not groups:
         yield Finding.passed(NODE, "no NVSwitch SXid errors in the window", 0,
-                             f"0 in {ctx.params['window_s']} s")
+                             f"0 in {params.window_s} s")
         return
     for (component, code), events in sorted(groups.items()):
         faults = [e for e in events if not _continuation(e.message)] or events[:1]
@@ -187,7 +197,7 @@ def sxid(ctx: CheckContext) -> Iterator[Finding]:
             continue
         text = f"NVSwitch SXid {code} ({info.name})"
         threshold = overrides.get(code, info.repeat_threshold)
-        expected = f"< {threshold} in {ctx.params['window_s']} s"
+        expected = f"< {threshold} in {params.window_s} s"
         action = Action(info.action)
         if count < threshold or info.severity == "info":
             yield Finding.passed(component, f"{text} below its threshold", observed, expected)

@@ -1,8 +1,9 @@
 """The check catalog: declared units, registered explicitly, looked up by id or glob.
 
 A check is a plain function of a :class:`CheckContext` that yields findings. Its
-declaration says what it needs (sources), at which levels it runs, its default
-parameters (overridable by profile and config) and the remedy ``checks explain`` shows.
+declaration says what it needs (sources), at which levels it runs, its parameters (a
+frozen dataclass of checks/params.py, overridable by profile and config) and the remedy
+``checks explain`` shows.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from ..agent.model import SOURCE_FIELDS, Snapshot
 from .finding import Action, Finding
 from .levels import Level, Mode, levels_of
+from .params import NoParams, Params, bind, defaults_of, schema_of
 from .profile import Profile
 
 
@@ -34,9 +36,13 @@ class History:
 
 @dataclass
 class CheckContext:
+    """What a check judges. ``params`` is the check's parameter dataclass, bound by the
+    runner (a check reads it as ``ItsParams.of(ctx)``); a check still declared with a
+    dict of defaults gets the merged dict."""
+
     snapshot: Snapshot
     profile: Profile
-    params: Mapping[str, Any]
+    params: Any = field(default_factory=NoParams)
     level: Level = Level.QUICK
     mode: Mode = Mode.RUN
     now: float = 0.0
@@ -56,17 +62,27 @@ class CheckSpec:
     summary: str
     needs: tuple[str, ...]
     remedy: str
-    params: Mapping[str, Any]
+    params: Mapping[str, Any]  # the defaults, as plain data (what a config merges over)
     rate: bool  # judges counters over time: skipped at quick, needs two samples
     active: bool  # runs a workload (e.g. all_reduce_perf): full only
     skip_in: frozenset[Mode]  # modes where it does not apply (fabric.imex in the prolog)
     actions: tuple[Action, ...]  # what it can ask for when it fails or warns
     privileged: bool = False  # reads what only root may (PCI config space): the prolog
     # re-runs it when the hardened agent had to skip it
+    params_type: type[Params] | None = NoParams  # None: declared with a dict of defaults
+    # Each parameter's type, bounds and choices (checks/params.py), as the manifest has it.
+    schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def levels(self) -> tuple[Level, ...]:
         return levels_of(self.rate, self.active)
+
+    def bind(self, values: Mapping[str, Any]) -> Any:
+        """The parameters the check gets from ``values`` (its defaults merged with the
+        profile's thresholds and the config); ParamsError when they do not fit."""
+        if self.params_type is None:
+            return dict(values)
+        return bind(self.params_type, self.schema, values)
 
 
 REGISTRY: dict[str, CheckSpec] = {}
@@ -86,7 +102,7 @@ def check(
     *,
     needs: Iterable[str],
     remedy: str,
-    params: Mapping[str, Any] | None = None,
+    params: type[Params] | Mapping[str, Any] = NoParams,
     rate: bool = False,
     active: bool = False,
     skip_in: Iterable[str] = (),
@@ -94,8 +110,14 @@ def check(
     privileged: bool = False,
 ) -> Callable[[CheckFunc], CheckFunc]:
     """Register ``func`` as check ``check_id``; its docstring's first line is its summary.
-    ``needs`` names Snapshot fields (``SOURCE_FIELDS``); any other name is refused."""
+    ``needs`` names Snapshot fields (``SOURCE_FIELDS``); any other name is refused.
+    ``params`` is a frozen dataclass of ``Params`` (a dict of defaults is still taken from
+    the check families not converted yet; its schema is guessed from the defaults)."""
     needs = tuple(needs)
+    if isinstance(params, Mapping):
+        params_type, defaults, schema = None, dict(params), _guessed_schema(params)
+    else:
+        params_type, defaults, schema = params, defaults_of(params), schema_of(params)
     modes = frozenset(Mode(mode) for mode in skip_in)  # a typo fails the import
     unknown = sorted(set(needs) - SOURCE_FIELDS)
     if unknown:
@@ -112,16 +134,38 @@ def check(
             summary=doc[0] if doc else check_id,
             needs=needs,
             remedy=remedy,
-            params=dict(params or {}),
+            params=defaults,
             rate=rate,
             active=active,
             skip_in=modes,
             actions=tuple(actions),
             privileged=privileged,
+            params_type=params_type,
+            schema=schema,
         )
         return func
 
     return register
+
+
+def _guessed_schema(defaults: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A dict-declared check's schema, guessed from its defaults as the config did before
+    parameters were dataclasses (a None default takes anything)."""
+    def kinds(value: Any) -> tuple[Any, ...]:
+        if value is None:
+            return ("any",)
+        if isinstance(value, bool):
+            return ("bool",)
+        if isinstance(value, (int, float)):
+            return ("number",)
+        if isinstance(value, list):
+            items = {kinds(v) for v in value}
+            return ({"list": items.pop() if len(items) == 1 else ("any",)},)
+        if isinstance(value, dict):
+            return ({"map": ("any",), "key": "str"},)
+        return ("str",)
+
+    return {key: {"type": kinds(value)} for key, value in defaults.items()}
 
 
 def select(patterns: Iterable[str] | None) -> list[CheckSpec]:

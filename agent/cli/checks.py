@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..config import bounds_text, describe_kinds
 from ..errors import UsageError
 
 
@@ -31,10 +34,11 @@ def checks_list() -> None:
 @checks_group.command("explain")
 @click.argument("check_id")
 def checks_explain(check_id: str) -> None:
-    """What a check looks at, what it needs, its defaults and its remedy."""
+    """What a check looks at, what it needs, its parameters and its remedy."""
     import json
 
     from ... import checks
+    from ...checks.params import docs_of
     from ...reports.cluster_checks import CATALOG
 
     if check_id in CATALOG:
@@ -56,13 +60,28 @@ def checks_explain(check_id: str) -> None:
     if spec.skip_in:
         click.echo(f"skipped in: {', '.join(sorted(spec.skip_in))}")
     if spec.params:
-        click.echo(f"defaults (override under checks.{spec.id} in the config):")
+        click.echo(f"parameters (override under checks.{spec.id} in the config, or "
+                   f"thresholds.{spec.id} in a profile):")
+        docs = docs_of(spec.params_type) if spec.params_type is not None else {}
         for key, value in spec.params.items():
-            click.echo(f"  {key}: {json.dumps(value)}")
+            click.echo(f"  {key}: {json.dumps(value)}  ({kind_text(spec.schema[key])})")
+            if key in docs:
+                click.echo(textwrap.fill(plain(docs[key]), 92, initial_indent=" " * 6,
+                                         subsequent_indent=" " * 6))
     if spec.actions:
         click.echo(f"actions: {', '.join(a.value for a in spec.actions)}")
     click.echo(f"remedy:  {spec.remedy}")
     click.echo(f"defined at: {defined_at(spec.func)}")
+
+
+def kind_text(schema: Mapping[str, Any]) -> str:
+    """A parameter's type, choices and bounds in words: ``an integer, at least 0``."""
+    words = [describe_kinds(schema["type"])]
+    if schema.get("choices"):
+        words.append(f"one of {', '.join(map(str, schema['choices']))}")
+    if schema.get("ge") is not None or schema.get("le") is not None:
+        words.append(bounds_text(schema.get("ge"), schema.get("le")).removeprefix("must be "))
+    return ", ".join(words)
 
 
 # The docstrings cite the project's research notes (``<note>.md §N``), which are not

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ...agent.model.gpu import Gpu
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
@@ -22,7 +24,12 @@ from .helpers import FIELDS, answering_gpus, missing
 GIB = 1 << 30
 
 
-@check("gpu.ecc_mode", needs=("nvml",), params={"required": True},
+@dataclass(frozen=True)
+class EccModeParams(Params):
+    required: bool = param(True, doc="disabled ECC fails (false: it is noted, not judged)")
+
+
+@check("gpu.ecc_mode", needs=("nvml",), params=EccModeParams,
        remedy="Enable ECC (`nvidia-smi -i N -e 1`) and reboot (or reset the GPU) to apply it. "
               "A pending change only takes effect after the reboot.",
        actions=(Action.FIX_CONFIG, Action.REBOOT))
@@ -36,7 +43,7 @@ def ecc_mode(ctx: CheckContext) -> Iterator[Finding]:
     """
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    required = bool(ctx.params["required"])
+    required = EccModeParams.of(ctx).required
     for gpu in gpus:
         comp, cur, pending = gpu_component(gpu), gpu.ecc_enabled, gpu.ecc_pending
         if cur is None:
@@ -61,12 +68,15 @@ def _on(flag: bool | None) -> str | None:
     return None if flag is None else ("enabled" if flag else "disabled")
 
 
-@check("gpu.ecc_uncorrected", needs=("nvml",),
-       params={
-           # DCGM health MEM: any volatile DBE fails; Imbue and CHS: uncorrected volatile
-           # must be 0 (DCGM's DcgmHealthWatch.cpp; Imbue's health_checks.py).
-           "max_volatile": 0,
-       },
+@dataclass(frozen=True)
+class EccUncorrectedParams(Params):
+    max_volatile: int = param(
+        0, ge=0, doc="uncorrected (volatile) ECC errors a GPU may have. DCGM health MEM: "
+        "any volatile DBE fails; Imbue and CHS: uncorrected volatile must be 0 (DCGM's "
+        "DcgmHealthWatch.cpp; Imbue's health_checks.py)")
+
+
+@check("gpu.ecc_uncorrected", needs=("nvml",), params=EccUncorrectedParams,
        remedy="Drain the node and reset the GPU (`nvidia-smi -r -i N`, no processes on it) "
               "or reboot, so the pending row remap takes effect; then check gpu.row_remap.",
        actions=(Action.RESET_GPU,))
@@ -79,7 +89,7 @@ def ecc_uncorrected(ctx: CheckContext) -> Iterator[Finding]:
     """
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    limit = int(ctx.params["max_volatile"])
+    limit = EccUncorrectedParams.of(ctx).max_volatile
     for gpu in gpus:
         comp, count = gpu_component(gpu), gpu.ecc_volatile_uncorrected
         if count is None:
@@ -93,15 +103,19 @@ def ecc_uncorrected(ctx: CheckContext) -> Iterator[Finding]:
                                  f"<= {limit}")
 
 
-@check("gpu.ecc_corrected_rate", needs=("nvml",), rate=True,
-       params={
-           # No peer thresholds a corrected-ECC *rate* (DCGM and gpud export it; AzNHC and
-           # GCM threshold lifetime totals of 2e7 / 5e7). Healthy HBM corrects a handful of
-           # errors a day; several a minute is an error storm, the condition the driver
-           # reports as Xid 92 (EXCESSIVE_SBE_INTERRUPTS). Our choice, configurable.
-           "max_per_min": 6,
-           "min_events": DEFAULT_MIN_EVENTS,
-       },
+@dataclass(frozen=True)
+class EccCorrectedRateParams(Params):
+    max_per_min: float = param(
+        6.0, ge=0, doc="corrected ECC errors a minute a GPU may add. No peer thresholds a "
+        "corrected-ECC rate (DCGM and gpud export it; AzNHC and GCM threshold lifetime "
+        "totals of 2e7 / 5e7). Healthy HBM corrects a handful of errors a day; several a "
+        "minute is an error storm, the condition the driver reports as Xid 92 "
+        "(EXCESSIVE_SBE_INTERRUPTS). Our choice")
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
+                            doc="the least increase judged as a rate (fewer is noise)")
+
+
+@check("gpu.ecc_corrected_rate", needs=("nvml",), rate=True, params=EccCorrectedRateParams,
        remedy="Corrected errors do not corrupt data, but a fast-growing count often comes "
               "before uncorrectable ones: watch gpu.row_remap, schedule a GPU reset, and "
               "have the GPU inspected if the rate persists.",
@@ -118,7 +132,8 @@ def ecc_corrected_rate(ctx: CheckContext) -> Iterator[Finding]:
         return
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    limit, min_events = float(ctx.params["max_per_min"]), int(ctx.params["min_events"])
+    params = EccCorrectedRateParams.of(ctx)
+    limit, min_events = params.max_per_min, params.min_events
     for gpu in gpus:
         comp, prev = gpu_component(gpu), previous_gpu(ctx.previous, gpu)
         if gpu.ecc_volatile_corrected is None:
@@ -138,12 +153,15 @@ def ecc_corrected_rate(ctx: CheckContext) -> Iterator[Finding]:
                                  f"<= {limit:g} per min")
 
 
-@check("gpu.retired_pages", needs=("nvml",),
-       params={
-           # DCGM_LIMIT_MAX_RETIRED_PAGES: 63 retired pages fail (DcgmGPUHardwareLimits.h); NVIDIA's
-           # guide allows 64 retirements per GPU (a100-gpu-mem-error-mgmt).
-           "max_pages": 63,
-       },
+@dataclass(frozen=True)
+class RetiredPagesParams(Params):
+    max_pages: int = param(
+        63, ge=0, doc="retired pages at which a GPU fails. DCGM_LIMIT_MAX_RETIRED_PAGES: 63 "
+        "fail (DcgmGPUHardwareLimits.h); NVIDIA's guide allows 64 retirements per GPU "
+        "(a100-gpu-mem-error-mgmt)")
+
+
+@check("gpu.retired_pages", needs=("nvml",), params=RetiredPagesParams,
        remedy="Pending retirement: reset the GPU or reboot so the page is retired. At the "
               "retirement limit the GPU can no longer retire bad pages: collect "
               "nvidia-bug-report.sh and open an RMA case.",
@@ -156,7 +174,7 @@ def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
     """
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    limit = int(ctx.params["max_pages"])
+    limit = RetiredPagesParams.of(ctx).max_pages
     for gpu in gpus:
         comp = gpu_component(gpu)
         sbe, dbe, pending = gpu.retired_pages_sbe, gpu.retired_pages_dbe, gpu.retired_pending
@@ -180,15 +198,19 @@ def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
                                  f"< {limit} pages")
 
 
-@check("gpu.row_remap", needs=("nvml",),
-       params={
-           # DCGM: uncorrectable row remaps >= 512 fail; AzNHC: uncorr > 512 (check_gpu_ecc).
-           # Ampere+ supports up to 512 remaps for the frame buffer (a100-gpu-mem-error-mgmt).
-           "rma_uncorrectable_rows": 512,
-           # Banks with no spare row left (remapper histogram "none"): the next
-           # uncorrectable error there cannot be remapped, which sets the failure flag.
-           "max_banks_without_spares": 0,
-       },
+@dataclass(frozen=True)
+class RowRemapParams(Params):
+    rma_uncorrectable_rows: int = param(
+        512, ge=1, doc="uncorrectable row remaps at which a GPU goes to RMA. DCGM: >= 512 "
+        "fail; AzNHC: uncorr > 512 (check_gpu_ecc). Ampere+ supports up to 512 remaps for "
+        "the frame buffer (a100-gpu-mem-error-mgmt)")
+    max_banks_without_spares: int | None = param(
+        0, ge=0, doc="memory banks with no spare row left (remapper histogram 'none') a "
+        "GPU may have: the next uncorrectable error there cannot be remapped, which sets "
+        "the failure flag; null: not judged")
+
+
+@check("gpu.row_remap", needs=("nvml",), params=RowRemapParams,
        remedy="Pending remap: drain and reset the GPU (`nvidia-smi -r -i N`) or reboot to "
               "apply it. A remapping failure, the remap limit, exhausted banks, the "
               "unrepairable-memory flag or the SRAM error threshold: run the field "
@@ -205,8 +227,8 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
     """
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    rows_limit = int(ctx.params["rma_uncorrectable_rows"])
-    banks_limit = ctx.params["max_banks_without_spares"]
+    params = RowRemapParams.of(ctx)
+    rows_limit, banks_limit = params.rma_uncorrectable_rows, params.max_banks_without_spares
     keys = ("remap_pending", "remap_failure", "remapped_uncorrected", FIELDS)
     for gpu in gpus:
         comp = gpu_component(gpu)
@@ -251,13 +273,18 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
 _SIZE_IN_NAME = re.compile(r"(\d+)\s*GB\b")
 
 
-@check("gpu.memory_size", needs=("nvml",),
-       params={
-           "expected_gib": None,  # default: the size in the model name, else the profile
-           # NVML's total is a little under the marketed size (H100 80GB: 81559 MiB =
-           # 79.6 GiB; H200: 143771 MiB = 140.4 GiB in nvidia-smi -q captures).
-           "tolerance_pct": 5,
-       },
+@dataclass(frozen=True)
+class MemorySizeParams(Params):
+    expected_gib: float | None = param(
+        None, ge=0, doc="each GPU's memory in GiB; null: the size in the model name, else "
+        "the profile's gpu_memory_gib")
+    tolerance_pct: float = param(
+        5.0, ge=0, le=100, doc="how far the size may be off, in percent: NVML's total is a "
+        "little under the marketed size (H100 80GB: 81559 MiB = 79.6 GiB; H200: 143771 "
+        "MiB = 140.4 GiB in nvidia-smi -q captures)")
+
+
+@check("gpu.memory_size", needs=("nvml",), params=MemorySizeParams,
        remedy="Less memory than the model has: a GPU of the profile's model reporting less "
               "memory has lost capacity (Xid 168) and goes to RMA; otherwise check that "
               "the node runs the GPUs its profile says.",
@@ -266,7 +293,7 @@ def memory_size(ctx: CheckContext) -> Iterator[Finding]:
     """Each GPU's memory is the expected size, within ``tolerance_pct``."""
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    tolerance = float(ctx.params["tolerance_pct"]) / 100
+    tolerance = MemorySizeParams.of(ctx).tolerance_pct / 100
     for gpu in gpus:
         comp = gpu_component(gpu)
         expected = _expected_gib(ctx, gpu)
@@ -290,8 +317,9 @@ def memory_size(ctx: CheckContext) -> Iterator[Finding]:
 
 
 def _expected_gib(ctx: CheckContext, gpu: Gpu) -> float | None:
-    if ctx.params.get("expected_gib") is not None:
-        return float(ctx.params["expected_gib"])
+    expected = MemorySizeParams.of(ctx).expected_gib
+    if expected is not None:
+        return expected
     if gpu.name and gpu.name in ctx.profile.gpu_models:
         m = _SIZE_IN_NAME.search(gpu.name)  # "NVIDIA A100-SXM4-40GB" in an 80 GB profile
         if m:

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..common import NODE, gpu_component
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import answering_gpus, missing
 
 
-@check("gpu.persistence_mode", needs=("nvml",), params={"required": True},
+@dataclass(frozen=True)
+class PersistenceParams(Params):
+    required: bool = param(True, doc="persistence mode off warns (false: it is noted)")
+
+
+@check("gpu.persistence_mode", needs=("nvml",), params=PersistenceParams,
        remedy="Enable persistence: run nvidia-persistenced (systemctl enable --now "
               "nvidia-persistenced) or `nvidia-smi -pm 1`. Without it the driver tears "
               "each GPU down between clients and the next job pays seconds of init.",
@@ -19,7 +26,7 @@ def persistence_mode(ctx: CheckContext) -> Iterator[Finding]:
     """Persistence mode is enabled (gpud: supported-but-off is unhealthy; DCGM r1 warns)."""
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    required = bool(ctx.params["required"])
+    required = PersistenceParams.of(ctx).required
     for gpu in gpus:
         comp = gpu_component(gpu)
         if gpu.persistence_mode is None:
@@ -33,13 +40,19 @@ def persistence_mode(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(comp, "persistence mode disabled (not required)", False)
 
 
-@check("gpu.mig_mode", needs=("nvml",), params={"mig": "disabled"},
+@dataclass(frozen=True)
+class MigModeParams(Params):
+    mig: str = param("disabled", doc="the MIG mode the partition expects: disabled, "
+                     "enabled or any (any case)")
+
+
+@check("gpu.mig_mode", needs=("nvml",), params=MigModeParams,
        remedy="Set MIG as the partition expects (`nvidia-smi -i N -mig 0|1`) and reset the "
               "GPU (or reboot) to apply a pending change; or set checks.gpu.mig_mode.mig.",
        actions=(Action.FIX_CONFIG, Action.RESET_GPU))
 def mig_mode(ctx: CheckContext) -> Iterator[Finding]:
     """MIG mode is what the config wants: ``disabled`` (default), ``enabled`` or ``any``."""
-    want = str(ctx.params["mig"]).lower()
+    want = MigModeParams.of(ctx).mig.lower()
     if want not in ("disabled", "enabled", "any"):
         yield Finding.error(NODE, "checks.gpu.mig_mode.mig must be disabled, enabled or any",
                             want)

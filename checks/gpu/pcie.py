@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu
 from ...agent.model.pci import normalize_bdf
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
@@ -109,15 +109,19 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
                                  f"Gen{link.max_gen}")
 
 
-@check("gpu.pcie_replay_rate", needs=("nvml", "pci"), rate=True,
-       params={
-           # DCGM health watch (DCGM common/DcgmGPUHardwareLimits.h): replays per minute
-           # allowed = ceil(per-lane rate x lanes); per lane Gen1 0.15 ... Gen6 3.84.
-           "per_lane_per_min": {"1": 0.15, "2": 0.3, "3": 0.48, "4": 0.96, "5": 1.92,
-                                "6": 3.84},
-           "max_per_min": None,  # a fixed limit instead of DCGM's per-lane rule
-           "min_events": DEFAULT_MIN_EVENTS,
-       },
+@dataclass(frozen=True)
+class PcieReplayParams(Params):
+    per_lane_per_min: Mapping[int, float] = param(
+        {1: 0.15, 2: 0.3, 3: 0.48, 4: 0.96, 5: 1.92, 6: 3.84}, ge=0,
+        doc="replays a minute allowed per lane, by PCIe generation: the limit is ceil(rate "
+        "x lanes), DCGM's health watch (DCGM common/DcgmGPUHardwareLimits.h)")
+    max_per_min: float | None = param(
+        None, ge=0, doc="a fixed limit in replays a minute instead of the per-lane rule")
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
+                            doc="the least increase judged as a rate (fewer is noise)")
+
+
+@check("gpu.pcie_replay_rate", needs=("nvml", "pci"), rate=True, params=PcieReplayParams,
        remedy="A fast-growing replay counter means a marginal PCIe link (retransmitted "
               "packets): reseat the GPU or riser, check the slot and PCIe AER counters of "
               "the upstream port, then have the board inspected.",
@@ -134,7 +138,8 @@ def pcie_replay_rate(ctx: CheckContext) -> Iterator[Finding]:
         return
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    prof, min_events = ctx.profile, int(ctx.params["min_events"])
+    params = PcieReplayParams.of(ctx)
+    prof, min_events = ctx.profile, params.min_events
     for gpu in gpus:
         comp, prev = gpu_component(gpu), previous_gpu(ctx.previous, gpu)
         if gpu.pcie_replay_count is None:
@@ -144,7 +149,7 @@ def pcie_replay_rate(ctx: CheckContext) -> Iterator[Finding]:
         if rate is None:
             yield Finding.skip(comp, "GPU not in the earlier sample")
             continue
-        limit = _replay_limit(ctx.params, link_view(ctx.snapshot, gpu, prof.gpu_pcie_gen,
+        limit = _replay_limit(params, link_view(ctx.snapshot, gpu, prof.gpu_pcie_gen,
                                                     prof.gpu_pcie_width))
         if limit is None:
             yield Finding.skip(comp, "PCIe generation and width unknown: no replay limit",
@@ -159,13 +164,12 @@ def pcie_replay_rate(ctx: CheckContext) -> Iterator[Finding]:
                                  f"<= {limit:g} per min")
 
 
-def _replay_limit(params: Mapping[str, Any], link: LinkView) -> float | None:
-    if params.get("max_per_min") is not None:
-        return float(params["max_per_min"])
+def _replay_limit(params: PcieReplayParams, link: LinkView) -> float | None:
+    if params.max_per_min is not None:
+        return params.max_per_min
     gen = max(g for g in (link.gen, link.max_gen, 0) if g is not None)
     lanes = max(w for w in (link.width, link.max_width, 0) if w is not None)
-    table: Mapping[Any, Any] = params["per_lane_per_min"]
-    per_lane = table.get(str(gen), table.get(gen))
+    per_lane = params.per_lane_per_min.get(gen)
     if not gen or not lanes or per_lane is None:
         return None
-    return float(math.ceil(float(per_lane) * lanes))
+    return float(math.ceil(per_lane * lanes))

@@ -4,31 +4,36 @@ owns it (its cgroup) within a Slurm job."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..common import NODE, gpu_component
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import answering_gpus, missing
 
 
-@check("gpu.processes", needs=("nvml",),
-       params={
-           # The job's GPUs (the prolog and epilog fill it from SLURM_JOB_GPUS or
-           # CUDA_VISIBLE_DEVICES): minor numbers of /dev/nvidiaN as gres.conf File= names
-           # them (matched through nvmlDeviceGetMinorNumber, never as NVML indexes) or
-           # GPU- UUIDs, a list or "0,1,2"; None = every GPU, or unknown within a job.
-           "job_gpus": None,
-           # The Slurm job being started or ended; None outside Slurm (``run``). With a
-           # job, each process is attributed by its cgroup (GpuProcess.slurm_job).
-           "job_id": None,
-           # gres/shard or gres/mps: the job's GPUs are shared with other jobs, whose
-           # processes are expected there (the prolog sets it from Slurm's variables).
-           "shared": False,
-           # Modes where a leftover process fails: before a job (prolog, run) and after it
-           # (epilog). The agent and healthcheck run beside jobs, so there it is noted only.
-           "fail_modes": ["prolog", "epilog", "run"],
-       },
+@dataclass(frozen=True)
+class ProcessesParams(Params):
+    job_gpus: str | tuple[str | int, ...] | None = param(
+        None, doc="the job's GPUs (the prolog and epilog fill it from SLURM_JOB_GPUS or "
+        "CUDA_VISIBLE_DEVICES): minor numbers of /dev/nvidiaN as gres.conf File= names "
+        "them (matched through nvmlDeviceGetMinorNumber, never as NVML indexes) or GPU- "
+        "UUIDs, a list or \"0,1,2\"; null: every GPU, or unknown within a job")
+    job_id: str | int | None = param(
+        None, doc="the Slurm job being started or ended; null outside Slurm (run). With a "
+        "job, each process is attributed by its cgroup")
+    shared: bool = param(
+        False, doc="gres/shard or gres/mps: the job's GPUs are shared with other jobs, "
+        "whose processes are expected there (the prolog sets it from Slurm's variables)")
+    fail_modes: tuple[str, ...] = param(
+        ("prolog", "epilog", "run"), doc="modes where a leftover process fails: before a "
+        "job (prolog, run) and after it (epilog). The agent and healthcheck run beside "
+        "jobs, so there it is noted only")
+
+
+@check("gpu.processes", needs=("nvml",), params=ProcessesParams,
        remedy="A process still holds the GPU: find it (nvidia-smi, the pid's /proc entry), "
               "end it or let the epilog kill the previous job's leftovers; drain the node "
               "until the GPU is free (a zombie holding GPU memory may need a reboot).",
@@ -46,10 +51,10 @@ def processes(ctx: CheckContext) -> Iterator[Finding]:
     leftover). The MPS server is never a leftover. Outside a job every process on a
     judged GPU counts.
     """
-    job = ctx.params.get("job_id")
-    job = None if job is None else str(job)
+    params = ProcessesParams.of(ctx)
+    job = None if params.job_id is None else str(params.job_id)
     gpus, skips = answering_gpus(ctx)
-    wanted = _job_gpus(ctx.params.get("job_gpus"), gpus)
+    wanted = _job_gpus(params.job_gpus, gpus)
     if isinstance(wanted, Finding):
         yield wanted
         return
@@ -63,8 +68,8 @@ def processes(ctx: CheckContext) -> Iterator[Finding]:
         return
     yield from (f for f in skips if wanted is None or f.component == NODE
                 or int(f.component[3:]) in wanted)
-    judge = ctx.mode in set(ctx.params.get("fail_modes") or [])
-    shared = bool(ctx.params.get("shared"))
+    judge = ctx.mode in params.fail_modes
+    shared = params.shared
     for gpu in gpus:
         theirs = wanted is None or gpu.index in wanted
         if job is None and not theirs:
@@ -111,16 +116,14 @@ def _observed(procs: list[Any]) -> list[dict[str, Any]]:
              "slurm_job": p.slurm_job} for p in procs[:10]]
 
 
-def _job_gpus(value: Any, gpus: list[Any]) -> set[int] | str | Finding | None:
+def _job_gpus(value: str | tuple[str | int, ...] | None, gpus: list[Any]
+              ) -> set[int] | str | Finding | None:
     """The NVML indexes of the GPUs ``value`` names (minor numbers or UUIDs); None when
     it names none; the first name no GPU answers to (by minor number or UUID) when one
     cannot be placed."""
     if value is None:
         return None
     items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list):
-        return Finding.error(NODE, "checks.gpu.processes.job_gpus must be minor numbers or "
-                             "GPU UUIDs", value)
     by_minor = {g.minor_number: g.index for g in gpus if g.minor_number is not None}
     by_uuid = {g.uuid.lower(): g.index for g in gpus if isinstance(g.uuid, str)}
     found: set[int] = set()

@@ -4,24 +4,30 @@ gpu.clocks (held or throttled clocks) and gpu.power_limit (a power cap)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ...agent.model.gpu import Gpu
 from ..common import gpu_component, previous_gpu
 from ..finding import Action, Finding, Status
+from ..params import Params, param
 from ..rates import sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
 
-@check("gpu.temperature", needs=("nvml",),
-       params={
-           # gpud's slowdown-margin threshold is off by default; 5 °C leaves room for the
-           # rise from idle to load before the GPU would start to slow itself down.
-           "min_slowdown_margin_c": 5,
-           # HBM2e/HBM3 "Memory Max Operating Temp: 95 C" in nvidia-smi -q on A100/H100;
-           # gpud and DCGM compare HBM temperature with that limit.
-           "max_memory_c": 95,
-       },
+@dataclass(frozen=True)
+class TemperatureParams(Params):
+    min_slowdown_margin_c: int = param(
+        5, ge=0, doc="degrees C under the slowdown temperature under which a GPU warns. "
+        "gpud's slowdown-margin threshold is off by default; 5 C leaves room for the rise "
+        "from idle to load before the GPU would start to slow itself down")
+    max_memory_c: int | None = param(
+        95, ge=0, doc="the HBM temperature (C) at which memory warns; null: not judged. "
+        "HBM2e/HBM3 'Memory Max Operating Temp: 95 C' in nvidia-smi -q on A100/H100; gpud "
+        "and DCGM compare HBM temperature with that limit")
+
+
+@check("gpu.temperature", needs=("nvml",), params=TemperatureParams,
        remedy="Check the node's cooling: fans and fan policy in the BMC, airflow and "
               "blanking panels, inlet temperature, liquid-cooling flow on DLC systems.",
        actions=(Action.INVESTIGATE,))
@@ -33,7 +39,8 @@ def temperature(ctx: CheckContext) -> Iterator[Finding]:
     """
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    min_margin, max_mem = ctx.params["min_slowdown_margin_c"], ctx.params["max_memory_c"]
+    params = TemperatureParams.of(ctx)
+    min_margin, max_mem = params.min_slowdown_margin_c, params.max_memory_c
     for gpu in gpus:
         comp, temp, slow = gpu_component(gpu), gpu.temperature_c, gpu.slowdown_temperature_c
         if temp is None:
@@ -124,18 +131,20 @@ def clock_events(ctx: CheckContext) -> Iterator[Finding]:
 APPLICATION_CLOCKS = 0x2  # nvmlClocksEventReasonApplicationsClocksSetting (UserDefinedClocks)
 
 
-@check("gpu.clocks", needs=("nvml",),
-       params={
-           # An SM clock this far under the maximum, with the application/locked-clock
-           # reason active, is a clock someone capped (nvidia-smi -lgc/-ac); the margin
-           # leaves room for boost steps (15 MHz bins) near the top.
-           "below_max_pct": 5,
-           # Share of the time between two samples the GPU spent in thermal or power-brake
-           # slowdown (fields 269-271). No peer publishes a time-share limit; for scale,
-           # gpud's hw-slowdown component calls a GPU unhealthy at 0.6 slowdown events a
-           # minute over 10 minutes (its hw-slowdown component).
-           "max_slowdown_share": 0.05,
-       },
+@dataclass(frozen=True)
+class ClocksParams(Params):
+    below_max_pct: float = param(
+        5.0, ge=0, le=100, doc="percent under the maximum an SM clock held by the "
+        "application/locked-clock reason warns at: a clock someone capped (nvidia-smi "
+        "-lgc/-ac); the margin leaves room for boost steps (15 MHz bins) near the top")
+    max_slowdown_share: float = param(
+        0.05, ge=0, le=1, doc="share of the time between two samples a GPU may spend in "
+        "thermal or power-brake slowdown (fields 269-271). No peer publishes a time-share "
+        "limit; for scale, gpud's hw-slowdown component calls a GPU unhealthy at 0.6 "
+        "slowdown events a minute over 10 minutes")
+
+
+@check("gpu.clocks", needs=("nvml",), params=ClocksParams,
        remedy="A GPU slower than its peers holds back every collective of the job. Locked "
               "or application clocks: reset them (`nvidia-smi -rgc`, `nvidia-smi -rac`) or "
               "find the script or policy that sets them. Time spent in thermal slowdown "
@@ -155,12 +164,13 @@ def clocks(ctx: CheckContext) -> Iterator[Finding]:
     gpus, skips = answering_gpus(ctx)
     yield from skips
     dt = sample_interval(ctx.previous, ctx.snapshot)
+    params = ClocksParams.of(ctx)
     for gpu in gpus:
         comp = gpu_component(gpu)
-        found = list(_held_clock(gpu, float(ctx.params["below_max_pct"])))
+        found = list(_held_clock(gpu, params.below_max_pct))
         prev = previous_gpu(ctx.previous, gpu)
         if dt is not None and prev is not None:
-            found += _slowdown_time(gpu, prev, dt, float(ctx.params["max_slowdown_share"]))
+            found += _slowdown_time(gpu, prev, dt, params.max_slowdown_share)
         if any(f.status is not Status.PASS for f in found):
             yield from (f for f in found if f.status is not Status.PASS)
         elif gpu.sm_clock_mhz is None or gpu.sm_clock_max_mhz is None:
@@ -195,15 +205,17 @@ def _slowdown_time(gpu: Gpu, prev: Gpu, dt: float, max_share: float) -> Iterator
                            f"<= {max_share:g} of the time", Action.INVESTIGATE)
 
 
-@check("gpu.power_limit", needs=("nvml",),
-       params={
-           # Site's intended limit in W; default: the profile's gpu_power_limit_w, else the
-           # GPU's default limit.
-           "expected_w": None,
-           # Allowed shortfall in percent: limits are set in whole watts and some boards
-           # enforce a few W under their nominal TDP.
-           "tolerance_pct": 5,
-       },
+@dataclass(frozen=True)
+class PowerLimitParams(Params):
+    expected_w: float | None = param(
+        None, ge=0, doc="the site's intended power limit in W; null: the profile's "
+        "gpu_power_limit_w, else the GPU's default limit")
+    tolerance_pct: float = param(
+        5.0, ge=0, le=100, doc="allowed shortfall in percent: limits are set in whole "
+        "watts and some boards enforce a few W under their nominal TDP")
+
+
+@check("gpu.power_limit", needs=("nvml",), params=PowerLimitParams,
        remedy="Restore the power limit (`nvidia-smi -pl <W>` or remove the cap set by a "
               "script, the BMC or a DCGM policy) or set expected_w if the cap is intended.",
        actions=(Action.FIX_CONFIG,))
@@ -211,11 +223,12 @@ def power_limit(ctx: CheckContext) -> Iterator[Finding]:
     """The enforced power limit is not below the expected limit (power capped)."""
     gpus, skips = answering_gpus(ctx)
     yield from skips
-    tolerance = float(ctx.params["tolerance_pct"])
+    params = PowerLimitParams.of(ctx)
+    tolerance = params.tolerance_pct
     for gpu in gpus:
         comp = gpu_component(gpu)
         limit = gpu.power_limit_w  # NVML field 190, the current (enforced) limit
-        reference = ctx.params["expected_w"] or ctx.profile.gpu_power_limit_w \
+        reference = params.expected_w or ctx.profile.gpu_power_limit_w \
             or gpu.power_default_limit_w
         if limit is None:
             yield missing(gpu, "power limit", "power_limit_w", FIELDS)

@@ -15,6 +15,7 @@ from ...agent.model.kernel import KernelLog
 from ...agent.model.pci import normalize_bdf
 from ..common import NODE, gpu_component, nvml_usable
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from ..xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
 from .recovery import RECOVERY_ACTIONS, recovery_finding
@@ -41,20 +42,25 @@ class _Event:
     source: str = "log"
 
 
-@check("gpu.xid", needs=("kernel_log", "nvml"),
-       params={
-           # AzNHC greps syslog over a 2 h window (azurehpc-health-checks' Xid check).
-           "window_s": 7200,
-           # One fault prints a burst of identical lines (16 Xid 13 lines in 2 ms in gpud's
-           # dmesg.decode.iso.log; Xid 119 repeats every 6 s while nvidia-smi waits on GSP):
-           # lines of one code closer than this are one occurrence.
-           "burst_s": 60,
-           # Code -> occurrences before it counts, over the catalog's repeat_threshold
-           # (gpud's --xid-thresholds; users ask for per-Xid tuning, gpud#1165).
-           "repeat_thresholds": {},
-           # Codes never judged (k8s-device-plugin's DP_DISABLE_HEALTHCHECKS list).
-           "ignore": [],
-       },
+@dataclass(frozen=True)
+class XidParams(Params):
+    window_s: int = param(
+        7200, ge=0, doc="how far back an Xid counts, in seconds: AzNHC greps syslog "
+        "over a 2 h window (azurehpc-health-checks' Xid check)")
+    burst_s: float = param(
+        60.0, ge=0, doc="lines of one code closer than this (seconds) are one occurrence: "
+        "one fault prints a burst of identical lines (16 Xid 13 lines in 2 ms in gpud's "
+        "dmesg.decode.iso.log; Xid 119 repeats every 6 s while nvidia-smi waits on GSP)")
+    repeat_thresholds: Mapping[int, int] = param(
+        {}, ge=1, doc="Xid code -> occurrences before it counts, over the catalog's "
+        "repeat_threshold (gpud's --xid-thresholds; users ask for per-Xid tuning, "
+        "gpud#1165)")
+    ignore: tuple[int, ...] = param(
+        (), ge=0, doc="Xid codes never judged (k8s-device-plugin's DP_DISABLE_HEALTHCHECKS "
+        "list)")
+
+
+@check("gpu.xid", needs=("kernel_log", "nvml"), params=XidParams,
        remedy="Act on NVIDIA's immediate action for the code (its Xid Catalog, "
               "checks/xid_catalog.tsv): RESET_GPU / WORKFLOW_XID_48 / WORKFLOW_NVLINK_ERR: "
               "reset the GPU (`nvidia-smi -r -i N`, no processes on it) and check ECC, row "
@@ -97,7 +103,8 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
     for x in log.xids if log else []:
         key = _gpu_key(by_bdf.get(normalize_bdf(x.pci_bdf) or ""), x.pci_bdf)
         events.setdefault(key, []).append(_Event(x.xid, x.time, x.uptime_s, x.pid, x.message))
-    burst_s = float(ctx.params["burst_s"])
+    params = XidParams.of(ctx)
+    burst_s = params.burst_s
     for n in nvml_events:  # the same Xid the log has: counted once, from the log
         gpu = by_index.get(n.gpu_index) if n.gpu_index is not None else None
         key = _gpu_key(gpu, None)
@@ -114,14 +121,14 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
         recent: list[_Event] = []
         history: Counter[int] = Counter()
         for ev in events[key]:
-            if _is_recent(ev, now, float(ctx.params["window_s"]), resets, log):
+            if _is_recent(ev, now, params.window_s, resets, log):
                 recent.append(ev)
             else:
                 history[ev.code] += 1
         comp = key if gpu is not None else NODE
         lost = gpu is not None and (bool(gpu.lost) or gpu.index in unanswered)
         state = gpu if gpu is not None and nvml_usable(nvml) else None
-        yield from _judge(ctx.params, comp, key, state, lost, recent)
+        yield from _judge(params, comp, key, state, lost, recent)
         if history:
             yield Finding.passed(
                 comp, "older Xid errors outside the window or before the last reset",
@@ -214,19 +221,18 @@ def _bursts(events: list[_Event], burst_s: float) -> int:
     return bursts
 
 
-def _threshold(params: Mapping[str, Any], code: int, info: XidInfo | None) -> int:
-    custom = params.get("repeat_thresholds") or {}
-    value = custom.get(code, custom.get(str(code)))
+def _threshold(params: XidParams, code: int, info: XidInfo | None) -> int:
+    value = params.repeat_thresholds.get(code)
     if value is not None:
-        return max(1, int(value))
+        return max(1, value)
     return info.repeat_threshold if info is not None else 1
 
 
-def _judge(params: Mapping[str, Any], comp: str, key: str, gpu: Gpu | None, lost: bool,
+def _judge(params: XidParams, comp: str, key: str, gpu: Gpu | None, lost: bool,
            recent: list[_Event]) -> Iterator[Finding]:
     """Findings for one GPU's recent Xids, one per code. ``gpu`` is None when NVML gives
     no current state for it (not enumerated, or NVML unusable)."""
-    ignore = {int(c) for c in params.get("ignore") or []}
+    ignore = set(params.ignore)
     by_code: dict[int, list[_Event]] = {}
     for ev in recent:
         by_code.setdefault(ev.code, []).append(ev)
@@ -235,7 +241,7 @@ def _judge(params: Mapping[str, Any], comp: str, key: str, gpu: Gpu | None, lost
         info = xid_info(code)
         name = info.name if info else "unknown"
         fatal = [e for e in evs if nvlink5_severity(code, e.message) == "Fatal"]
-        occ = _occurrences(evs, bool(info and info.application), float(params["burst_s"]))
+        occ = _occurrences(evs, bool(info and info.application), params.burst_s)
         limit = _threshold(params, code, info)
         observed: dict[str, Any] = {"gpu": key, "xid": code, "name": name, "lines": len(evs),
                                     "occurrences": occ, "last": evs[-1].message[:160]}

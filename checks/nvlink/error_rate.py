@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding, Status
+from ..params import Params, param
 from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from ..window import NVLINK_WINDOW_COUNTERS, window_base
 from .helpers import nvlink_gpus
 
-# How each generation's counters are judged (names as the NVML collector stores them).
+# How each generation's counters are judged (names as the NVML collector stores them),
+# and by which of ErrorRateParams' fields.
 # kind "events": fail on an increase of at least the threshold and of at least
 # ``min_events``; kind "failed": fail on an increase of at least the threshold, no
 # ``min_events``; kind "crc": DCGM's CRC rule (from ``min_events`` on: fail at the rate,
@@ -40,30 +43,35 @@ _COUNTER_TEXT = {
 }
 
 
-@check("nvlink.error_rate", needs=("nvml",), rate=True,
-       params={
-           # An increase smaller than this is not a verdict: one stray count in a short
-           # window is noise, whatever the counter.
-           "min_events": DEFAULT_MIN_EVENTS,
-           # DCGM health watch (DCGM_LIMIT_MAX_NVLINK_ERROR): any replay or recovery
-           # increase in the window fails.
-           "replay_fail_events": 1,
-           "recovery_fail_events": 1,
-           # DCGM (DCGM_LIMIT_MAX_NVLINK_CRC_ERROR): CRC at 100/s or more fails, below
-           # it warns.
-           "crc_fail_per_s": 100.0,
-           # NVLink5: a failed link recovery is a link that went down; one is enough and
-           # min_events does not apply.
-           "recovery_failed_fail_events": 1,
-           # NVLink5 receive errors (packets that failed their CRC after FEC): DCGM's CRC
-           # rule, fail at 100/s and warn below.
-           "rcv_errors_fail_per_s": 100.0,
-           # NVLink5 local link integrity errors: warn above this rate.
-           "local_link_integrity_warn_per_s": 0.0,
-           # Pre-FEC symbol errors are expected on PAM4 links and judged by BER, which
-           # the snapshot does not carry: not judged unless a rate is configured.
-           "symbol_errors_warn_per_s": None,
-       },
+@dataclass(frozen=True)
+class ErrorRateParams(Params):
+    min_events: int = param(
+        DEFAULT_MIN_EVENTS, ge=1, doc="an increase smaller than this is not a verdict: "
+        "one stray count in a short window is noise, whatever the counter")
+    replay_fail_events: int = param(
+        1, ge=1, doc="replays that fail a link (DCGM health watch, "
+        "DCGM_LIMIT_MAX_NVLINK_ERROR: any increase in the window fails)")
+    recovery_fail_events: int = param(
+        1, ge=1, doc="recoveries that fail a link (DCGM_LIMIT_MAX_NVLINK_ERROR)")
+    crc_fail_per_s: float = param(
+        100.0, ge=0, doc="CRC errors a second at which a link fails; below it, from "
+        "min_events on, it warns (DCGM_LIMIT_MAX_NVLINK_CRC_ERROR)")
+    recovery_failed_fail_events: int = param(
+        1, ge=1, doc="NVLink5 failed recoveries that fail a link: a failed recovery is a "
+        "link that went down; min_events does not apply")
+    rcv_errors_fail_per_s: float = param(
+        100.0, ge=0, doc="NVLink5 receive errors (packets that failed their CRC after FEC) "
+        "a second at which a link fails, warning below: DCGM's CRC rule")
+    local_link_integrity_warn_per_s: float = param(
+        0.0, ge=0, doc="NVLink5 local link integrity errors a second above which a link "
+        "warns")
+    symbol_errors_warn_per_s: float | None = param(
+        None, ge=0, doc="pre-FEC symbol errors a second above which a link warns; null: "
+        "not judged (expected on PAM4 links and judged by BER, which the snapshot does "
+        "not carry)")
+
+
+@check("nvlink.error_rate", needs=("nvml",), rate=True, params=ErrorRateParams,
        remedy="A link whose error counters keep growing is marginal. Reset the GPU to "
               "retrain its links and watch the counters (nvidia-smi nvlink -e). Errors that "
               "come back after a reset are hardware: on NVL72 trays reseat the tray's "
@@ -98,7 +106,7 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.error(NODE, "samples out of order: cannot compute rates",
                             {"previous": previous.taken_at, "current": ctx.snapshot.taken_at})
         return
-    params = ctx.params
+    params = ErrorRateParams.of(ctx)
     base = window_base(ctx)
     for gpu in judged:
         component = gpu_component(gpu)
@@ -145,7 +153,7 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
 
 
 def _judge_counter(name: str, rule: tuple[str, str], prev: int, cur: int, dt: float,
-                   params: Any) -> tuple[Status, dict[str, Any], str] | None:
+                   params: ErrorRateParams) -> tuple[Status, dict[str, Any], str] | None:
     """(status, observed, expected) for one counter of one link; None when no verdict.
 
     A counter that went backwards was reset between the samples: the events since then
@@ -155,8 +163,8 @@ def _judge_counter(name: str, rule: tuple[str, str], prev: int, cur: int, dt: fl
     if rate is None:
         return None
     kind, key = rule
-    threshold = params.get(key)
-    min_events = int(params.get("min_events", DEFAULT_MIN_EVENTS))
+    threshold: float | None = getattr(params, key)
+    min_events = params.min_events
     observed: dict[str, Any] = {"counter": name, **rate.to_dict(),
                                 "per_s": round(rate.per_s, 3)}
     if threshold is None:

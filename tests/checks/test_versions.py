@@ -9,7 +9,8 @@ from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.checks import versions as versions_checks
 from clusterdiag.checks.finding import Action, Status
 from clusterdiag.checks.profile import Profile, load_profile
-from clusterdiag.checks.registry import REGISTRY, CheckContext
+from clusterdiag.checks.registry import REGISTRY
+from tests.checks.harness import run_check
 from tests.checks.nvlink.factory import make_gpu, make_snapshot
 
 SITE = dataclasses.replace(load_profile("hgx-h100-8gpu"), driver_versions=("570.86.15",),
@@ -17,8 +18,7 @@ SITE = dataclasses.replace(load_profile("hgx-h100-8gpu"), driver_versions=("570.
 
 
 def _judge(snap: Snapshot, profile: Profile = SITE) -> list[tuple[str, Status]]:
-    ctx = CheckContext(snapshot=snap, profile=profile, params={})
-    findings = list(REGISTRY["host.versions"].func(ctx))
+    findings = run_check("host.versions", snap, profile=profile)
     assert all(f.status in (Status.PASS, Status.WARN, Status.SKIP) for f in findings)
     assert all(f.action in (Action.NONE, Action.FIX_CONFIG) for f in findings)
     return [(f.component, f.status) for f in findings]

@@ -31,8 +31,9 @@ def test_the_manifests_plan_is_the_registrys() -> None:
     """Levels, modes and flags as the specs have them, for every check."""
     for check_id, spec in REGISTRY.items():
         entry = index.ENTRIES[check_id]
-        assert (entry.levels, entry.skip_in, entry.privileged, entry.needs, entry.params) == (
-            spec.levels, spec.skip_in, spec.privileged, spec.needs, spec.params), check_id
+        assert (entry.levels, entry.skip_in, entry.privileged, entry.needs, entry.params,
+                entry.schema) == (spec.levels, spec.skip_in, spec.privileged, spec.needs,
+                                  spec.params, spec.schema), check_id
 
 
 def test_specs_imports_only_the_families_it_is_asked_for() -> None:

@@ -8,7 +8,7 @@ from clusterdiag import checks
 from clusterdiag.agent.config import load_config
 from clusterdiag.agent.errors import ConfigError
 
-CATALOG = {spec.id: spec.params for spec in checks.REGISTRY.values()}
+CATALOG = {spec.id: spec.schema for spec in checks.REGISTRY.values()}
 
 
 def _load(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ from clusterdiag.checks.finding import Finding, Status
 from clusterdiag.checks.profile import load_profile
 from clusterdiag.checks.registry import CheckContext, History
 from clusterdiag.checks.window import WINDOW_S
+from tests.checks.harness import run_check
 from tests.checks.ib.factory import eight_hcas, make_snap
 from tests.checks.nvlink.factory import make_gpu, make_snapshot
 
@@ -117,11 +118,9 @@ def test_link_error_recoveries_minutes_apart_fail_in_the_agent() -> None:
 
 def _nvlink_judge(platform: str) -> Judge:
     def judge(snap: Snapshot, previous: Snapshot, history: History) -> list[Finding]:
-        spec = REGISTRY["nvlink.error_rate"]
-        ctx = CheckContext(snapshot=snap, profile=load_profile(platform),
-                           params=dict(spec.params), level="full", now=snap.taken_at,
-                           previous=previous, history=history)
-        return [f for f in spec.func(ctx) if f.component.startswith("gpu3")]
+        return [f for f in run_check("nvlink.error_rate", snap, profile=platform, level="full",
+                                     previous=previous, history=history)
+                if f.component.startswith("gpu3")]
     return judge
 
 

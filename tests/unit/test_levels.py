@@ -17,7 +17,7 @@ from clusterdiag.checks.levels import LEVEL_NAMES, Level, Mode
 from clusterdiag.checks.manifest import CHECKS
 from clusterdiag.checks.registry import check
 
-CATALOG = {spec.id: spec.params for spec in REGISTRY.values()}
+CATALOG = {spec.id: spec.schema for spec in REGISTRY.values()}
 
 
 def test_the_launcher_accepts_the_levels_the_enum_names() -> None:

@@ -84,6 +84,7 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "checks.nccl.limits", "checks.nccl.pcie", "checks.nccl.settings", "checks.nvlink",
     "checks.nvlink.error_rate", "checks.nvlink.helpers", "checks.nvlink.links",
     "checks.nvlink.topology", "checks.nvswitch", "checks.host_profile", "checks.common",
+    "checks.params",
     "checks.profile", "checks.profiles", "checks.rates", "checks.registry", "checks.topology",
     "checks.window", "checks.xid_catalog", "reports", "reports.facts", "reports.hostname",
     "reports.node", "reports.safefile")}

@@ -25,7 +25,7 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.serde import SerdeError
 from clusterdiag.agent.sysfs import parse_int, read_int, read_text
 
-CATALOG = {spec.id: spec.params for spec in checks.REGISTRY.values()}
+CATALOG = {spec.id: spec.schema for spec in checks.REGISTRY.values()}
 XID_LINE = "NVRM: Xid (PCI:0000:1b:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -22,10 +22,10 @@ def test_a_chain_of_extends_merges_overrides_and_says_where_each_came_from(
         tmp_path: Path) -> None:
     base = _write(tmp_path, "oem-h100", "extends: dgx-h100\ncompute_hcas: 8\n"
                   "hca_link_layer: Ethernet\nhca_rate_gbps: 200\n"
-                  "thresholds: {gpu.temperature: {warn_c: 80}}\n")
+                  "thresholds: {gpu.temperature: {min_slowdown_margin_c: 8}}\n")
     top = _write(tmp_path, "rack7", "extends: oem-h100\ngpu_count: 7\n"
                  "gpu_models: ['NVIDIA H100 80GB HBM3', 'NVIDIA H100']\n"
-                 "thresholds: {ib.rate: {tolerance: 1}}\n")
+                 "thresholds: {gpu.xid: {window_s: 3600}}\n")
     sites = load_site_profiles(tmp_path)
     rack7 = sites["rack7"].profile
     builtin = load_builtin("dgx-h100")
@@ -35,8 +35,9 @@ def test_a_chain_of_extends_merges_overrides_and_says_where_each_came_from(
     assert rack7.hca_link_layer == "Ethernet"
     assert rack7.hca_rate_gbps == 200
     assert rack7.nvlinks_per_gpu == builtin.nvlinks_per_gpu == 18
-    assert rack7.thresholds == {**builtin.thresholds, "gpu.temperature": {"warn_c": 80},
-                                "ib.rate": {"tolerance": 1}}
+    assert rack7.thresholds == {**builtin.thresholds,
+                                "gpu.temperature": {"min_slowdown_margin_c": 8},
+                                "gpu.xid": {"window_s": 3600}}
     origins = sites["rack7"].origins
     assert origins["gpu_count"] == str(top)
     assert origins["hca_link_layer"] == str(base)

@@ -11,9 +11,9 @@ from clusterdiag.agent.model.gpu import Gpu, NvmlInfo
 from clusterdiag.agent.model.kernel import KernelEvent, KernelLog, XidEvent
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.checks import REGISTRY  # reading it loads every family
-from clusterdiag.checks.finding import Action, Finding, Status
-from clusterdiag.checks.profile import Profile, load_profile
-from clusterdiag.checks.registry import CheckContext
+from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.profile import Profile
+from tests.checks.harness import run_check
 
 NOW = 1_800_000_000.0
 H100 = "NVIDIA H100 80GB HBM3"
@@ -84,20 +84,9 @@ def make_snap(gpus: list[Gpu] | None = None, *, n: int = 8, pci: list[PciDevice]
 def run(check_id: str, snap: Snapshot, profile: Profile | str = "dgx-h100", *,
         previous: Snapshot | None = None, mode: str = "run", now: float = NOW,
         **params: Any) -> list[Finding]:
-    spec = REGISTRY[check_id]
-    prof = load_profile(profile) if isinstance(profile, str) else profile
-    unknown = set(params) - set(spec.params)
-    assert not unknown, f"not params of {check_id}: {unknown}"
-    ctx = CheckContext(snapshot=snap, profile=prof, params={**spec.params, **params},
-                       mode=mode, now=now, previous=previous)
-    findings = list(spec.func(ctx))
-    assert findings, f"{check_id} yielded no finding"
-    for f in findings:  # every action a check asks for when it fails or warns is declared
-        if f.status in (Status.FAIL, Status.WARN):
-            assert f.action in spec.actions, (check_id, f)
-        elif f.status in (Status.PASS, Status.SKIP):
-            assert f.action is Action.NONE, (check_id, f)
-    return findings
+    """``run_check`` on a dgx-h100 at NOW, parameters as keywords."""
+    return run_check(check_id, snap, profile=profile, params=params, mode=mode, now=now,
+                     previous=previous)
 
 
 def only(findings: list[Finding], status: Status) -> list[Finding]:

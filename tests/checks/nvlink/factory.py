@@ -9,8 +9,7 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.gpu import Gpu, NvLink, NvmlInfo
 from clusterdiag.agent.model.pci import NVIDIA_VENDOR, PciDevice
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import REGISTRY, CheckContext
+from tests.checks.harness import run_check
 
 NOW = 1_700_000_000.0
 NVLINK_CHECKS = ["nvlink.error_rate", "nvlink.links_up", "nvlink.remote", "nvlink.topology",
@@ -54,18 +53,9 @@ def make_snapshot(platform: str = "dgx-h100", gpus: list[Gpu] | None = None,
 
 def judge(check_id: str, snapshot: Snapshot, platform: str = "dgx-h100", *,
           previous: Snapshot | None = None, **params: Any) -> list[Finding]:
-    spec = REGISTRY[check_id]
-    ctx = CheckContext(snapshot=snapshot, profile=load_profile(platform),
-                       params={**spec.params, **params}, level="full", now=snapshot.taken_at,
-                       previous=previous)
-    findings = list(spec.func(ctx))
-    assert findings, f"{check_id} yielded nothing"
-    for finding in findings:  # every action a check emits is declared
-        if finding.status in (Status.FAIL, Status.WARN):
-            assert finding.action in spec.actions, (check_id, finding)
-        if finding.status in (Status.SKIP, Status.ERROR):
-            assert finding.message
-    return findings
+    """``run_check`` at --level full, parameters as keywords."""
+    return run_check(check_id, snapshot, profile=platform, params=params, level="full",
+                     previous=previous)
 
 
 def by_status(findings: list[Finding], status: Status) -> list[Finding]:

@@ -6,7 +6,7 @@ import dataclasses
 
 from clusterdiag.checks.finding import Action, Status
 from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import REGISTRY, CheckContext
+from tests.checks.harness import run_check
 from tests.checks.nvlink.factory import by_status, judge, make_gpu, make_snapshot, one
 
 # --- nvlink.topology ------------------------------------------------------------------
@@ -102,9 +102,7 @@ def test_remote_on_a_board_without_nvswitch_checks_the_peer_gpu() -> None:
     snap = make_snapshot(gpus=gpus)
     profile = dataclasses.replace(load_profile("hgx-h100-pcie"), nvlinks_per_gpu=18,
                                   nvlink_version=6)
-    spec = REGISTRY["nvlink.remote"]
-    ctx = CheckContext(snapshot=snap, profile=profile, params=spec.params)
-    findings = list(spec.func(ctx))
+    findings = run_check("nvlink.remote", snap, profile=profile)
     assert one(by_status(findings, Status.PASS)).component == "gpu0"
     bad = one(by_status(findings, Status.FAIL))
     assert bad.component == "gpu1.link5"
