@@ -27,7 +27,7 @@ from tests.checks.gpu.factory import NOW, make_snap
 
 # The families still declaring a dict of defaults until the family packages land (issue 11):
 # this set only shrinks.
-DICT_FAMILIES = {"fabric", "host", "ib", "ib_rates", "nccl", "nccl_host", "roce"}
+DICT_FAMILIES = {"fabric", "host", "ib", "nccl"}
 
 
 def test_every_check_declares_a_frozen_dataclass_with_a_doc_per_parameter() -> None:
