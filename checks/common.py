@@ -1,5 +1,5 @@
 """What check families share: the node's component name, a GPU's name and its earlier
-sample, and whether NVML can be asked at all.
+sample, whether NVML can be asked at all, and the GPUs it answered for.
 
 A family's own helpers live in its package (``gpu/helpers.py``, ``nvlink/helpers.py``);
 what more than one family (or the runner) needs lives here. Errors and skips are
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..agent.model import Snapshot
 from ..agent.model.gpu import Gpu, NvmlInfo
+from .finding import Finding
 
 NODE = "node"
 
@@ -33,6 +34,39 @@ def nvml_down(nvml: NvmlInfo | None) -> str | None:
 def nvml_usable(nvml: NvmlInfo | None) -> bool:
     """NVML was read and answers: its per-GPU values mean something."""
     return nvml is not None and nvml_down(nvml) is None
+
+
+def nvml_info(snapshot: Snapshot) -> NvmlInfo | Finding:
+    """The NVML part of the snapshot, or the error finding saying why there is none."""
+    nvml = snapshot.nvml
+    if nvml is None:
+        stats = snapshot.sources.get("nvml")
+        return Finding.error(NODE, "NVML data was not collected",
+                             stats.error or stats.status if stats else None)
+    down = nvml_down(nvml)
+    if down is not None:
+        return Finding.error(NODE, "NVML unavailable", down)
+    return nvml
+
+
+def nvml_gpus(snapshot: Snapshot) -> list[Gpu] | Finding:
+    """The GPUs NVML listed, or the one finding that stands for all of them: the error
+    when NVML was not read or is unusable, the skip when it saw no GPU."""
+    nvml = nvml_info(snapshot)
+    if isinstance(nvml, Finding):
+        return nvml
+    if not nvml.gpus:
+        return Finding.skip(NODE, "no GPUs seen by NVML")
+    return nvml.gpus
+
+
+def unanswered_skip(gpu: Gpu) -> Finding | None:
+    """The skip for a GPU that did not answer NVML (``gpu.responsive`` judges it), or None
+    when it answered: a per-GPU check judges only the GPUs that did."""
+    if gpu.responsive and gpu.lost is None:
+        return None
+    return Finding.skip(gpu_component(gpu), "GPU did not answer NVML "
+                                            "(gpu.responsive reports it)")
 
 
 def previous_gpu(previous: Snapshot | None, gpu: Gpu) -> Gpu | None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from ...agent.model.gpu import FabricInfo, Gpu
 from ...agent.model.host import HostInfo, ServiceState
-from ..common import gpu_component
+from ..common import gpu_component, nvml_gpus, unanswered_skip
 from ..finding import Action, Finding
-from ..nvlink.helpers import answering, nvml_info
 from ..registry import CheckContext
 
 NODE = "node"
@@ -71,19 +70,17 @@ def fabric_gpus(ctx: CheckContext, unsupported_warns: bool = False
     if profile.has_expectations and profile.nvlinks_per_gpu <= 0 and not profile.nvswitch \
             and not profile.nvl72:
         return [Finding.skip(NODE, "no NVLink fabric on this platform")], []
-    nvml = nvml_info(ctx.snapshot)
-    if isinstance(nvml, Finding):
-        return [nvml], []
-    if not nvml.gpus:
-        return [Finding.skip(NODE, "no GPUs seen by NVML")], []
+    gpus = nvml_gpus(ctx.snapshot)
+    if isinstance(gpus, Finding):
+        return [gpus], []
     findings: list[Finding] = []
     judged: list[tuple[Gpu, FabricInfo]] = []
-    for gpu in nvml.gpus:
+    for gpu in gpus:
         component = gpu_component(gpu)
         fabric = gpu.fabric
-        if not answering(gpu):
-            findings.append(Finding.skip(component, "GPU did not answer NVML "
-                                                    "(gpu.responsive reports it)"))
+        unanswered = unanswered_skip(gpu)
+        if unanswered is not None:
+            findings.append(unanswered)
         elif "fabric" in gpu.errors:
             findings.append(Finding.error(component, "NVML fabric info unreadable",
                                           gpu.errors["fabric"]))

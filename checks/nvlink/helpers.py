@@ -1,32 +1,14 @@
-"""What the nvlink.* checks share (the fabric/ checks use some too): which GPUs an NVLink
-check judges, the NVML part of the snapshot, and how links are named."""
+"""What the nvlink.* checks share: which GPUs an NVLink check judges and how links are
+named (the GPUs NVML answered for are checks/common.py's)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...agent.model import Snapshot
-from ...agent.model.gpu import Gpu, NvmlInfo
-from ..common import NODE, gpu_component, nvml_down
+from ...agent.model.gpu import Gpu
+from ..common import NODE, gpu_component, nvml_gpus, unanswered_skip
 from ..finding import Finding
 from ..registry import CheckContext
-
-
-def nvml_info(snapshot: Snapshot) -> NvmlInfo | Finding:
-    """The NVML part of the snapshot, or the error finding saying why there is none."""
-    nvml = snapshot.nvml
-    if nvml is None:
-        stats = snapshot.sources.get("nvml")
-        return Finding.error(NODE, "NVML data was not collected",
-                             stats.error or stats.status if stats else None)
-    down = nvml_down(nvml)
-    if down is not None:
-        return Finding.error(NODE, "NVML unavailable", down)
-    return nvml
-
-
-def answering(gpu: Gpu) -> bool:
-    return gpu.responsive and gpu.lost is None
 
 
 def links_text(links: Iterable[int]) -> str:
@@ -55,18 +37,16 @@ def nvlink_gpus(ctx: CheckContext) -> tuple[list[Finding], list[Gpu]]:
     """
     if ctx.profile.nvlinks_per_gpu <= 0:
         return [Finding.skip(NODE, "no NVLink on this platform (profile expects none)")], []
-    nvml = nvml_info(ctx.snapshot)
-    if isinstance(nvml, Finding):
-        return [nvml], []
-    if not nvml.gpus:
-        return [Finding.skip(NODE, "no GPUs seen by NVML")], []
+    gpus = nvml_gpus(ctx.snapshot)
+    if isinstance(gpus, Finding):
+        return [gpus], []
     findings: list[Finding] = []
     judged: list[Gpu] = []
-    for gpu in nvml.gpus:
+    for gpu in gpus:
         component = gpu_component(gpu)
-        if not answering(gpu):
-            findings.append(Finding.skip(component, "GPU did not answer NVML "
-                                                    "(gpu.responsive reports it)"))
+        unanswered = unanswered_skip(gpu)
+        if unanswered is not None:
+            findings.append(unanswered)
         elif "nvlinks" in gpu.unsupported:
             findings.append(Finding.skip(component, _NO_NVLINK))
         elif gpu.mig_enabled:
