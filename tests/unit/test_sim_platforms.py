@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.sim.bandwidth import RATES
 from clusterdiag.agent.sim.faults import catalog as faults_module
 from clusterdiag.agent.sim.faults.catalog import FAULTS
 from clusterdiag.agent.sim.state.layout import LAYOUTS
@@ -24,6 +25,12 @@ from clusterdiag.checks.profile_data import PROFILES
 
 def test_every_profile_but_generic_is_simulated() -> None:
     assert unsimulated() == [], "add a layout in agent/sim/state/layout.py LAYOUTS for these"
+
+
+def test_every_laid_out_platform_has_its_simulated_tool_figures() -> None:
+    """Without its row a platform's simulated qualify tools would answer the generic
+    figures, and its fault-free qualify would judge them against its own profile."""
+    assert sorted(LAYOUTS) == sorted(RATES), "add the platform's Rates in agent/sim/bandwidth.py"
 
 
 def test_a_new_profile_without_a_layout_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
