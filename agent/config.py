@@ -314,16 +314,27 @@ def _numbers(value: Any) -> list[float]:
     return []
 
 
+def _lists(value: Any) -> list[list[Any] | tuple[Any, ...]]:
+    if isinstance(value, (list, tuple)):
+        return [value, *(inner for v in value for inner in _lists(v))]
+    if isinstance(value, dict):
+        return [inner for v in value.values() for inner in _lists(v)]
+    return []
+
+
 def param_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
     """Why ``value`` is no value of a check parameter with this schema, or None: its type
     (null only where the dataclass says ``| None``; each item of a list, each value of a
-    mapping), its choices, its bounds (every number in it)."""
+    mapping), its choices, its bounds (every number in it), the length of every list."""
     kinds = schema["type"]
     if not any(_fits(value, kind) for kind in kinds):
         return f"must be {describe_kinds(kinds)}, got {type(value).__name__} {brief(value)}"
     choices = schema.get("choices")
     if choices and value is not None and value not in choices:
         return f"must be {' or '.join(map(repr, choices))}, got {brief(value)}"
+    length = schema.get("len")
+    if length is not None and any(len(items) != length for items in _lists(value)):
+        return f"must have {length} items in each list, got {brief(value)}"
     low, high = schema.get("ge"), schema.get("le")
     for number in _numbers(value):
         if (low is not None and number < low) or (high is not None and number > high):

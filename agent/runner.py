@@ -16,7 +16,7 @@ from ..checks.common import nvml_down
 from ..checks.detect import detect_profile
 from ..checks.finding import Finding, Status
 from ..checks.levels import Level, Mode
-from ..checks.params import ParamsError
+from ..checks.params import Params, ParamsError
 from ..checks.profile import Profile, load_profile
 from ..checks.registry import CheckContext, CheckSpec, History
 from ..reports.node import NodeReport, inventory, iso
@@ -79,7 +79,7 @@ def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
     return [f.replace(check=spec.id) for f in findings]
 
 
-def bound_params(spec: CheckSpec, config: Config, profile: Profile) -> Any:
+def bound_params(spec: CheckSpec, config: Config, profile: Profile) -> Params:
     """The parameters ``spec`` judges with, bound into its dataclass: its defaults, under
     the profile's ``thresholds``, under the config's ``checks.<id>`` (both validated when
     loaded against the same schema). ParamsError when they do not fit."""

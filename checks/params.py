@@ -23,7 +23,8 @@ alternatives a value may take:
   ``"48":``; ``"str"`` keys may be written as numbers, ``4:`` for PCIe Gen4).
 
 Beside ``"type"``, a parameter's schema may say ``"ge"``/``"le"`` (bounds that every number
-in the value must keep) and ``"choices"`` (a ``Literal``'s values).
+in the value must keep), ``"len"`` (how many items every list in the value has: a
+``[warn, fail]`` pair) and ``"choices"`` (a ``Literal``'s values).
 """
 
 from __future__ import annotations
@@ -68,16 +69,19 @@ class NoParams(Params):
     """A check that takes no parameters."""
 
 
-def param(default: Any, *, doc: str, ge: float | None = None, le: float | None = None) -> Any:
-    """A parameter's field: its default, its doc (``checks explain`` prints it) and the
-    bounds every number in its value keeps. A mapping default is copied for each
-    instance; a list is written as a tuple (the parameters are frozen)."""
+def param(default: Any, *, doc: str, ge: float | None = None, le: float | None = None,
+          length: int | None = None) -> Any:
+    """A parameter's field: its default, its doc (``checks explain`` prints it), the
+    bounds every number in its value keeps and the length of every list in it. A mapping
+    default is copied for each instance; a list is written as a tuple (the parameters are
+    frozen)."""
     if isinstance(default, list):
         raise TypeError("a list parameter's default is a tuple")
     if not doc.strip():
         raise TypeError("every parameter says what it is for (doc=)")
     metadata = {"doc": doc, **({"ge": ge} if ge is not None else {}),
-                **({"le": le} if le is not None else {})}
+                **({"le": le} if le is not None else {}),
+                **({"len": length} if length is not None else {})}
     if isinstance(default, dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -123,7 +127,7 @@ def schema_of(cls: type[Params]) -> dict[str, dict[str, Any]]:
         if not f.metadata.get("doc"):
             raise TypeError(f"{cls.__name__}.{f.name}: declare it with param(..., doc=)")
         entry: dict[str, Any] = {"type": _kinds(hints[f.name])}
-        entry.update({k: f.metadata[k] for k in ("ge", "le") if k in f.metadata})
+        entry.update({k: f.metadata[k] for k in ("ge", "le", "len") if k in f.metadata})
         if choices := _choices(hints[f.name]):
             entry["choices"] = choices
         schema[f.name] = entry

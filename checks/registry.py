@@ -37,12 +37,11 @@ class History:
 @dataclass
 class CheckContext:
     """What a check judges. ``params`` is the check's parameter dataclass, bound by the
-    runner (a check reads it as ``ItsParams.of(ctx)``); a check still declared with a
-    dict of defaults gets the merged dict."""
+    runner (a check reads it as ``ItsParams.of(ctx)``)."""
 
     snapshot: Snapshot
     profile: Profile
-    params: Any = field(default_factory=NoParams)
+    params: Params = field(default_factory=NoParams)
     level: Level = Level.QUICK
     mode: Mode = Mode.RUN
     now: float = 0.0
@@ -69,7 +68,7 @@ class CheckSpec:
     actions: tuple[Action, ...]  # what it can ask for when it fails or warns
     privileged: bool = False  # reads what only root may (PCI config space): the prolog
     # re-runs it when the hardened agent had to skip it
-    params_type: type[Params] | None = NoParams  # None: declared with a dict of defaults
+    params_type: type[Params] = NoParams
     # Each parameter's type, bounds and choices (checks/params.py), as the manifest has it.
     schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -77,11 +76,9 @@ class CheckSpec:
     def levels(self) -> tuple[Level, ...]:
         return levels_of(self.rate, self.active)
 
-    def bind(self, values: Mapping[str, Any]) -> Any:
+    def bind(self, values: Mapping[str, Any]) -> Params:
         """The parameters the check gets from ``values`` (its defaults merged with the
         profile's thresholds and the config); ParamsError when they do not fit."""
-        if self.params_type is None:
-            return dict(values)
         return bind(self.params_type, self.schema, values)
 
 
@@ -102,7 +99,7 @@ def check(
     *,
     needs: Iterable[str],
     remedy: str,
-    params: type[Params] | Mapping[str, Any] = NoParams,
+    params: type[Params] = NoParams,
     rate: bool = False,
     active: bool = False,
     skip_in: Iterable[str] = (),
@@ -111,13 +108,10 @@ def check(
 ) -> Callable[[CheckFunc], CheckFunc]:
     """Register ``func`` as check ``check_id``; its docstring's first line is its summary.
     ``needs`` names Snapshot fields (``SOURCE_FIELDS``); any other name is refused.
-    ``params`` is a frozen dataclass of ``Params`` (a dict of defaults is still taken from
-    the check families not converted yet; its schema is guessed from the defaults)."""
+    ``params`` is a frozen dataclass of ``Params`` (checks/params.py); one that is not,
+    or a parameter of a type no config can say, is refused."""
     needs = tuple(needs)
-    if isinstance(params, Mapping):
-        params_type, defaults, schema = None, dict(params), _guessed_schema(params)
-    else:
-        params_type, defaults, schema = params, defaults_of(params), schema_of(params)
+    schema, defaults = schema_of(params), defaults_of(params)
     modes = frozenset(Mode(mode) for mode in skip_in)  # a typo fails the import
     unknown = sorted(set(needs) - SOURCE_FIELDS)
     if unknown:
@@ -140,32 +134,12 @@ def check(
             skip_in=modes,
             actions=tuple(actions),
             privileged=privileged,
-            params_type=params_type,
+            params_type=params,
             schema=schema,
         )
         return func
 
     return register
-
-
-def _guessed_schema(defaults: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A dict-declared check's schema, guessed from its defaults as the config did before
-    parameters were dataclasses (a None default takes anything)."""
-    def kinds(value: Any) -> tuple[Any, ...]:
-        if value is None:
-            return ("any",)
-        if isinstance(value, bool):
-            return ("bool",)
-        if isinstance(value, (int, float)):
-            return ("number",)
-        if isinstance(value, list):
-            items = {kinds(v) for v in value}
-            return ({"list": items.pop() if len(items) == 1 else ("any",)},)
-        if isinstance(value, dict):
-            return ({"map": ("any",), "key": "str"},)
-        return ("str",)
-
-    return {key: {"type": kinds(value)} for key, value in defaults.items()}
 
 
 def select(patterns: Iterable[str] | None) -> list[CheckSpec]:

@@ -62,12 +62,11 @@ def checks_explain(check_id: str) -> None:
     if spec.params:
         click.echo(f"parameters (override under checks.{spec.id} in the config, or "
                    f"thresholds.{spec.id} in a profile):")
-        docs = docs_of(spec.params_type) if spec.params_type is not None else {}
+        docs = docs_of(spec.params_type)
         for key, value in spec.params.items():
             click.echo(f"  {key}: {json.dumps(value)}  ({kind_text(spec.schema[key])})")
-            if key in docs:
-                click.echo(textwrap.fill(plain(docs[key]), 92, initial_indent=" " * 6,
-                                         subsequent_indent=" " * 6))
+            click.echo(textwrap.fill(plain(docs[key]), 92, initial_indent=" " * 6,
+                                     subsequent_indent=" " * 6))
     if spec.actions:
         click.echo(f"actions: {', '.join(a.value for a in spec.actions)}")
     click.echo(f"remedy:  {spec.remedy}")
@@ -79,6 +78,8 @@ def kind_text(schema: Mapping[str, Any]) -> str:
     words = [describe_kinds(schema["type"])]
     if schema.get("choices"):
         words.append(f"one of {', '.join(map(str, schema['choices']))}")
+    if schema.get("len") is not None:
+        words.append(f"{schema['len']} items each")
     if schema.get("ge") is not None or schema.get("le") is not None:
         words.append(bounds_text(schema.get("ge"), schema.get("le")).removeprefix("must be "))
     return ", ".join(words)

@@ -4,16 +4,22 @@ fabric.imex (nvidia-imex on NVL72 trays)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info, service
 
 # -- fabric.manager --------------------------------------------------------------------
 
 
-@check("fabric.manager", needs=("host",),
-       params={"unit": "nvidia-fabricmanager.service"},
+@dataclass(frozen=True)
+class ManagerParams(Params):
+    unit: str = param("nvidia-fabricmanager.service", doc="the Fabric Manager's systemd unit")
+
+
+@check("fabric.manager", needs=("host",), params=ManagerParams,
        remedy="Start Fabric Manager (systemctl start nvidia-fabricmanager) and read why it "
               "stopped: journalctl -u nvidia-fabricmanager and /var/log/fabricmanager.log. "
               "Its package version must match the driver exactly; \"NVSwitches don't "
@@ -40,7 +46,7 @@ def manager(ctx: CheckContext) -> Iterator[Finding]:
     if not host.has_systemd:
         yield Finding.skip(NODE, "host does not run systemd")
         return
-    unit = str(ctx.params["unit"])
+    unit = ManagerParams.of(ctx).unit
     state = service(host, unit)
     observed = state and f"{state.active}/{state.sub}"
     if state is None:
@@ -64,7 +70,12 @@ def manager(ctx: CheckContext) -> Iterator[Finding]:
 # -- fabric.imex -----------------------------------------------------------------------
 
 
-@check("fabric.imex", needs=("host",), params={"unit": "nvidia-imex.service"},
+@dataclass(frozen=True)
+class ImexParams(Params):
+    unit: str = param("nvidia-imex.service", doc="the IMEX daemon's systemd unit")
+
+
+@check("fabric.imex", needs=("host",), params=ImexParams,
        skip_in=("prolog",),
        remedy="Start IMEX (systemctl start nvidia-imex) and check its peers with "
               "nvidia-imex-ctl -N; its nodes file (/etc/nvidia-imex/nodes_config.cfg) must "
@@ -90,7 +101,7 @@ def imex(ctx: CheckContext) -> Iterator[Finding]:
     if not host.has_systemd:
         yield Finding.skip(NODE, "host does not run systemd")
         return
-    unit = str(ctx.params["unit"])
+    unit = ImexParams.of(ctx).unit
     svc = service(host, unit)
     if svc is None:
         yield Finding.skip(NODE, "IMEX service state was not collected")

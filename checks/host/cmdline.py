@@ -4,8 +4,10 @@ kernel applies them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info
 
@@ -30,7 +32,15 @@ def effective_cmdline(words: list[str]) -> dict[str, str | None]:
     return params
 
 
-@check("host.kernel_cmdline", needs=("host",), params={"required": [], "forbidden": []},
+@dataclass(frozen=True)
+class CmdlineParams(Params):
+    required: tuple[str, ...] = param(
+        (), doc="kernel parameters that must be set: name, or name=value")
+    forbidden: tuple[str, ...] = param(
+        (), doc="kernel parameters that must not be set: name, or name=value")
+
+
+@check("host.kernel_cmdline", needs=("host",), params=CmdlineParams,
        remedy="Fix the boot loader configuration (GRUB_CMDLINE_LINUX, then update-grub or "
               "grub2-mkconfig) and reboot.",
        actions=(Action.FIX_CONFIG,))
@@ -40,7 +50,8 @@ def kernel_cmdline(ctx: CheckContext) -> Iterator[Finding]:
     if isinstance(host, Finding):
         yield host
         return
-    required, forbidden = ctx.params["required"], ctx.params["forbidden"]
+    configured = CmdlineParams.of(ctx)
+    required, forbidden = configured.required, configured.forbidden
     if not required and not forbidden:
         yield Finding.skip(NODE, "no kernel parameters configured")
         return

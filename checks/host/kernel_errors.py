@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ...agent.model.kernel import KernelEvent
 from ..finding import Action, Finding, Status
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE
 
@@ -33,7 +35,8 @@ def mce_severity(event: KernelEvent) -> str | None:
     return None
 
 
-# (category, threshold param, status, message, action), in the order findings are listed.
+# (category, its KernelErrorsParams threshold, status, message, action), in the order
+# findings are listed.
 _KERNEL_RULES = (
     ("mce_uncorrected", "mce_uncorrected_fail", Status.FAIL,
      "uncorrected machine-check errors in the kernel log", Action.INVESTIGATE),
@@ -50,10 +53,21 @@ _KERNEL_RULES = (
 )
 
 
-@check("host.kernel_errors", needs=("kernel_log",),
-       params={"window_s": 7200, "mce_uncorrected_fail": 1, "hard_lockup_fail": 1,
-               "soft_lockup_warn": 1, "hung_task_warn": 1, "nmi_warn": 1,
-               "mce_corrected_warn": 10},
+@dataclass(frozen=True)
+class KernelErrorsParams(Params):
+    window_s: int = param(7200, ge=0, doc="how far back an event counts, in seconds")
+    mce_uncorrected_fail: int = param(
+        1, ge=1, doc="uncorrected machine checks in the window that fail (data was lost)")
+    hard_lockup_fail: int = param(1, ge=1, doc="hard lockups in the window that fail")
+    soft_lockup_warn: int = param(1, ge=1, doc="soft lockups in the window that warn")
+    hung_task_warn: int = param(1, ge=1, doc="hung tasks in the window that warn")
+    nmi_warn: int = param(1, ge=1, doc="hardware NMIs in the window that warn")
+    mce_corrected_warn: int = param(
+        10, ge=1, doc="corrected machine checks in the window that warn: the kernel logs "
+        "at most two summary lines a minute, so ten in two hours is a trend")
+
+
+@check("host.kernel_errors", needs=("kernel_log",), params=KernelErrorsParams,
        remedy="Read the kernel log around the events. Machine checks: find the DIMM or CPU "
               "with rasdaemon/mcelog or the BMC event log. A hard lockup leaves the kernel "
               "in doubt: reboot. Hung tasks and soft lockups: find the driver or filesystem "
@@ -78,7 +92,8 @@ def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
     if log.unknown and not log.lines_read:
         yield Finding.error(NODE, "kernel log unreadable", log.unknown)
         return
-    since = ctx.now - ctx.params["window_s"]
+    params = KernelErrorsParams.of(ctx)
+    since = ctx.now - params.window_s
     counts = dict.fromkeys((rule[0] for rule in _KERNEL_RULES), 0)
     for event in log.events:
         if event.time is not None and event.time < since:
@@ -87,10 +102,11 @@ def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
         if category in counts:
             counts[category] += 1
     found = False
-    for category, param, status, message, action in _KERNEL_RULES:
-        if counts[category] >= ctx.params[param]:
+    for category, name, status, message, action in _KERNEL_RULES:
+        threshold: int = getattr(params, name)
+        if counts[category] >= threshold:
             found = True
             yield Finding(status, NODE, message, counts[category],
-                          f"< {ctx.params[param]} in {ctx.params['window_s']} s", action)
+                          f"< {threshold} in {params.window_s} s", action)
     if not found:
         yield Finding.passed(NODE, "no machine checks, lockups or hung tasks logged", counts)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from ...agent.model.pci import PciDevice
 from ..finding import Action, Finding, Status
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, since_previous
 
@@ -31,8 +33,14 @@ def _aer_total(category: str, counters: Mapping[str, int], growth: Mapping[str, 
     return growth.get(total, 0) if total in counters else sum(growth.values())
 
 
-@check("host.pcie_aer", needs=("pci",), rate=True,
-       params={"nonfatal_fail": False, "correctable_per_min_warn": 10.0},
+@dataclass(frozen=True)
+class PcieAerParams(Params):
+    nonfatal_fail: bool = param(False, doc="a non-fatal uncorrectable error fails (else warns)")
+    correctable_per_min_warn: float = param(
+        10.0, ge=0, doc="correctable errors a minute per device above which it warns")
+
+
+@check("host.pcie_aer", needs=("pci",), rate=True, params=PcieAerParams,
        remedy="Errors on one device: reseat it or its riser/cable, then RMA if they return. "
               "Fatal errors leave the device unusable until a reset: reboot.",
        actions=(Action.REBOOT, Action.INVESTIGATE))
@@ -71,14 +79,15 @@ def _aer_device(ctx: CheckContext, old: PciDevice, new: PciDevice,
     fatal, nonfatal, correctable = (_aer_total(cat, new.aer.get(cat, {}), growth[cat])
                                     for cat in ("fatal", "nonfatal", "correctable"))
     per_min = round(correctable * 60.0 / elapsed, 2)
+    params = PcieAerParams.of(ctx)
     if fatal:
         yield Finding.fail(new.bdf, "PCIe fatal errors (AER) increased", growth["fatal"], 0,
                            Action.REBOOT)
     if nonfatal:
-        status = Status.FAIL if ctx.params["nonfatal_fail"] else Status.WARN
+        status = Status.FAIL if params.nonfatal_fail else Status.WARN
         yield Finding(status, new.bdf, "PCIe non-fatal errors (AER) increased",
                       growth["nonfatal"], 0, Action.INVESTIGATE)
-    if per_min > ctx.params["correctable_per_min_warn"]:
+    if per_min > params.correctable_per_min_warn:
         yield Finding.warn(new.bdf, "PCIe correctable error rate (AER) high",
                            {"per_min": per_min, **growth["correctable"]},
-                           f"<= {ctx.params['correctable_per_min_warn']}/min")
+                           f"<= {params.correctable_per_min_warn}/min")

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info, since_previous
 
 
-@check("host.dstate_processes", needs=("host",), rate=True,
-       params={"min_stuck_s": 2.0, "fail_count": 3, "ignore": []},
+@dataclass(frozen=True)
+class DstateParams(Params):
+    min_stuck_s: float = param(
+        2.0, ge=0, doc="the least time between the samples for a process in D state in "
+        "both to count as stuck, in seconds")
+    fail_count: int = param(3, ge=1, doc="stuck processes that fail (fewer warn)")
+    ignore: tuple[str, ...] = param(
+        (), doc="process names that idle in D state by design on some kernels or drivers")
+
+
+@check("host.dstate_processes", needs=("host",), rate=True, params=DstateParams,
        remedy="See what the processes wait on (cat /proc/PID/stack, wchan): a hung GPU "
               "driver (nvidia-smi in D state), a dead NFS/Lustre server or a failing disk. "
               "Processes in D state cannot be killed; a reboot clears them.",
@@ -27,13 +38,14 @@ def dstate_processes(ctx: CheckContext) -> Iterator[Finding]:
     process names that idle in D state by design on some kernels or drivers.
     """
     host = host_info(ctx)
+    params = DstateParams.of(ctx)
     elapsed = since_previous(ctx)
     before = ctx.previous.host if ctx.previous is not None else None
     if isinstance(host, Finding):
         yield host
     elif elapsed is None or before is None:
         yield Finding.skip(NODE, "needs an earlier sample of this node")
-    elif elapsed < ctx.params["min_stuck_s"]:
+    elif elapsed < params.min_stuck_s:
         yield Finding.skip(NODE, "samples too close together to call a process stuck")
     elif "dstate" in host.unknown or "dstate" in before.unknown:
         yield Finding.error(NODE, "process list unreadable",
@@ -41,9 +53,9 @@ def dstate_processes(ctx: CheckContext) -> Iterator[Finding]:
     else:
         earlier = {(p.pid, p.start_ticks) for p in before.dstate}
         stuck = [{"pid": p.pid, "name": p.name, "wchan": p.wchan} for p in host.dstate
-                 if (p.pid, p.start_ticks) in earlier and p.name not in ctx.params["ignore"]]
-        expected = f"< {ctx.params['fail_count']} stuck for {round(elapsed, 1)} s"
-        if len(stuck) >= ctx.params["fail_count"]:
+                 if (p.pid, p.start_ticks) in earlier and p.name not in params.ignore]
+        expected = f"< {params.fail_count} stuck for {round(elapsed, 1)} s"
+        if len(stuck) >= params.fail_count:
             yield Finding.fail(NODE, "processes stuck in uninterruptible sleep", stuck,
                                expected)
         elif stuck:

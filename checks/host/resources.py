@@ -4,20 +4,27 @@ and EDAC error counts)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import GIB, NODE, host_info
 
 
-@check("host.cpu_count", needs=("host",), params={"min": None},
+@dataclass(frozen=True)
+class CpuCountParams(Params):
+    min: int | None = param(None, ge=1, doc="the least logical CPUs online; null: not judged")
+
+
+@check("host.cpu_count", needs=("host",), params=CpuCountParams,
        remedy="CPUs are missing: check the BIOS (cores or SMT disabled) and whether the "
               "kernel offlined CPUs after machine checks (/sys/devices/system/cpu/online).",
        actions=(Action.INVESTIGATE,))
 def cpu_count(ctx: CheckContext) -> Iterator[Finding]:
     """At least ``min`` logical CPUs are online (``min`` from config or profile)."""
     host = host_info(ctx)
-    minimum = ctx.params["min"]
+    minimum = CpuCountParams.of(ctx).min
     if isinstance(host, Finding):
         yield host
     elif minimum is None:
@@ -31,8 +38,18 @@ def cpu_count(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.passed(NODE, "CPU count as expected", host.cpu_count, f">= {minimum}")
 
 
-@check("host.memory", needs=("host",),
-       params={"min_gib": None, "edac_uncorrected_max": 0, "edac_corrected_warn": 100},
+@dataclass(frozen=True)
+class MemoryParams(Params):
+    min_gib: float | None = param(
+        None, ge=0, doc="the least MemTotal in GiB (a little below installed RAM); null: "
+        "not judged")
+    edac_uncorrected_max: int = param(
+        0, ge=0, doc="uncorrected EDAC errors a memory controller may have counted")
+    edac_corrected_warn: int = param(
+        100, ge=0, doc="corrected EDAC errors past which a memory controller warns")
+
+
+@check("host.memory", needs=("host",), params=MemoryParams,
        remedy="Memory size below the minimum means a DIMM is missing or disabled; "
               "uncorrected EDAC errors mean a failing DIMM: find it with edac-util or the "
               "BMC event log and replace it. A reboot resets the counts, not the DIMM.",
@@ -49,7 +66,8 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     if isinstance(host, Finding):
         yield host
         return
-    min_gib = ctx.params["min_gib"]
+    params = MemoryParams.of(ctx)
+    min_gib = params.min_gib
     if min_gib is None:
         yield Finding.skip(NODE, "no minimum memory size configured")
     elif host.memory_total_bytes is None:
@@ -57,12 +75,12 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     else:
         gib = round(host.memory_total_bytes / GIB, 1)
         if gib < min_gib:
-            yield Finding.fail(NODE, "less memory than expected", gib, f">= {min_gib} GiB")
+            yield Finding.fail(NODE, "less memory than expected", gib, f">= {min_gib:g} GiB")
         else:
-            yield Finding.passed(NODE, "memory size as expected", gib, f">= {min_gib} GiB")
+            yield Finding.passed(NODE, "memory size as expected", gib, f">= {min_gib:g} GiB")
     if not host.edac:
         yield Finding.skip(NODE, "no EDAC memory controllers exposed")
-    ue_max, ce_warn = ctx.params["edac_uncorrected_max"], ctx.params["edac_corrected_warn"]
+    ue_max, ce_warn = params.edac_uncorrected_max, params.edac_corrected_warn
     for mc in host.edac:
         counts = {"corrected": mc.corrected, "uncorrected": mc.uncorrected}
         if mc.corrected is None or mc.uncorrected is None:

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info
 
 
-@check("host.services", needs=("host",), params={"required": []},
+@dataclass(frozen=True)
+class ServicesParams(Params):
+    required: tuple[str, ...] = param((), doc="the systemd units that must be active")
+
+
+@check("host.services", needs=("host",), params=ServicesParams,
        remedy="Start the unit (systemctl start UNIT) and read why it stopped "
               "(systemctl status UNIT, journalctl -u UNIT).",
-       actions=(Action.FIX_CONFIG,))
+       actions=(Action.FIX_CONFIG, Action.INVESTIGATE))
 def services(ctx: CheckContext) -> Iterator[Finding]:
     """Every ``required`` systemd unit is active (a unit still starting warns)."""
     host = host_info(ctx)
-    required = ctx.params["required"]
+    required = ServicesParams.of(ctx).required
     if isinstance(host, Finding):
         yield host
         return

@@ -4,15 +4,27 @@ mounts with the right type)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info
 
 
-@check("host.disk", needs=("host",),
-       params={"paths": ["/", "/tmp"], "min_free_pct": 5, "min_free_inodes_pct": 5},
+@dataclass(frozen=True)
+class DiskParams(Params):
+    paths: tuple[str, ...] = param(("/", "/tmp"), doc="the mountpoints to measure")
+    min_free_pct: float = param(
+        5.0, ge=0, le=100, doc="free space in percent under which a path fails (under "
+        "twice it, warns)")
+    min_free_inodes_pct: float = param(
+        5.0, ge=0, le=100, doc="free inodes in percent under which a path fails (under "
+        "twice it, warns)")
+
+
+@check("host.disk", needs=("host",), params=DiskParams,
        remedy="Free space or inodes (leftover job output, core dumps, container images, "
               "logs in /var or /tmp), or widen the thresholds in config.",
        actions=(Action.INVESTIGATE,))
@@ -22,8 +34,9 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
     if isinstance(host, Finding):
         yield host
         return
+    params = DiskParams.of(ctx)
     by_path = {d.path: d for d in host.disks}
-    for path in ctx.params["paths"]:
+    for path in params.paths:
         usage = by_path.get(path)
         if usage is None:
             yield Finding.error(path, "free space was not measured", "not in the snapshot")
@@ -33,23 +46,29 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.skip(path, "filesystem reports no size")
         else:
             yield _free(path, "space", usage.free_bytes, usage.total_bytes,
-                        ctx.params["min_free_pct"])
+                        params.min_free_pct)
             if usage.inodes_total and usage.inodes_free is not None:  # btrfs reports 0
                 yield _free(path, "inodes", usage.inodes_free, usage.inodes_total,
-                            ctx.params["min_free_inodes_pct"])
+                            params.min_free_inodes_pct)
 
 
 def _free(path: str, what: str, free: int, total: int, minimum: float) -> Finding:
     pct = round(100.0 * free / total, 2)
-    expected = f">= {minimum}% free"
+    expected = f">= {minimum:g}% free"
     if pct < minimum:
         return Finding.fail(path, f"free {what} below the minimum", pct, expected)
     if pct < 2 * minimum:
-        return Finding.warn(path, f"free {what} running low", pct, f">= {2 * minimum}% free")
+        return Finding.warn(path, f"free {what} running low", pct, f">= {2 * minimum:g}% free")
     return Finding.passed(path, f"enough free {what}", pct, expected)
 
 
-@check("host.mounts", needs=("host",), params={"required": []},
+@dataclass(frozen=True)
+class MountsParams(Params):
+    required: tuple[str | Mapping[str, str], ...] = param(
+        (), doc="the mounts that must be there: a path, or {path: ..., fstype: ...}")
+
+
+@check("host.mounts", needs=("host",), params=MountsParams,
        remedy="Mount the filesystem (mount -a, or the automounter/systemd mount unit) and "
               "check why it was missing: a failed NFS/Lustre mount at boot is common.",
        actions=(Action.FIX_CONFIG,))
@@ -60,7 +79,7 @@ def mounts(ctx: CheckContext) -> Iterator[Finding]:
     stacked on one mountpoint the last one listed is the visible one, so it is judged.
     """
     host = host_info(ctx)
-    required = ctx.params["required"]
+    required = MountsParams.of(ctx).required
     if isinstance(host, Finding):
         yield host
         return

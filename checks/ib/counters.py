@@ -16,11 +16,13 @@ not zero.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.ib import IbDevice, IbPort
 from ..finding import Action, Finding, Status
+from ..params import Params, param
 from ..rates import DEFAULT_MIN_EVENTS, Rate, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from ..window import IB_WINDOW_COUNTERS, window_base
@@ -58,13 +60,13 @@ def over_per_min(rate: Rate, limit: float, min_events: int) -> bool:
     return rate.events > limit
 
 
-def _judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
+def _judge(name: str, rate: Rate, port: IbPort, params: IbErrorRateParams
            ) -> tuple[Status, str, Any] | None:
     """(status, message, expected) for one error counter; None when within limits."""
-    min_events = int(params.get("min_events", DEFAULT_MIN_EVENTS))
+    min_events = params.min_events
     if name == "link_downed":
         hours = max(rate.seconds / 3600.0, 1.0)
-        fail_events = int(params["link_downed_fail_per_hour"]) * hours
+        fail_events = params.link_downed_fail_per_hour * hours
         if rate.events and (rate.events >= fail_events or port.state != "ACTIVE"):
             return Status.FAIL, "link went down repeatedly", f"< {fail_events:g} per hour"
         if rate.events:
@@ -72,19 +74,19 @@ def _judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
         return None
     if name == "link_error_recovery":
         hours = max(rate.seconds / 3600.0, 1.0)
-        fail_events = int(params["link_error_recovery_fail_per_hour"]) * hours
+        fail_events = params.link_error_recovery_fail_per_hour * hours
         if rate.events >= fail_events:
             return Status.FAIL, "link keeps recovering from errors (flapping)", \
                 f"< {fail_events:g} per hour"
         return (Status.WARN, "link error recovery increasing", "0") if rate.events else None
-    limits = params.get(f"{name}_per_min")
+    limits: tuple[float | None, ...] | None = getattr(params, f"{name}_per_min", None)
     if not limits:
         return None
     warn, fail = limits
-    if fail is not None and over_per_min(rate, float(fail), min_events):
-        return Status.FAIL, f"{name} increasing", f"<= {fail}/min"
-    if warn is not None and over_per_min(rate, float(warn), min_events):
-        return Status.WARN, f"{name} increasing", f"<= {warn}/min"
+    if fail is not None and over_per_min(rate, fail, min_events):
+        return Status.FAIL, f"{name} increasing", f"<= {fail:g}/min"
+    if warn is not None and over_per_min(rate, warn, min_events):
+        return Status.WARN, f"{name} increasing", f"<= {warn:g}/min"
     return None
 
 
@@ -113,7 +115,7 @@ def _windows(ctx: CheckContext) -> dict[tuple[str, str], Rate]:
 
 
 def _saturated(comp: str, name: str, old: IbPort, port: IbPort, dt: float, judge: Any,
-               params: Mapping[str, Any], action: Action) -> Finding:
+               params: Params, action: Action) -> Finding:
     """A counter pinned at its maximum: the growth up to it is a lower bound on the
     events (a 4-bit counter that went from 0 to 15 in 30 s counted at least 15). When that
     bound already breaks a limit it is the verdict; otherwise the rate is unknown."""
@@ -131,6 +133,7 @@ def _saturated(comp: str, name: str, old: IbPort, port: IbPort, dt: float, judge
 def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
            judge: Any) -> Iterator[Finding]:
     """Shared walk of both rate checks: saturation first, then each counter's rate."""
+    params = ctx.params
     if ctx.previous is None:
         yield Finding.skip(NODE, "no earlier sample to compare InfiniBand counters with")
         return
@@ -153,7 +156,7 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
                 continue
             if name in port.saturated:
                 bad = True
-                yield _saturated(comp, name, old, port, dt, judge, ctx.params, action)
+                yield _saturated(comp, name, old, port, dt, judge, params, action)
                 continue
             if f"counters/{name}" in port.unknown:
                 bad = True
@@ -162,7 +165,7 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
                               action=Action.INVESTIGATE)
                 continue
             rate = counter_rate(old.counters.get(name), port.counters.get(name), dt)
-            verdict = judge(name, rate, port, ctx.params) if rate is not None else None
+            verdict = judge(name, rate, port, params) if rate is not None else None
             if verdict is not None and rate is not None:
                 bad = True
                 status, message, expected = verdict
@@ -177,22 +180,35 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
         yield no_compute(ctx)
 
 
-@check("ib.error_rate", needs=("infiniband",), rate=True,
-       params={
-           "min_events": DEFAULT_MIN_EVENTS,
-           "link_downed_fail_per_hour": 2,
-           # Link error recoveries (the link retrained without going down) that fail in
-           # an hour: AzNHC's check_ib_link_flapping fails at 5 flaps (azurehpc-health-checks; it
-           # counts over 24 h, the agent over its last hour, one-shot runs over their
-           # interval). Fewer warn.
-           "link_error_recovery_fail_per_hour": 5,
-           # [warn, fail] per minute; null disables one side.
-           "symbol_error_per_min": [10, 100],
-           "port_rcv_errors_per_min": [10, 100],
-           "port_rcv_remote_physical_errors_per_min": [10, 100],
-           "local_link_integrity_errors_per_min": [3, 10],
-           "excessive_buffer_overrun_errors_per_min": [3, 10],
-       },
+@dataclass(frozen=True)
+class IbErrorRateParams(Params):
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
+                            doc="the least increase judged as a rate (fewer is noise)")
+    link_downed_fail_per_hour: int = param(
+        2, ge=1, doc="link downs an hour that fail a port (fewer warn)")
+    link_error_recovery_fail_per_hour: int = param(
+        5, ge=1, doc="link error recoveries (the link retrained without going down) an hour "
+        "that fail a port, fewer warn: AzNHC's check_ib_link_flapping fails at 5 flaps "
+        "(azurehpc-health-checks; it counts over 24 h, the agent over its last hour, "
+        "one-shot runs over their interval)")
+    symbol_error_per_min: tuple[float | None, ...] = param(
+        (10.0, 100.0), ge=0, length=2, doc="[warn, fail] symbol errors a minute; null disables "
+        "one side")
+    port_rcv_errors_per_min: tuple[float | None, ...] = param(
+        (10.0, 100.0), ge=0, length=2, doc="[warn, fail] receive errors a minute; null "
+        "disables one side")
+    port_rcv_remote_physical_errors_per_min: tuple[float | None, ...] = param(
+        (10.0, 100.0), ge=0, length=2, doc="[warn, fail] remote physical receive errors a "
+        "minute; null disables one side")
+    local_link_integrity_errors_per_min: tuple[float | None, ...] = param(
+        (3.0, 10.0), ge=0, length=2, doc="[warn, fail] local link integrity errors a minute; "
+        "null disables one side")
+    excessive_buffer_overrun_errors_per_min: tuple[float | None, ...] = param(
+        (3.0, 10.0), ge=0, length=2, doc="[warn, fail] excessive buffer overruns a minute; "
+        "null disables one side")
+
+
+@check("ib.error_rate", needs=("infiniband",), rate=True, params=IbErrorRateParams,
        remedy="Physical errors on a compute port (symbol, receive, integrity errors, link "
               "downs) are nearly always the cable or transceiver: reseat it, swap it, then "
               "the switch port. A saturated counter hides its rate: reset the counters "
@@ -207,7 +223,7 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
     names = {id(port): port_component(dev, port)
              for dev in ctx.snapshot.infiniband or [] for port in dev.ports}
 
-    def judge(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
+    def judge(name: str, rate: Rate, port: IbPort, params: IbErrorRateParams
               ) -> tuple[Status, str, Any] | None:
         window = windows.get((names.get(id(port), ""), name))
         return _judge(name, window if window is not None else rate, port, params)
@@ -222,29 +238,35 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
         yield finding
 
 
-def _judge_congestion(name: str, rate: Rate, port: IbPort, params: Mapping[str, Any]
+def _judge_congestion(name: str, rate: Rate, port: IbPort, params: CongestionParams
                       ) -> tuple[Status, str, Any] | None:
-    min_events = int(params.get("min_events", DEFAULT_MIN_EVENTS))
+    min_events = params.min_events
     if name == "port_xmit_wait":
-        limit = params.get("xmit_wait_warn_per_s")
-        if limit is not None and rate.over_per_s(float(limit), min_events):
+        limit = params.xmit_wait_warn_per_s
+        if limit is not None and rate.over_per_s(limit, min_events):
             return Status.WARN, "port waiting for credits (congestion)", f"<= {limit}/s"
         return None
-    limit = params.get("xmit_discards_warn_per_min")
-    if limit is not None and over_per_min(rate, float(limit), min_events):
-        return Status.WARN, "port discarding packets", f"<= {limit}/min"
+    discards = params.xmit_discards_warn_per_min
+    if discards is not None and over_per_min(rate, discards, min_events):
+        return Status.WARN, "port discarding packets", f"<= {discards:g}/min"
     return None
 
 
-@check("ib.congestion", needs=("infiniband",), rate=True,
-       params={
-           "min_events": DEFAULT_MIN_EVENTS,
-           # port_xmit_wait counts ticks with data to send and no credit; the tick is
-           # device-specific (tens of ns), so millions per second mean the port stalled
-           # for a large share of the time. Tune per site.
-           "xmit_wait_warn_per_s": 1.0e6,
-           "xmit_discards_warn_per_min": 100,
-       },
+@dataclass(frozen=True)
+class CongestionParams(Params):
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
+                            doc="the least increase judged as a rate (fewer is noise)")
+    xmit_wait_warn_per_s: float | None = param(
+        1.0e6, ge=0, doc="port_xmit_wait ticks a second above which a port warns: it counts "
+        "ticks with data to send and no credit; the tick is device-specific (tens of ns), "
+        "so millions per second mean the port stalled for a large share of the time. Tune "
+        "per site; null: not judged")
+    xmit_discards_warn_per_min: float | None = param(
+        100.0, ge=0, doc="discarded packets a minute above which a port warns; null: not "
+        "judged")
+
+
+@check("ib.congestion", needs=("infiniband",), rate=True, params=CongestionParams,
        remedy="Congestion is a fabric property: look at the switch ports and the other "
               "rails (ibdiagnet, UFM congestion maps), adaptive routing and the job's "
               "traffic pattern before suspecting this node.",
@@ -276,38 +298,36 @@ def congestion(ctx: CheckContext) -> Iterator[Finding]:
 # - roce_slow_restart: NVSentinel's non-fatal limit, 10/s, warns.
 # Not judged: *_flush_error (normal in bursts when QPs are torn down), the remote
 # access/length errors (the application's own bugs), rx_* request counts (traffic).
-TRANSPORT_LIMITS: dict[str, list[float | None]] = {
-    "rnr_nak_retry_err": [None, 0.0],
-    "local_ack_timeout_err": [60.0, None],
-    "packet_seq_err": [60.0, None],
-    "implied_nak_seq_err": [60.0, None],
-    "req_cqe_error": [0.0, None],
-    "resp_cqe_error": [0.0, None],
-    "out_of_buffer": [600.0, None],
-    "out_of_sequence": [600.0, None],
-    "duplicate_request": [600.0, None],
-    "roce_slow_restart": [600.0, None],
+TRANSPORT_LIMITS: dict[str, tuple[float | None, float | None]] = {
+    "rnr_nak_retry_err": (None, 0.0),
+    "local_ack_timeout_err": (60.0, None),
+    "packet_seq_err": (60.0, None),
+    "implied_nak_seq_err": (60.0, None),
+    "req_cqe_error": (0.0, None),
+    "resp_cqe_error": (0.0, None),
+    "out_of_buffer": (600.0, None),
+    "out_of_sequence": (600.0, None),
+    "duplicate_request": (600.0, None),
+    "roce_slow_restart": (600.0, None),
 }
 
 
 def _transport_findings(comp: str, port: IbPort, old: IbPort, dt: float,
-                        params: Mapping[str, Any]) -> Iterator[Finding]:
-    limits: Mapping[str, Any] = params.get("limits") or {}
-    min_events = int(params.get("min_events", DEFAULT_MIN_EVENTS))
+                        params: TransportParams) -> Iterator[Finding]:
+    limits, min_events = params.limits, params.min_events
     judged, bad = 0, False
     for name in sorted(limits):
-        pair = limits[name]
         rate = counter_rate(old.hw_counters.get(name), port.hw_counters.get(name), dt)
-        if rate is None or not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        if rate is None:
             continue
         judged += 1
-        warn, fail = pair
+        warn, fail = limits[name]
         observed = {"counter": name, **rate.to_dict()}
-        if fail is not None and over_per_min(rate, float(fail), min_events):
+        if fail is not None and over_per_min(rate, fail, min_events):
             bad = True
             yield Finding.fail(comp, f"{name} increasing", observed, f"<= {fail:g}/min",
                                Action.INVESTIGATE)
-        elif warn is not None and over_per_min(rate, float(warn), min_events):
+        elif warn is not None and over_per_min(rate, warn, min_events):
             bad = True
             yield Finding.warn(comp, f"{name} increasing", observed, f"<= {warn:g}/min",
                                Action.INVESTIGATE)
@@ -320,8 +340,17 @@ def _transport_findings(comp: str, port: IbPort, old: IbPort, dt: float,
         yield Finding.skip(comp, "no transport counters (hw_counters) in both samples")
 
 
-@check("ib.transport_errors", needs=("infiniband",), rate=True,
-       params={"min_events": DEFAULT_MIN_EVENTS, "limits": TRANSPORT_LIMITS},
+@dataclass(frozen=True)
+class TransportParams(Params):
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
+                            doc="the least increase judged as a rate (fewer is noise)")
+    limits: Mapping[str, tuple[float | None, ...]] = param(
+        TRANSPORT_LIMITS, ge=0, length=2, doc="mlx5 transport counter (hw_counters) -> "
+        "[warn, fail] a minute, null for a side not judged; a counter not named is not "
+        "judged")
+
+
+@check("ib.transport_errors", needs=("infiniband",), rate=True, params=TransportParams,
        remedy="Transport errors are the fabric losing packets or a peer not answering: an "
               "RNR retry or ACK timeout exceeded breaks a NCCL connection. Look at this "
               "port's physical counters (ib.error_rate) and its cable, then at the switch "
@@ -350,6 +379,6 @@ def transport_errors(ctx: CheckContext) -> Iterator[Finding]:
         if old is None:
             yield Finding.skip(comp, "port not in the earlier sample")
         else:
-            yield from _transport_findings(comp, port, old, dt, ctx.params)
+            yield from _transport_findings(comp, port, old, dt, TransportParams.of(ctx))
     if not judged:
         yield no_compute(ctx)

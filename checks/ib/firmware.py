@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import devices, no_compute, unknown_finding
 
 # -- ib.firmware ------------------------------------------------------------------------
 
 
-@check("ib.firmware", needs=("infiniband",), params={"expected": {}},
+@dataclass(frozen=True)
+class FirmwareParams(Params):
+    expected: Mapping[str, str] = param(
+        {}, doc="HCA model (hca_type, MT4129) -> the firmware version it must run")
+
+
+@check("ib.firmware", needs=("infiniband",), params=FirmwareParams,
        remedy="Bring every HCA of one model to the same firmware (mlxfwmanager or the "
               "vendor's bundle), then reboot or reset the device. Pin versions in config "
               "(checks: {ib.firmware: {expected: {MT4129: 28.41.1000}}}) to make a "
@@ -20,7 +28,7 @@ from .helpers import devices, no_compute, unknown_finding
        actions=(Action.FIX_CONFIG,))
 def firmware(ctx: CheckContext) -> Iterator[Finding]:
     """HCAs of one model run one firmware version on this node (and the pinned one)."""
-    pinned = {str(k): str(v) for k, v in (ctx.params.get("expected") or {}).items()}
+    pinned = FirmwareParams.of(ctx).expected
     by_type: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for dev in devices(ctx):
         if dev.fw_ver is None:

@@ -4,11 +4,13 @@ profile says so."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ...agent.model.ib import DPU_TYPES, IbDevice
 from ...agent.model.pci import MELLANOX_VENDOR
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, devices
 
@@ -44,8 +46,17 @@ def _gpus_without_a_rail(ctx: CheckContext, compute: list[IbDevice]) -> list[str
     return sorted(d.bdf for d in ctx.snapshot.pci or [] if d.is_nvidia_gpu and d.bdf not in near)
 
 
-@check("ib.hca_count", needs=("infiniband",),
-       params={"compute_hcas": [], "storage_hcas": [], "management_hcas": []},
+@dataclass(frozen=True)
+class HcaCountParams(Params):
+    compute_hcas: tuple[str, ...] = param(
+        (), doc="the compute rails by RDMA device name, overriding the profile's "
+        "recognition (checks/ib/roles.py)")
+    storage_hcas: tuple[str, ...] = param((), doc="the storage NICs by RDMA device name")
+    management_hcas: tuple[str, ...] = param(
+        (), doc="the management NICs by RDMA device name")
+
+
+@check("ib.hca_count", needs=("infiniband",), params=HcaCountParams,
        remedy="A compute HCA without an RDMA device: check `dmesg | grep mlx5` for a "
               "firmware or driver failure, `lspci -d 15b3:` for the card, and reboot; a card "
               "that stays missing needs reseating or an RMA. A rail on the wrong link layer "

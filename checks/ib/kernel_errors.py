@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding, Status
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, devices
 
@@ -21,7 +23,12 @@ _KERNEL_RULES = {
 }
 
 
-@check("ib.kernel_errors", needs=("kernel_log",), params={"window_s": 7200},
+@dataclass(frozen=True)
+class IbKernelErrorsParams(Params):
+    window_s: int = param(7200, ge=0, doc="how far back an event counts, in seconds")
+
+
+@check("ib.kernel_errors", needs=("kernel_log",), params=IbKernelErrorsParams,
        remedy="mlx5 health errors (fatal syndromes, lost heartbeat, recovery flows) mean the "
               "NIC firmware failed: read `dmesg | grep mlx5`, collect `mlxdump`/sysinfo and "
               "reboot; repeats need an RMA. Slot power faults: check the riser and PSU. High "
@@ -38,7 +45,7 @@ def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
                       action=Action.INVESTIGATE)
         return
     names = {d.pci_bdf: d.name for d in devices(ctx) if d.pci_bdf}
-    since = ctx.now - float(ctx.params["window_s"])
+    since = ctx.now - IbKernelErrorsParams.of(ctx).window_s
     grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
     for event in log.events:
         if event.kind not in _KERNEL_RULES or (event.time is not None and event.time < since):

@@ -4,9 +4,12 @@ ib.link_layer (InfiniBand or Ethernet, as the profile says)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
 
 from ...agent.model.ib import IbDevice, IbPort
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import (
     LINKED,
@@ -70,7 +73,15 @@ def _other_state(dev: IbDevice, port: IbPort) -> Finding:
     return Finding.passed(comp, f"{dev.role} port up", port.state)
 
 
-@check("ib.port_state", needs=("infiniband",), params={"noncompute": "warn", "ignore_hcas": []},
+@dataclass(frozen=True)
+class PortStateParams(Params):
+    noncompute: Literal["warn", "ignore"] = param(
+        "warn", doc="storage and management ports that are not up: warn, or ignore")
+    ignore_hcas: tuple[str, ...] = param(
+        (), doc="RDMA devices (mlx5_4) whose ports are unused on purpose: not judged")
+
+
+@check("ib.port_state", needs=("infiniband",), params=PortStateParams,
        remedy="Polling means no link partner: reseat or replace the cable, check the switch "
               "port. INIT or ARMED with the link up: the subnet manager has not activated "
               "the port (is opensm/UFM running for this rail, does it log the port, "
@@ -87,7 +98,8 @@ def port_state(ctx: CheckContext) -> Iterator[Finding]:
     manager never configured it (ib.subnet_manager says so too), with one it configured
     it and stopped short of ACTIVE; either way NCCL cannot use the rail.
     """
-    ignore = {str(n) for n in ctx.params.get("ignore_hcas") or []}
+    params = PortStateParams.of(ctx)
+    ignore = set(params.ignore_hcas)
     judged = False
     for dev in devices(ctx):
         if dev.name in ignore:
@@ -96,7 +108,7 @@ def port_state(ctx: CheckContext) -> Iterator[Finding]:
             if dev.role == "compute":
                 judged = True
                 yield _compute_state(dev, port)
-            elif ctx.params.get("noncompute") != "ignore":
+            elif params.noncompute != "ignore":
                 judged = True
                 yield _other_state(dev, port)
     if not judged:

@@ -19,9 +19,11 @@ is neither paused by PFC nor marked by ECN as the site intended.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ...agent.model.ib import IbDevice, IbPort, RoceQos
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, compute_ports, devices, port_component, unknown_finding
 
@@ -188,7 +190,14 @@ def _pfc(comp: str, port: IbPort, prio: int | None, trust: str | None) -> Iterat
         yield Finding.passed(comp, "PFC and trust as the fabric expects", observed, expected)
 
 
-@check("roce.pfc", needs=("infiniband",), params={"read_tools": True},
+@dataclass(frozen=True)
+class PfcParams(Params):
+    read_tools: bool = param(
+        True, doc="the collector runs dcb (else mlnx_qos) to read PFC and trust; false: "
+        "neither runs")
+
+
+@check("roce.pfc", needs=("infiniband",), params=PfcParams,
        remedy="Turn PFC on for the lossless priority and set the trust mode the switches use: "
               "`dcb pfc set dev DEV prio-pfc all:off PRIO:on` and DSCP entries with `dcb app` "
               "(trust dscp), or `mlnx_qos -i DEV --pfc 0,0,0,1,0,0,0,0 --trust dscp`; make "

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE
 
 
-@check("nccl.allreduce", needs=("allreduce",), active=True,
-       params={"program": "all_reduce_perf", "args": None, "min_busbw_fraction": 0.9},
+@dataclass(frozen=True)
+class AllreduceParams(Params):
+    program: str = param("all_reduce_perf", doc="nccl-tests' all_reduce_perf: a path or "
+                         "a name on PATH")
+    args: tuple[str | int, ...] | None = param(
+        None, doc="its arguments; null: the collector's (-b 512M -e 1G -f 2 -w 5 -n 20)")
+    min_busbw_fraction: float = param(
+        0.9, ge=0, le=1, doc="the share of the profile's expected bus bandwidth under "
+        "which the run fails")
+
+
+@check("nccl.allreduce", needs=("allreduce",), active=True, params=AllreduceParams,
        remedy="Compare with nvidia-smi topo -m and nvlink.* findings; a low bus bandwidth on "
               "one node with healthy links usually means a GPU clocked down (gpu.clock_events) "
               "or a PCIe/NVLink fault. Wrong results mean bad GPU memory or links: drain it.",
@@ -42,7 +54,7 @@ def allreduce(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.passed(NODE, "all_reduce_perf ran (no expected bandwidth in the profile)",
                              observed)
         return
-    floor = expected * float(ctx.params.get("min_busbw_fraction") or 1.0)
+    floor = expected * (AllreduceParams.of(ctx).min_busbw_fraction or 1.0)
     if run.busbw_gbps < floor:
         yield Finding.fail(NODE, "all-reduce bus bandwidth below the profile's expectation",
                            observed, f">= {floor:g} GB/s", Action.INVESTIGATE)

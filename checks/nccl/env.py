@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, nccl_info, rdma_present
 from .settings import validate
 
 
-@check("nccl.env", needs=("nccl", "pci"), params={"env_file": None},
+@dataclass(frozen=True)
+class EnvParams(Params):
+    env_file: str | None = param(
+        None, doc="the site's NCCL env file (KEY=value lines) judged beside /etc/nccl.conf; "
+        "null: none")
+
+
+@check("nccl.env", needs=("nccl", "pci"), params=EnvParams,
        remedy="Fix the setting where it is made (shown in observed: /etc/nccl.conf, the site "
               "env file, or the job environment). Prefer '=mlx5_0,...' exact HCA lists, name "
               "interfaces that are up, and leave debugging switches (NCCL_IB_DISABLE, "

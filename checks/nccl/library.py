@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, nccl_info
 
@@ -13,7 +15,16 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdecimal())
 
 
-@check("nccl.library", needs=("nccl",), params={"require_host": False, "min_version": None},
+@dataclass(frozen=True)
+class LibraryParams(Params):
+    require_host: bool = param(
+        False, doc="no libnccl.so.2 on the host fails (false: NCCL may live in the job "
+        "containers)")
+    min_version: str | None = param(
+        None, doc="the oldest NCCL version accepted, quoted (\"2.21.5\"); null: any")
+
+
+@check("nccl.library", needs=("nccl",), params=LibraryParams,
        remedy="Install NCCL on the host (libnccl2 package, or the nvidia-nccl-cu12/-cu13 "
               "wheel) or set require_host: false when NCCL ships in the job containers; a copy "
               "that does not load usually misses a dependency (ldd libnccl.so.2).",
@@ -21,7 +32,8 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 def library(ctx: CheckContext) -> Iterator[Finding]:
     """libnccl.so.2 where a job's dynamic linker or Python would find it, and its version."""
     info = nccl_info(ctx.snapshot)
-    required = bool(ctx.params.get("require_host"))
+    params = LibraryParams.of(ctx)
+    required = params.require_host
     copies = {lib.path: lib.version or lib.error for lib in info.libraries}
     if not info.libraries:
         if required:
@@ -38,8 +50,8 @@ def library(ctx: CheckContext) -> Iterator[Finding]:
         yield status(NODE, "libnccl.so.2 found but its version could not be read", copies,
                      "a loadable library", Action.FIX_CONFIG)
         return
-    wanted = ctx.params.get("min_version")
-    if wanted and _version_tuple(first.version) < _version_tuple(str(wanted)):
+    wanted = params.min_version
+    if wanted and _version_tuple(first.version) < _version_tuple(wanted):
         yield Finding.fail(NODE, "NCCL on the host is older than required", first.version,
                            f">= {wanted}", Action.FIX_CONFIG)
         return

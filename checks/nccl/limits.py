@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..finding import Action, Finding
+from ..params import Params, param
 from ..registry import CheckContext, check
 from .helpers import NODE, nccl_info, rdma_present, unread
 
 MIB = 1 << 20
 
 
-@check("nccl.host_limits", needs=("nccl", "pci"),
-       params={"memlock_fail_mib": 1024, "shm_min_mib": 1024},
+@dataclass(frozen=True)
+class HostLimitsParams(Params):
+    memlock_fail_mib: int = param(
+        1024, ge=0, doc="a locked-memory limit under this (MiB) fails where RDMA devices "
+        "are: GPUDirect RDMA registers the job's buffers")
+    shm_min_mib: int = param(1024, ge=0, doc="the least /dev/shm in MiB")
+
+
+@check("nccl.host_limits", needs=("nccl", "pci"), params=HostLimitsParams,
        remedy="memlock: '* soft memlock unlimited' and '* hard memlock unlimited' in "
               "/etc/security/limits.conf and LimitMEMLOCK=infinity for slurmd; /dev/shm: "
               "a larger tmpfs; RemoveIPC=no in /etc/systemd/logind.conf.",
@@ -27,7 +36,8 @@ def host_limits(ctx: CheckContext) -> Iterator[Finding]:
     if limits is None:
         yield Finding.error(NODE, "host limits were not collected")
         return
-    fail_bytes = int(ctx.params.get("memlock_fail_mib") or 0) * MIB
+    params = HostLimitsParams.of(ctx)
+    fail_bytes = params.memlock_fail_mib * MIB
     problems = 0
     for source in limits.memlock:
         own = source.where == "/proc/self/limits"
@@ -40,7 +50,7 @@ def host_limits(ctx: CheckContext) -> Iterator[Finding]:
                      "fails)", {source.where: source.detail or source.limit_bytes,
                                 "propagation": limits.propagate_limits},
                      "unlimited", Action.FIX_CONFIG)
-    shm_min = int(ctx.params.get("shm_min_mib") or 0) * MIB
+    shm_min = params.shm_min_mib * MIB
     if limits.shm_bytes is not None and limits.shm_bytes < shm_min:
         problems += 1
         yield Finding.fail(NODE, "/dev/shm is too small for NCCL's shared-memory transport",

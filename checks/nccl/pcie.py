@@ -63,7 +63,7 @@ def acs(ctx: CheckContext) -> Iterator[Finding]:
        remedy="Boot with the IOMMU off or in passthrough (iommu=pt, with intel_iommu=on or "
               "amd_iommu=on where required) and reboot; translated DMA sends GPU-NIC "
               "traffic through the IOMMU and can stall GPUDirect RDMA.",
-       actions=(Action.FIX_CONFIG,))
+       actions=(Action.FIX_CONFIG, Action.INVESTIGATE))
 def iommu(ctx: CheckContext) -> Iterator[Finding]:
     """The IOMMU is off or in passthrough for GPUs and NICs (translated DMA hurts GPUDirect)."""
     info = nccl_info(ctx.snapshot).iommu

@@ -19,29 +19,28 @@ from clusterdiag.agent.runner import RunOptions, bound_params, evaluate
 from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.index import family_of, schemas
+from clusterdiag.checks.index import schemas
 from clusterdiag.checks.params import NoParams, Params, ParamsError, bind, param, schema_of
 from clusterdiag.checks.profile import builtin_names, load_builtin, load_profile
-from clusterdiag.checks.registry import CheckContext
+from clusterdiag.checks.registry import CheckContext, check
 from tests.checks.gpu.factory import NOW, make_snap
-
-# The families still declaring a dict of defaults until the family packages land (issue 11):
-# this set only shrinks.
-DICT_FAMILIES = {"fabric", "host", "ib", "nccl"}
 
 
 def test_every_check_declares_a_frozen_dataclass_with_a_doc_per_parameter() -> None:
-    legacy = set()
     for check_id, spec in REGISTRY.items():
-        if spec.params_type is None:
-            legacy.add(family_of(spec.func.__module__))
-            continue
         assert issubclass(spec.params_type, Params), check_id
         assert spec.params_type.__dataclass_params__.frozen, check_id  # type: ignore[attr-defined]
-        for f in dataclasses.fields(spec.params_type):
+        for f in dataclasses.fields(spec.params_type):  # type: ignore[arg-type]
             assert f.metadata["doc"].strip(), (check_id, f.name)
         assert set(spec.schema) == set(spec.params), check_id
-    assert legacy <= DICT_FAMILIES, legacy
+    assert sum(bool(spec.params) for spec in REGISTRY.values()) >= 30
+
+
+def test_a_dict_of_defaults_is_refused_at_registration() -> None:
+    with pytest.raises(TypeError, match="frozen dataclass of Params"):
+        check("test.dict_params", needs=(), remedy="-",
+              params={"max": 1})(lambda ctx: iter(()))  # type: ignore[arg-type]
+    assert "test.dict_params" not in REGISTRY
 
 
 @dataclasses.dataclass(frozen=True)

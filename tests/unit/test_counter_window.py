@@ -12,10 +12,8 @@ import pytest
 
 from clusterdiag.agent.daemon.counterwindow import CHECKPOINT_S, CounterWindow
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import CheckContext, History
+from clusterdiag.checks.registry import History
 from clusterdiag.checks.window import WINDOW_S
 from tests.checks.harness import run_check
 from tests.checks.ib.factory import eight_hcas, make_snap
@@ -29,10 +27,8 @@ def _downs(n: object) -> dict[str, object]:
 
 
 def _judge(snap: Snapshot, previous: Snapshot, history: History) -> list[Finding]:
-    spec = REGISTRY["ib.error_rate"]
-    ctx = CheckContext(snapshot=snap, profile=load_profile("dgx-h100"), params=dict(spec.params),
-                       level="full", now=snap.taken_at, previous=previous, history=history)
-    return [f for f in spec.func(ctx) if f.component == PORT]
+    return [f for f in run_check("ib.error_rate", snap, profile="dgx-h100", level="full",
+                                 previous=previous, history=history) if f.component == PORT]
 
 
 def _at(t: float, link_downed: int, counter: str = "link_downed") -> Snapshot:

@@ -20,9 +20,7 @@ from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sources import SourceEnv, nccl_versions, python_site_dirs
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.nccl.library import library as library_check
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import CheckContext
+from tests.checks.harness import run_check
 
 
 def _wheel_version() -> str | None:
@@ -52,9 +50,7 @@ def _collect(env: SourceEnv) -> NcclInfo:
 
 def _judge(info: NcclInfo, **params: object) -> list:
     snap = Snapshot(node="n", taken_at=0.0, nccl=info)
-    ctx = CheckContext(snapshot=snap, profile=load_profile("dgx-h100"),
-                       params={"require_host": False, "min_version": None, **params})
-    return list(library_check(ctx))
+    return run_check("nccl.library", snap, profile="dgx-h100", params=params)
 
 
 @pytest.mark.parametrize(("code", "text"), [(2804, "2.8.4"), (22105, "2.21.5"),

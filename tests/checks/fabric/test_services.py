@@ -11,8 +11,8 @@ from clusterdiag.agent.model.host import ServiceState
 from clusterdiag.agent.runner import RunOptions, plan
 from clusterdiag.checks.finding import Action, Status
 from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import REGISTRY, CheckContext
 from tests.checks.fabric.factory import judge, make_snapshot, one
+from tests.checks.harness import run_check
 
 # --- fabric.manager -------------------------------------------------------------------
 
@@ -57,9 +57,8 @@ def test_manager_skips_where_there_is_no_fabric_manager(platform: str) -> None:
 
 def test_manager_skips_on_nvl72_even_if_a_site_profile_says_fabric_manager() -> None:
     profile = dataclasses.replace(load_profile("gb200-nvl72"), fabric_manager=True)
-    ctx = CheckContext(snapshot=make_snapshot("gb200-nvl72", services={FM: "failed"}),
-                       profile=profile, params=REGISTRY["fabric.manager"].params)
-    assert one(list(REGISTRY["fabric.manager"].func(ctx))).status is Status.SKIP
+    snap = make_snapshot("gb200-nvl72", services={FM: "failed"})
+    assert one(run_check("fabric.manager", snap, profile=profile)).status is Status.SKIP
 
 
 def test_manager_skips_without_systemd_and_errors_without_state() -> None:

@@ -11,8 +11,8 @@ from clusterdiag.agent.model.kernel import KernelLog
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.checks import host as host_checks
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import REGISTRY, CheckContext
+from clusterdiag.checks.registry import REGISTRY
+from tests.checks.harness import run_check
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "host"
 NOW = 1_700_000_000.0
@@ -23,11 +23,9 @@ HOST_CHECKS = sorted(i for i in REGISTRY if i.startswith("host.") and
 def judge(check_id: str, host: HostInfo | None = None, *, previous: Snapshot | None = None,
           pci: list[PciDevice] | None = None, kernel_log: KernelLog | None = None,
           taken_at: float = NOW, **params: Any) -> list[Finding]:
+    """``run_check`` on a generic node at --level full, parameters as keywords."""
     snap = Snapshot(node="n1", taken_at=taken_at, host=host, pci=pci, kernel_log=kernel_log)
-    ctx = CheckContext(snapshot=snap, profile=load_profile("generic"),
-                       params={**REGISTRY[check_id].params, **params}, level="full",
-                       now=taken_at, previous=previous)
-    return list(REGISTRY[check_id].func(ctx))
+    return run_check(check_id, snap, params=params, level="full", previous=previous)
 
 
 def statuses(findings: list[Finding]) -> list[Status]:

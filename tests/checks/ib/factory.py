@@ -9,10 +9,8 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice, IbPort
 from clusterdiag.agent.model.kernel import KernelLog
 from clusterdiag.agent.sources import CommandResult
-from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import CheckContext
+from tests.checks.harness import run_check
 
 
 def make_port(**kw: Any) -> IbPort:
@@ -41,11 +39,9 @@ def make_snap(devs: list[IbDevice], at: float = 1000.0, log: KernelLog | None = 
 
 def run(check_id: str, snap: Snapshot, profile: str = "dgx-h100",
          previous: Snapshot | None = None, **params: Any) -> list[Finding]:
-    spec = REGISTRY[check_id]
-    ctx = CheckContext(snapshot=snap, profile=load_profile(profile),
-                       params={**spec.params, **params}, level="full", now=snap.taken_at,
-                       previous=previous)
-    return list(spec.func(ctx))
+    """``run_check`` at --level full, parameters as keywords."""
+    return run_check(check_id, snap, profile=profile, params=params, level="full",
+                     previous=previous)
 
 
 def statuses(findings: list[Finding]) -> set[Status]:

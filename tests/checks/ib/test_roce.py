@@ -19,12 +19,11 @@ from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.agent.sources import SourceEnv
-from clusterdiag.checks import REGISTRY
 from clusterdiag.checks import profile as profile_module
 from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import add_site_profiles, load_profile
-from clusterdiag.checks.registry import CheckContext
+from clusterdiag.checks.profile import add_site_profiles
 from clusterdiag.reports.node import NodeReport
+from tests.checks.harness import run_check
 from tests.checks.ib.factory import command_runner
 
 ROCE_PROFILE = Path(__file__).resolve().parents[2] / "fixtures" / "profiles" / "roce-h100.yaml"
@@ -151,10 +150,7 @@ def _roce_snap(env: dict[str, str], qos: RoceQos, gids: list[RoceGid] | None = N
 
 
 def _nccl(snap: Snapshot) -> list[Finding]:
-    spec = REGISTRY["roce.nccl"]
-    ctx = CheckContext(snapshot=snap, profile=load_profile("roce-h100"), params=spec.params,
-                       level="quick", now=1.0)
-    return list(spec.func(ctx))
+    return run_check("roce.nccl", snap, profile="roce-h100", now=1.0)
 
 
 @pytest.mark.parametrize(("env", "qos", "status", "lands"), [

@@ -1,5 +1,5 @@
-"""One GPU and its NIC under one PCIe switch, RDMA ports as NCCL sees them, and a check
-context for the nccl.* checks."""
+"""One GPU and its NIC under one PCIe switch, RDMA ports as NCCL sees them, and ``judge``,
+which runs one nccl.* check on them through ``run_check``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.nccl import HcaPort, NcclInfo
 from clusterdiag.agent.model.pci import PciDevice
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import CheckContext
+from clusterdiag.checks.finding import Finding, Status
+from tests.checks.harness import run_check
 
 GPU, NIC = 0x030200, 0x020700
 RP, UP, DG, DN = "0000:14:01.0", "0000:15:00.0", "0000:1a:00.0", "0000:17:00.0"
@@ -30,13 +29,14 @@ def make_pci(gpu_numa: int = 0, nic_numa: int = 0, acs: int | None = 0,
     ]
 
 
-def make_ctx(info: NcclInfo | None = None, pci: list[PciDevice] | None = None,
-         ib: list[IbDevice] | None = None, mode: str = "run", profile: str = "dgx-h100",
-         **params: object) -> CheckContext:
+def judge(check_id: str, info: NcclInfo | None = None, pci: list[PciDevice] | None = None,
+          ib: list[IbDevice] | None = None, mode: str = "run", profile: str = "dgx-h100",
+          **params: object) -> list[Finding]:
+    """``run_check`` on a node of one GPU and its NIC (``make_pci``) unless ``pci`` says
+    otherwise, parameters as keywords."""
     snap = Snapshot(node="n", taken_at=0.0, nccl=info or NcclInfo(),
                     pci=make_pci() if pci is None else pci, infiniband=ib)
-    return CheckContext(snapshot=snap, profile=load_profile(profile), mode=mode,
-                        params={"memlock_fail_mib": 1024, "shm_min_mib": 1024, **params})
+    return run_check(check_id, snap, profile=profile, params=params, mode=mode)
 
 
 def statuses(findings: object) -> list[Status]:

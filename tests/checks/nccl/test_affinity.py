@@ -5,8 +5,7 @@ from __future__ import annotations
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.nccl.affinity import gpu_nic_affinity
-from tests.checks.nccl.factory import NIC, make_ctx, make_pci, statuses
+from tests.checks.nccl.factory import NIC, judge, make_pci, statuses
 
 
 def _ib(role: str = "compute") -> list[IbDevice]:
@@ -16,13 +15,13 @@ def _ib(role: str = "compute") -> list[IbDevice]:
 
 
 def test_affinity_passes_for_a_nic_under_the_gpus_switch() -> None:
-    (finding,) = gpu_nic_affinity(make_ctx(ib=_ib()))
+    (finding,) = judge("nccl.gpu_nic_affinity", ib=_ib())
     assert finding.status is Status.PASS
     assert finding.observed == {"gpu0": "mlx5_0 PIX"}
 
 
 def test_affinity_wrong_numa_warns_on_the_nic() -> None:
-    (finding,) = gpu_nic_affinity(make_ctx(pci=make_pci(nic_numa=1), ib=_ib()))
+    (finding,) = judge("nccl.gpu_nic_affinity", pci=make_pci(nic_numa=1), ib=_ib())
     assert finding.status is Status.WARN
     assert finding.component == "mlx5_0"
 
@@ -30,7 +29,7 @@ def test_affinity_wrong_numa_warns_on_the_nic() -> None:
 def test_affinity_fails_when_the_nic_is_across_the_socket() -> None:
     pci = make_pci(nic_numa=1)
     pci[-1].path = ["0000:9a:01.0", "0000:18:00.0"]
-    (finding,) = gpu_nic_affinity(make_ctx(pci=pci, ib=_ib()))
+    (finding,) = judge("nccl.gpu_nic_affinity", pci=pci, ib=_ib())
     assert finding.status is Status.FAIL
     assert finding.component == "gpu0"
     assert finding.observed == {"mlx5_0": "SYS"}
@@ -42,10 +41,10 @@ def test_affinity_sys_is_expected_on_grace_trays_and_storage_nics_do_not_count()
                         path=["0000:00:00.0", "0000:03:00.0"])
     ib = [IbDevice("mlx5_0", pci_bdf="0000:03:00.0")]
     ib[0].role = "compute"  # type: ignore[attr-defined]
-    ctx = make_ctx(pci=pci, ib=ib, profile="gb200-nvl72")
-    assert statuses(gpu_nic_affinity(ctx)) == [Status.PASS]
-    assert statuses(gpu_nic_affinity(make_ctx(ib=_ib("storage")))) == [Status.SKIP]
-    assert statuses(gpu_nic_affinity(make_ctx(profile="generic"))) == [Status.SKIP]
+    findings = judge("nccl.gpu_nic_affinity", pci=pci, ib=ib, profile="gb200-nvl72")
+    assert statuses(findings) == [Status.PASS]
+    assert statuses(judge("nccl.gpu_nic_affinity", ib=_ib("storage"))) == [Status.SKIP]
+    assert statuses(judge("nccl.gpu_nic_affinity", profile="generic")) == [Status.SKIP]
 
 
 def test_affinity_defers_to_ib_when_the_nics_rdma_device_is_missing() -> None:
@@ -55,6 +54,6 @@ def test_affinity_defers_to_ib_when_the_nics_rdma_device_is_missing() -> None:
     other.role = "compute"  # type: ignore[attr-defined]
     pci = [*make_pci(), PciDevice("0000:9a:00.0", 0x15B3, 0x1021, NIC, numa_node=1,
                               path=["0000:98:01.0", "0000:9a:00.0"])]
-    (finding,) = gpu_nic_affinity(make_ctx(pci=pci, ib=[other]))
+    (finding,) = judge("nccl.gpu_nic_affinity", pci=pci, ib=[other])
     assert finding.status is Status.SKIP
     assert finding.component == "gpu0"

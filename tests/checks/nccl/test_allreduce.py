@@ -5,16 +5,12 @@ from __future__ import annotations
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.nccl import AllreduceRun
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.nccl.allreduce import allreduce
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import CheckContext
+from tests.checks.harness import run_check
 
 
 def _judge(run: AllreduceRun | None, profile: str = "dgx-h100") -> list:
     snap = Snapshot(node="n", taken_at=0.0, allreduce=run)
-    ctx = CheckContext(snapshot=snap, profile=load_profile(profile),
-                       params={"min_busbw_fraction": 0.9})
-    return list(allreduce(ctx))
+    return run_check("nccl.allreduce", snap, profile=profile, level="full")
 
 
 def test_check_verdicts() -> None:

@@ -7,9 +7,7 @@ import pytest
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.nccl import HcaPort, NcclInfo
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.nccl.env import env as env_check
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.registry import CheckContext
+from tests.checks.harness import run_check
 from tests.checks.nccl.factory import PORTS
 
 NETDEVS = {"lo": "unknown", "eno3": "up", "ibp24s0": "up", "enp170s0f1": "down"}
@@ -26,8 +24,7 @@ def _judge(info: NcclInfo, mode: str = "run", rdma: bool = True) -> list:
     snap = Snapshot(node="n", taken_at=0.0, nccl=info, pci=[])
     if not rdma:
         info.ports = {}
-    ctx = CheckContext(snapshot=snap, profile=load_profile("dgx-h100"), params={}, mode=mode)
-    return list(env_check(ctx))
+    return run_check("nccl.env", snap, profile="dgx-h100", mode=mode)
 
 
 def _bad(findings: list) -> list:

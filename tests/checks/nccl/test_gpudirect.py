@@ -6,8 +6,7 @@ import pytest
 
 from clusterdiag.agent.model.nccl import Gpudirect, HcaPort, NcclInfo
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.nccl.gpudirect import gpudirect_rdma
-from tests.checks.nccl.factory import PROPRIETARY, make_ctx, make_pci, statuses
+from tests.checks.nccl.factory import PROPRIETARY, judge, make_pci, statuses
 
 OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.58.02  Release Build  (x)"
 
@@ -23,17 +22,17 @@ OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.58.02  Rele
     (Gpudirect(kernel_release="6.8.0"), Status.FAIL),
 ])
 def test_gpudirect_verdicts(gdr: Gpudirect, status: Status) -> None:
-    (finding,) = gpudirect_rdma(make_ctx(NcclInfo(gpudirect=gdr)))
+    (finding,) = judge("nccl.gpudirect_rdma", NcclInfo(gpudirect=gdr))
     assert finding.status is status
 
 
 def test_gpudirect_skips_without_rdma_nic() -> None:
-    ctx = make_ctx(NcclInfo(gpudirect=Gpudirect()), pci=make_pci()[:-1])
-    assert statuses(gpudirect_rdma(ctx)) == [Status.SKIP]
+    findings = judge("nccl.gpudirect_rdma", NcclInfo(gpudirect=Gpudirect()), pci=make_pci()[:-1])
+    assert statuses(findings) == [Status.SKIP]
 
 
 def test_rdma_ports_alone_count_as_rdma_present() -> None:
     info = NcclInfo(ports={"mlx5_0/1": HcaPort("ACTIVE", "InfiniBand")},
                     gpudirect=Gpudirect())
-    ctx = make_ctx(info, pci=[])
-    assert statuses(gpudirect_rdma(ctx)) == [Status.FAIL]
+    findings = judge("nccl.gpudirect_rdma", info, pci=[])
+    assert statuses(findings) == [Status.FAIL]

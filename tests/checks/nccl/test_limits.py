@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from clusterdiag.agent.model.nccl import HostLimits, MemlockSource, NcclInfo
 from clusterdiag.checks.finding import Status
-from clusterdiag.checks.nccl.limits import host_limits
-from tests.checks.nccl.factory import make_ctx, statuses
+from tests.checks.nccl.factory import judge, statuses
 
 
 def _limits(*memlock: MemlockSource, shm: int = 32 << 30, remove_ipc: bool = False
@@ -16,12 +15,12 @@ def _limits(*memlock: MemlockSource, shm: int = 32 << 30, remove_ipc: bool = Fal
 
 def test_host_limits_verdicts() -> None:
     own_low = MemlockSource("/proc/self/limits", 8 << 20)
-    assert statuses(host_limits(make_ctx(_limits(own_low)))) == [Status.FAIL]
+    assert statuses(judge("nccl.host_limits", _limits(own_low))) == [Status.FAIL]
     # in the agent the process limit is clusterdiag's own, not the jobs'
-    assert statuses(host_limits(make_ctx(_limits(own_low), mode="agent"))) == [Status.PASS]
+    assert statuses(judge("nccl.host_limits", _limits(own_low), mode="agent")) == [Status.PASS]
     conf = MemlockSource("/etc/security/limits.conf:3", 64 << 30, "* hard memlock 67108864")
-    assert statuses(host_limits(make_ctx(_limits(conf), mode="agent"))) == [Status.WARN]
-    assert statuses(host_limits(make_ctx(_limits(shm=64 << 20)))) == [Status.FAIL]
-    assert statuses(host_limits(make_ctx(_limits(remove_ipc=True)))) == [Status.WARN]
+    assert statuses(judge("nccl.host_limits", _limits(conf), mode="agent")) == [Status.WARN]
+    assert statuses(judge("nccl.host_limits", _limits(shm=64 << 20))) == [Status.FAIL]
+    assert statuses(judge("nccl.host_limits", _limits(remove_ipc=True))) == [Status.WARN]
     unlimited = MemlockSource("/proc/self/limits", -1)
-    assert statuses(host_limits(make_ctx(_limits(unlimited)))) == [Status.PASS]
+    assert statuses(judge("nccl.host_limits", _limits(unlimited))) == [Status.PASS]

@@ -7,14 +7,13 @@ import pytest
 from clusterdiag.agent.model.nccl import Iommu, NcclInfo
 from clusterdiag.checks.finding import Status
 from clusterdiag.checks.nccl.pcie import acs
-from clusterdiag.checks.nccl.pcie import iommu as iommu_check
-from tests.checks.nccl.factory import DG, RP, make_bridge, make_ctx, make_pci, statuses
+from tests.checks.nccl.factory import DG, RP, judge, make_bridge, make_pci, statuses
 
 
 def test_acs_redirect_fails_on_the_device_below_it() -> None:
     pci = make_pci()
     pci[2] = make_bridge(DG, 0x1D)  # the GPU's switch port: SrcValid ReqRedir CmpltRedir UpFwd
-    (finding,) = acs(make_ctx(pci=pci))
+    (finding,) = judge("nccl.acs", pci=pci)
     assert finding.status is Status.FAIL
     assert finding.component == "gpu0"
     assert finding.observed == {DG: ["ReqRedir", "CmpltRedir"]}
@@ -23,12 +22,12 @@ def test_acs_redirect_fails_on_the_device_below_it() -> None:
 def test_acs_source_validation_alone_passes() -> None:
     pci = make_pci()
     pci[0] = make_bridge(RP, 0x01)
-    assert statuses(acs(make_ctx(pci=pci))) == [Status.PASS]
+    assert statuses(judge("nccl.acs", pci=pci)) == [Status.PASS]
 
 
 def test_acs_unreadable_config_skips_with_the_reason() -> None:
     why = {"acs": "extended config space not readable (needs root)"}
-    (finding,) = acs(make_ctx(pci=make_pci(acs=None, unknown=why)))
+    (finding,) = judge("nccl.acs", pci=make_pci(acs=None, unknown=why))
     assert finding.status is Status.SKIP
     assert "needs root" in finding.message
     assert acs.__name__ == "acs"
@@ -49,5 +48,5 @@ def test_acs_is_registered_as_privileged() -> None:
     (Iommu(units=["dmar0"]), Status.WARN),
 ])
 def test_iommu_verdicts(iommu: Iommu, status: Status) -> None:
-    (finding,) = iommu_check(make_ctx(NcclInfo(iommu=iommu)))
+    (finding,) = judge("nccl.iommu", NcclInfo(iommu=iommu))
     assert finding.status is status
