@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from ..agent.model import Snapshot
 
 DEFAULT_MIN_EVENTS = 3
+# The doc of every rate check's ``min_events`` parameter (checks/params.py).
+MIN_EVENTS_DOC = "the least increase judged as a rate (fewer is noise)"
 MIN_FALLBACK_S = 1.0
 MAX_FALLBACK_S = 30 * 86_400.0
 

@@ -17,7 +17,7 @@ from ...agent.model.gpu import Gpu
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
 from ..params import Params, param
-from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
+from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
@@ -111,8 +111,7 @@ class EccCorrectedRateParams(Params):
         "totals of 2e7 / 5e7). Healthy HBM corrects a handful of errors a day; several a "
         "minute is an error storm, the condition the driver reports as Xid 92 "
         "(EXCESSIVE_SBE_INTERRUPTS). Our choice")
-    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
-                            doc="the least increase judged as a rate (fewer is noise)")
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
 
 
 @check("gpu.ecc_corrected_rate", needs=("nvml",), rate=True, params=EccCorrectedRateParams,

@@ -12,7 +12,7 @@ from ...agent.model.pci import normalize_bdf
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
 from ..params import Params, param
-from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
+from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
@@ -117,8 +117,7 @@ class PcieReplayParams(Params):
         "x lanes), DCGM's health watch (DCGM common/DcgmGPUHardwareLimits.h)")
     max_per_min: float | None = param(
         None, ge=0, doc="a fixed limit in replays a minute instead of the per-lane rule")
-    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
-                            doc="the least increase judged as a rate (fewer is noise)")
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
 
 
 @check("gpu.pcie_replay_rate", needs=("nvml", "pci"), rate=True, params=PcieReplayParams,

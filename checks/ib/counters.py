@@ -23,7 +23,7 @@ from ...agent.model import Snapshot
 from ...agent.model.ib import IbDevice, IbPort
 from ..finding import Action, Finding, Status
 from ..params import Params, param
-from ..rates import DEFAULT_MIN_EVENTS, Rate, counter_rate, sample_interval
+from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, Rate, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from ..window import IB_WINDOW_COUNTERS, window_base
 from .helpers import NODE, no_compute, port_component
@@ -182,8 +182,7 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
 
 @dataclass(frozen=True)
 class IbErrorRateParams(Params):
-    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
-                            doc="the least increase judged as a rate (fewer is noise)")
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
     link_downed_fail_per_hour: int = param(
         2, ge=1, doc="link downs an hour that fail a port (fewer warn)")
     link_error_recovery_fail_per_hour: int = param(
@@ -254,8 +253,7 @@ def _judge_congestion(name: str, rate: Rate, port: IbPort, params: CongestionPar
 
 @dataclass(frozen=True)
 class CongestionParams(Params):
-    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
-                            doc="the least increase judged as a rate (fewer is noise)")
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
     xmit_wait_warn_per_s: float | None = param(
         1.0e6, ge=0, doc="port_xmit_wait ticks a second above which a port warns: it counts "
         "ticks with data to send and no credit; the tick is device-specific (tens of ns), "
@@ -342,8 +340,7 @@ def _transport_findings(comp: str, port: IbPort, old: IbPort, dt: float,
 
 @dataclass(frozen=True)
 class TransportParams(Params):
-    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1,
-                            doc="the least increase judged as a rate (fewer is noise)")
+    min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
     limits: Mapping[str, tuple[float | None, ...]] = param(
         TRANSPORT_LIMITS, ge=0, length=2, doc="mlx5 transport counter (hw_counters) -> "
         "[warn, fail] a minute, null for a side not judged; a counter not named is not "
