@@ -96,7 +96,7 @@ def _nics(snap: Snapshot, base: Profile, cap: Capture) -> None:
     if not snap.infiniband:
         cap.notes.append(f"NIC values inherited from {cap.extends}: no RDMA device read")
         return
-    assign(snap, base, {})
+    assign(snap, base)
     compute = sorted((d for d in snap.infiniband if d.role == "compute"), key=lambda d: d.name)
     if not compute:
         cap.notes.append(f"NIC values inherited from {cap.extends}: no compute NIC found")
@@ -148,7 +148,7 @@ def _recognition(snap: Snapshot, base: Profile, cap: Capture, compute: list[str]
     every node of one model), never GUIDs."""
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
                               for k, v in cap.values.items()}
-    judged = decide(snap.infiniband or [], replace(base, **values), {})
+    judged = decide(snap.infiniband or [], replace(base, **values))
     if sorted(n for n, r in judged.items() if r.role == "compute") == compute:
         return
     netdevs = sorted({p.netdev for d in snap.infiniband or [] if d.name in compute

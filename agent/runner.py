@@ -120,11 +120,15 @@ def assign_roles(snap: Snapshot, config: Config, profile: Profile) -> None:
     the config's compute/storage/management lists."""
     if snap.infiniband is None:
         return
-    from ..checks.ib.roles import assign  # only where there are RDMA devices to judge
+    from ..checks.ib.inventory import HcaCountParams  # only where there are RDMA devices
+    from ..checks.ib.roles import assign
 
-    entry = index.ENTRIES["ib.hca_count"]
-    assign(snap, profile, config.check_params(entry.id, entry.params,
-                                              profile.thresholds.get(entry.id)))
+    (spec,) = index.specs([index.ENTRIES["ib.hca_count"]])
+    try:
+        params = bound_params(spec, config, profile)
+    except ParamsError:  # ib.hca_count reports it; roles then follow the profile alone
+        params = HcaCountParams()
+    assign(snap, profile, params if isinstance(params, HcaCountParams) else None)
 
 
 def evaluate(snap: Snapshot, config: Config, options: RunOptions,

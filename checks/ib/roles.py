@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import fnmatch
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.ib import DPU_TYPES, IbDevice, nvswitch_management
 from ..profile import Profile
+from .inventory import HcaCountParams
 
 
 @dataclass(frozen=True)
@@ -189,12 +189,13 @@ def _by_fabric(devs: Sequence[IbDevice], layer: str, wanted: int | None) -> dict
     return roles
 
 
-def decide(devs: Sequence[IbDevice], profile: Profile, params: Mapping[str, Any]
+def decide(devs: Sequence[IbDevice], profile: Profile, params: HcaCountParams | None = None
            ) -> dict[str, Role]:
-    """The role of every device, with the reason a person can check."""
-    compute = [str(n) for n in params.get("compute_hcas") or []]
-    storage = [str(n) for n in params.get("storage_hcas") or []]
-    management = [str(n) for n in params.get("management_hcas") or []]
+    """The role of every device, with the reason a person can check; ``params`` are
+    ib.hca_count's (the config's compute/storage/management lists)."""
+    named = params or HcaCountParams()
+    compute, storage = list(named.compute_hcas), list(named.storage_hcas)
+    management = list(named.management_hcas)
     roles: dict[str, Role] = {}
     rest = []
     for dev in devs:
@@ -231,7 +232,7 @@ def decide(devs: Sequence[IbDevice], profile: Profile, params: Mapping[str, Any]
     return roles
 
 
-def assign(snap: Snapshot, profile: Profile, params: Mapping[str, Any]) -> None:
+def assign(snap: Snapshot, profile: Profile, params: HcaCountParams | None = None) -> None:
     """Set every device's ``role`` and ``role_reason`` for this judgement."""
     devs = snap.infiniband or []
     roles = decide(devs, profile, params)

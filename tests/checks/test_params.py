@@ -113,7 +113,7 @@ def test_a_check_reads_its_own_parameters_only() -> None:
     assert isinstance(CheckContext(snapshot=make_snap(), profile=ctx.profile).params, NoParams)
 
 
-# (parameters of gpu.* checks, a bad value, what the one line says)
+# (check, parameter, a bad value, what the one line says)
 BAD_VALUES = [
     ("gpu.ecc_uncorrected", "max_volatile", "lots", "must be an integer, got str 'lots'"),
     ("gpu.ecc_uncorrected", "max_volatile", 1.5, "must be an integer, got float 1.5"),
@@ -125,6 +125,10 @@ BAD_VALUES = [
     ("gpu.xid", "ignore", 48, "must be a list of integers, got int 48"),
     ("gpu.xid", "repeat_thresholds", {"x48": 2}, "must be a mapping of codes to integers"),
     ("gpu.xid", "repeat_thresholds", {48: 0}, "must be at least 1"),
+    ("ib.error_rate", "symbol_error_per_min", [10], "must have 2 items in each list, got [10]"),
+    ("ib.transport_errors", "limits", {"out_of_buffer": [1, 2, 3]}, "must have 2 items"),
+    ("ib.port_state", "noncompute", "never", "must be 'warn' or 'ignore', got 'never'"),
+    ("nccl.library", "min_version", 2.21, "must be a string or null, got float 2.21"),
     ("gpu.xid", "windw_s", 60, "unknown key 'SECTION.gpu.xid.windw_s' (did you mean "
      "'SECTION.gpu.xid.window_s'?)"),
 ]

@@ -24,7 +24,7 @@ def test_real_h100_tree_through_the_checks() -> None:
     first = make_snap(devs, 1000.0)
     second = make_snap(ib_collector.collect(env, SourceStats(), time.monotonic() + 10), 1003.0)
     for snap in (first, second):  # judge-time roles, as evaluate gives them
-        assign(snap, load_profile("dgx-h100"), {})
+        assign(snap, load_profile("dgx-h100"))
     for check_id in ("ib.hca_count", "ib.port_state", "ib.rate", "ib.link_layer",
                      "ib.firmware"):
         assert statuses(run(check_id, second)) == {Status.PASS}, check_id
