@@ -16,6 +16,7 @@ from clusterdiag.agent.collectors.ib_port import parse_rate, parse_state
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.sources import SourceEnv
+from clusterdiag.checks.ib.inventory import HcaCountParams
 from clusterdiag.checks.ib.roles import assign
 from clusterdiag.checks.profile import load_profile
 
@@ -119,10 +120,11 @@ def test_h100_tree_values_and_saturation() -> None:
 
 
 def _roles(devs: dict[str, IbDevice], profile: str,
-           params: dict[str, object] | None = None) -> None:
+           params: dict[str, list[str]] | None = None) -> None:
     """Judge-time roles (checks/ib/roles.py) over the collected facts."""
+    named = {key: tuple(value) for key, value in (params or {}).items()}
     assign(Snapshot(node="n1", taken_at=1.0, infiniband=list(devs.values())),
-           load_profile(profile), params or {})
+           load_profile(profile), HcaCountParams(**named))
 
 
 def test_h100_roles_compute_rails_and_bond_excluded() -> None:
@@ -165,8 +167,8 @@ def test_excluded_counters_are_never_opened(tmp_path: Path,
 
 
 def test_config_names_compute_hcas_by_name_or_guid(tmp_path: Path) -> None:
-    params: dict[str, object] = {"compute_hcas": ["mlx4_0", "0x0a7fbc1245efd23b"]}
-    devs, _ = _collect(PROCFS, {"ib.hca_count": params})
+    params = {"compute_hcas": ["mlx4_0", "0x0a7fbc1245efd23b"]}
+    devs, _ = _collect(PROCFS, {"ib.hca_count": dict(params)})
     _roles(devs, "generic", params)
     assert devs["mlx4_0"].role == "compute"
     assert devs["mlx5_0"].role == "compute"

@@ -30,6 +30,7 @@ from clusterdiag.agent.sim.state.hardware import SimNode
 from clusterdiag.agent.sim.writers.nvml import build_module
 from clusterdiag.agent.sources import CommandResult, SourceEnv
 from clusterdiag.agent.sysfs import FileCounter
+from clusterdiag.checks.ib.inventory import HcaCountParams
 from clusterdiag.checks.ib.roles import decide
 from clusterdiag.checks.profile import load_profile
 
@@ -139,7 +140,7 @@ bdfs = st.sampled_from(["0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03
     config=st.lists(st.text(max_size=8), max_size=2))
 def test_role_decision_gives_every_device_a_role(devs: list[IbDevice], profile: str,
                                                  config: list[str]) -> None:
-    roles = decide(devs, load_profile(profile), {"compute_hcas": config})
+    roles = decide(devs, load_profile(profile), HcaCountParams(compute_hcas=tuple(config)))
     assert set(roles) == {d.name for d in devs}
     assert all(r.role in ROLES and r.reason for r in roles.values())
 
