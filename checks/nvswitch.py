@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from ..agent.model.ib import nvswitch_management
 from ..agent.model.kernel import SxidEvent
 from ..agent.model.pci import unidentified
 from .common import NODE
 from .finding import Action, Finding
-from .params import Params, param
+from .params import Params, param, parameters
 from .registry import CheckContext, check
 from .xid_catalog import sxid_info
 
@@ -127,7 +126,7 @@ def _switch_component(event: SxidEvent) -> str:
     return device.removeprefix("nvidia-") if device else bdf
 
 
-@dataclass(frozen=True)
+@parameters
 class SxidParams(Params):
     window_s: int = param(7200, ge=0, doc="how far back an SXid counts, in seconds")
     repeat_thresholds: Mapping[int, int] = param(

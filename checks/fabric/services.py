@@ -4,17 +4,16 @@ fabric.imex (nvidia-imex on NVL72 trays)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info, service
 
 # -- fabric.manager --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@parameters
 class ManagerParams(Params):
     unit: str = param("nvidia-fabricmanager.service", doc="the Fabric Manager's systemd unit")
 
@@ -70,7 +69,7 @@ def manager(ctx: CheckContext) -> Iterator[Finding]:
 # -- fabric.imex -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@parameters
 class ImexParams(Params):
     unit: str = param("nvidia-imex.service", doc="the IMEX daemon's systemd unit")
 

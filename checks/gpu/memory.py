@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ...agent.model.gpu import Gpu
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
@@ -24,7 +23,7 @@ from .helpers import FIELDS, answering_gpus, missing
 GIB = 1 << 30
 
 
-@dataclass(frozen=True)
+@parameters
 class EccModeParams(Params):
     required: bool = param(True, doc="disabled ECC fails (false: it is noted, not judged)")
 
@@ -68,7 +67,7 @@ def _on(flag: bool | None) -> str | None:
     return None if flag is None else ("enabled" if flag else "disabled")
 
 
-@dataclass(frozen=True)
+@parameters
 class EccUncorrectedParams(Params):
     max_volatile: int = param(
         0, ge=0, doc="uncorrected (volatile) ECC errors a GPU may have. DCGM health MEM: "
@@ -103,7 +102,7 @@ def ecc_uncorrected(ctx: CheckContext) -> Iterator[Finding]:
                                  f"<= {limit}")
 
 
-@dataclass(frozen=True)
+@parameters
 class EccCorrectedRateParams(Params):
     max_per_min: float = param(
         6.0, ge=0, doc="corrected ECC errors a minute a GPU may add. No peer thresholds a "
@@ -152,7 +151,7 @@ def ecc_corrected_rate(ctx: CheckContext) -> Iterator[Finding]:
                                  f"<= {limit:g} per min")
 
 
-@dataclass(frozen=True)
+@parameters
 class RetiredPagesParams(Params):
     max_pages: int = param(
         63, ge=0, doc="retired pages at which a GPU fails. DCGM_LIMIT_MAX_RETIRED_PAGES: 63 "
@@ -197,7 +196,7 @@ def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
                                  f"< {limit} pages")
 
 
-@dataclass(frozen=True)
+@parameters
 class RowRemapParams(Params):
     rma_uncorrectable_rows: int = param(
         512, ge=1, doc="uncorrectable row remaps at which a GPU goes to RMA. DCGM: >= 512 "
@@ -272,7 +271,7 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
 _SIZE_IN_NAME = re.compile(r"(\d+)\s*GB\b")
 
 
-@dataclass(frozen=True)
+@parameters
 class MemorySizeParams(Params):
     expected_gib: float | None = param(
         None, ge=0, doc="each GPU's memory in GiB; null: the size in the model name, else "

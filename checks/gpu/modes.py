@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..common import NODE, gpu_component
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import answering_gpus, missing
 
 
-@dataclass(frozen=True)
+@parameters
 class PersistenceParams(Params):
     required: bool = param(True, doc="persistence mode off warns (false: it is noted)")
 
@@ -40,7 +39,7 @@ def persistence_mode(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(comp, "persistence mode disabled (not required)", False)
 
 
-@dataclass(frozen=True)
+@parameters
 class MigModeParams(Params):
     mig: str = param("disabled", doc="the MIG mode the partition expects: disabled, "
                      "enabled or any (any case)")

@@ -11,7 +11,7 @@ from ...agent.model.gpu import Gpu
 from ...agent.model.pci import normalize_bdf
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
@@ -109,7 +109,7 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
                                  f"Gen{link.max_gen}")
 
 
-@dataclass(frozen=True)
+@parameters
 class PcieReplayParams(Params):
     per_lane_per_min: Mapping[int, float] = param(
         {1: 0.15, 2: 0.3, 3: 0.48, 4: 0.96, 5: 1.92, 6: 3.84}, ge=0,

@@ -4,17 +4,16 @@ owns it (its cgroup) within a Slurm job."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ..common import NODE, gpu_component
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import answering_gpus, missing
 
 
-@dataclass(frozen=True)
+@parameters
 class ProcessesParams(Params):
     job_gpus: str | tuple[str | int, ...] | None = param(
         None, doc="the job's GPUs (the prolog and epilog fill it from SLURM_JOB_GPUS or "

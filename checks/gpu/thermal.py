@@ -4,18 +4,17 @@ gpu.clocks (held or throttled clocks) and gpu.power_limit (a power cap)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ...agent.model.gpu import Gpu
 from ..common import gpu_component, previous_gpu
 from ..finding import Action, Finding, Status
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..rates import sample_interval
 from ..registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
 
-@dataclass(frozen=True)
+@parameters
 class TemperatureParams(Params):
     min_slowdown_margin_c: int = param(
         5, ge=0, doc="degrees C under the slowdown temperature under which a GPU warns. "
@@ -131,7 +130,7 @@ def clock_events(ctx: CheckContext) -> Iterator[Finding]:
 APPLICATION_CLOCKS = 0x2  # nvmlClocksEventReasonApplicationsClocksSetting (UserDefinedClocks)
 
 
-@dataclass(frozen=True)
+@parameters
 class ClocksParams(Params):
     below_max_pct: float = param(
         5.0, ge=0, le=100, doc="percent under the maximum an SM clock held by the "
@@ -205,7 +204,7 @@ def _slowdown_time(gpu: Gpu, prev: Gpu, dt: float, max_share: float) -> Iterator
                            f"<= {max_share:g} of the time", Action.INVESTIGATE)
 
 
-@dataclass(frozen=True)
+@parameters
 class PowerLimitParams(Params):
     expected_w: float | None = param(
         None, ge=0, doc="the site's intended power limit in W; null: the profile's "

@@ -15,7 +15,7 @@ from ...agent.model.kernel import KernelLog
 from ...agent.model.pci import normalize_bdf
 from ..common import NODE, gpu_component, nvml_usable
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from ..xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
 from .recovery import RECOVERY_ACTIONS, recovery_finding
@@ -42,7 +42,7 @@ class _Event:
     source: str = "log"
 
 
-@dataclass(frozen=True)
+@parameters
 class XidParams(Params):
     window_s: int = param(
         7200, ge=0, doc="how far back an Xid counts, in seconds: AzNHC greps syslog "

@@ -4,10 +4,9 @@ kernel applies them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info
 
@@ -32,7 +31,7 @@ def effective_cmdline(words: list[str]) -> dict[str, str | None]:
     return params
 
 
-@dataclass(frozen=True)
+@parameters
 class CmdlineParams(Params):
     required: tuple[str, ...] = param(
         (), doc="kernel parameters that must be set: name, or name=value")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ...agent.model.kernel import KernelEvent
 from ..finding import Action, Finding, Status
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE
 
@@ -53,7 +52,7 @@ _KERNEL_RULES = (
 )
 
 
-@dataclass(frozen=True)
+@parameters
 class KernelErrorsParams(Params):
     window_s: int = param(7200, ge=0, doc="how far back an event counts, in seconds")
     mce_uncorrected_fail: int = param(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from ...agent.model.pci import PciDevice
 from ..finding import Action, Finding, Status
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, since_previous
 
@@ -33,7 +32,7 @@ def _aer_total(category: str, counters: Mapping[str, int], growth: Mapping[str, 
     return growth.get(total, 0) if total in counters else sum(growth.values())
 
 
-@dataclass(frozen=True)
+@parameters
 class PcieAerParams(Params):
     nonfatal_fail: bool = param(False, doc="a non-fatal uncorrectable error fails (else warns)")
     correctable_per_min_warn: float = param(

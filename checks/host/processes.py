@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info, since_previous
 
 
-@dataclass(frozen=True)
+@parameters
 class DstateParams(Params):
     min_stuck_s: float = param(
         2.0, ge=0, doc="the least time between the samples for a process in D state in "

@@ -4,15 +4,14 @@ and EDAC error counts)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import GIB, NODE, host_info
 
 
-@dataclass(frozen=True)
+@parameters
 class CpuCountParams(Params):
     min: int | None = param(None, ge=1, doc="the least logical CPUs online; null: not judged")
 
@@ -38,7 +37,7 @@ def cpu_count(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.passed(NODE, "CPU count as expected", host.cpu_count, f">= {minimum}")
 
 
-@dataclass(frozen=True)
+@parameters
 class MemoryParams(Params):
     min_gib: float | None = param(
         None, ge=0, doc="the least MemTotal in GiB (a little below installed RAM); null: "

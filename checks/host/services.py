@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info
 
 
-@dataclass(frozen=True)
+@parameters
 class ServicesParams(Params):
     required: tuple[str, ...] = param((), doc="the systemd units that must be active")
 

@@ -4,16 +4,15 @@ mounts with the right type)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, host_info
 
 
-@dataclass(frozen=True)
+@parameters
 class DiskParams(Params):
     paths: tuple[str, ...] = param(("/", "/tmp"), doc="the mountpoints to measure")
     min_free_pct: float = param(
@@ -62,7 +61,7 @@ def _free(path: str, what: str, free: int, total: int, minimum: float) -> Findin
     return Finding.passed(path, f"enough free {what}", pct, expected)
 
 
-@dataclass(frozen=True)
+@parameters
 class MountsParams(Params):
     required: tuple[str | Mapping[str, str], ...] = param(
         (), doc="the mounts that must be there: a path, or {path: ..., fstype: ...}")

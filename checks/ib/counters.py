@@ -16,13 +16,12 @@ not zero.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.ib import IbDevice, IbPort
 from ..finding import Action, Finding, Status
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, Rate, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from ..window import IB_WINDOW_COUNTERS, window_base
@@ -180,7 +179,7 @@ def _rates(ctx: CheckContext, names: tuple[str, ...], action: Action,
         yield no_compute(ctx)
 
 
-@dataclass(frozen=True)
+@parameters
 class IbErrorRateParams(Params):
     min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
     link_downed_fail_per_hour: int = param(
@@ -251,7 +250,7 @@ def _judge_congestion(name: str, rate: Rate, port: IbPort, params: CongestionPar
     return None
 
 
-@dataclass(frozen=True)
+@parameters
 class CongestionParams(Params):
     min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
     xmit_wait_warn_per_s: float | None = param(
@@ -338,7 +337,7 @@ def _transport_findings(comp: str, port: IbPort, old: IbPort, dt: float,
         yield Finding.skip(comp, "no transport counters (hw_counters) in both samples")
 
 
-@dataclass(frozen=True)
+@parameters
 class TransportParams(Params):
     min_events: int = param(DEFAULT_MIN_EVENTS, ge=1, doc=MIN_EVENTS_DOC)
     limits: Mapping[str, tuple[float | None, ...]] = param(

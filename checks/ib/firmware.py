@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import devices, no_compute, unknown_finding
 
 # -- ib.firmware ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@parameters
 class FirmwareParams(Params):
     expected: Mapping[str, str] = param(
         {}, doc="HCA model (hca_type, MT4129) -> the firmware version it must run")

@@ -4,13 +4,12 @@ profile says so."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ...agent.model.ib import DPU_TYPES, IbDevice
 from ...agent.model.pci import MELLANOX_VENDOR
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, devices
 
@@ -46,7 +45,7 @@ def _gpus_without_a_rail(ctx: CheckContext, compute: list[IbDevice]) -> list[str
     return sorted(d.bdf for d in ctx.snapshot.pci or [] if d.is_nvidia_gpu and d.bdf not in near)
 
 
-@dataclass(frozen=True)
+@parameters
 class HcaCountParams(Params):
     compute_hcas: tuple[str, ...] = param(
         (), doc="the compute rails by RDMA device name, overriding the profile's "

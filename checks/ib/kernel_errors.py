@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding, Status
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, devices
 
@@ -23,7 +22,7 @@ _KERNEL_RULES = {
 }
 
 
-@dataclass(frozen=True)
+@parameters
 class IbKernelErrorsParams(Params):
     window_s: int = param(7200, ge=0, doc="how far back an event counts, in seconds")
 

@@ -4,12 +4,11 @@ ib.link_layer (InfiniBand or Ethernet, as the profile says)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal
 
 from ...agent.model.ib import IbDevice, IbPort
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import (
     LINKED,
@@ -73,7 +72,7 @@ def _other_state(dev: IbDevice, port: IbPort) -> Finding:
     return Finding.passed(comp, f"{dev.role} port up", port.state)
 
 
-@dataclass(frozen=True)
+@parameters
 class PortStateParams(Params):
     noncompute: Literal["warn", "ignore"] = param(
         "warn", doc="storage and management ports that are not up: warn, or ignore")

@@ -19,11 +19,10 @@ is neither paused by PFC nor marked by ECN as the site intended.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ...agent.model.ib import IbDevice, IbPort, RoceQos
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, compute_ports, devices, port_component, unknown_finding
 
@@ -190,7 +189,7 @@ def _pfc(comp: str, port: IbPort, prio: int | None, trust: str | None) -> Iterat
         yield Finding.passed(comp, "PFC and trust as the fabric expects", observed, expected)
 
 
-@dataclass(frozen=True)
+@parameters
 class PfcParams(Params):
     read_tools: bool = param(
         True, doc="the collector runs dcb (else mlnx_qos) to read PFC and trust; false: "

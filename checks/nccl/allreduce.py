@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE
 
 
-@dataclass(frozen=True)
+@parameters
 class AllreduceParams(Params):
     program: str = param("all_reduce_perf", doc="nccl-tests' all_reduce_perf: a path or "
                          "a name on PATH")

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, nccl_info, rdma_present
 from .settings import validate
 
 
-@dataclass(frozen=True)
+@parameters
 class EnvParams(Params):
     env_file: str | None = param(
         None, doc="the site's NCCL env file (KEY=value lines) judged beside /etc/nccl.conf; "

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, nccl_info
 
@@ -15,7 +14,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdecimal())
 
 
-@dataclass(frozen=True)
+@parameters
 class LibraryParams(Params):
     require_host: bool = param(
         False, doc="no libnccl.so.2 on the host fails (false: NCCL may live in the job "

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..finding import Action, Finding
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE, nccl_info, rdma_present, unread
 
 MIB = 1 << 20
 
 
-@dataclass(frozen=True)
+@parameters
 class HostLimitsParams(Params):
     memlock_fail_mib: int = param(
         1024, ge=0, doc="a locked-memory limit under this (MiB) fails where RDMA devices "

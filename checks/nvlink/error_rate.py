@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding, Status
-from ..params import Params, param
+from ..params import Params, param, parameters
 from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..registry import CheckContext, check
 from ..window import NVLINK_WINDOW_COUNTERS, window_base
@@ -43,7 +42,7 @@ _COUNTER_TEXT = {
 }
 
 
-@dataclass(frozen=True)
+@parameters
 class ErrorRateParams(Params):
     min_events: int = param(
         DEFAULT_MIN_EVENTS, ge=1, doc="an increase smaller than this is not a verdict: "

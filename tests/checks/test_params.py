@@ -20,7 +20,15 @@ from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.finding import Status
 from clusterdiag.checks.index import schemas
-from clusterdiag.checks.params import NoParams, Params, ParamsError, bind, param, schema_of
+from clusterdiag.checks.params import (
+    NoParams,
+    Params,
+    ParamsError,
+    bind,
+    param,
+    parameters,
+    schema_of,
+)
 from clusterdiag.checks.profile import builtin_names, load_builtin, load_profile
 from clusterdiag.checks.registry import CheckContext, check
 from tests.checks.gpu.factory import NOW, make_snap
@@ -34,6 +42,39 @@ def test_every_check_declares_a_frozen_dataclass_with_a_doc_per_parameter() -> N
             assert f.metadata["doc"].strip(), (check_id, f.name)
         assert set(spec.schema) == set(spec.params), check_id
     assert sum(bool(spec.params) for spec in REGISTRY.values()) >= 30
+
+
+def test_every_check_shares_the_base_equality_hash_and_repr() -> None:
+    """Declared with ``@parameters``: dataclasses generates no __eq__, __hash__ or
+    __repr__ for them (three of the six methods a frozen dataclass compiles at import)."""
+    for check_id, spec in REGISTRY.items():
+        own = set(vars(spec.params_type))
+        assert not own & {"__eq__", "__hash__", "__repr__"}, check_id
+
+
+@parameters
+class _Pair(Params):
+    warn: int = param(1, doc="warn at")
+    fail: int = param(5, doc="fail at")
+
+
+@parameters
+class _OtherPair(Params):
+    warn: int = param(1, doc="warn at")
+    fail: int = param(5, doc="fail at")
+
+
+def test_the_shared_methods_behave_as_a_frozen_dataclass_s() -> None:
+    assert _Pair() == _Pair(1, 5)
+    assert _Pair(fail=6) != _Pair()
+    assert _Pair() != _OtherPair()  # the same values in another check's class
+    assert hash(_Pair()) == hash(_Pair(1, 5))
+    assert len({_Pair(), _Pair(1, 5), _Pair(2, 5)}) == 2
+    assert repr(_Pair(fail=6)) == "_Pair(warn=1, fail=6)"
+    assert repr(NoParams()) == "NoParams()"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        _Pair().warn = 2  # type: ignore[misc]
+    assert dataclasses.replace(_Pair(), warn=3) == _Pair(3, 5)
 
 
 def test_a_dict_of_defaults_is_refused_at_registration() -> None:
