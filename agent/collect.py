@@ -11,15 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from .collectors import allreduce, host, ib, kernel, nccl, nvml, pci
 from .model import Snapshot, SourceStats
+from .model.record import record
 from .sources import SourceEnv
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceSpec:
     """One source of a snapshot: its collector and the deadline it gets, so one slow
     source costs its own data, never the others'."""

@@ -23,7 +23,6 @@ import re
 import stat
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import BinaryIO
@@ -31,6 +30,7 @@ from typing import BinaryIO
 from .lazy_re import LazyPattern
 from .model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
 from .model.pci import normalize_bdf
+from .model.record import record
 from .sysfs import open_regular, raise_if_exhausted
 
 # domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (gpud's GB200
@@ -144,7 +144,7 @@ _DEVICE_RE = LazyPattern(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
 # --- one line --------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class _Stamp:
     """Where a line's kernel message starts, and the times its prefix carried."""
 
@@ -247,7 +247,7 @@ def _xid_fields(rest: str) -> tuple[int | None, str | None, str]:
     return pid, process, message or ""
 
 
-@dataclass
+@record
 class _Fallen:
     """The head record of the three-record 'fallen off the bus' message, awaiting its tail."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from ..checks import index
@@ -24,10 +23,11 @@ from . import __version__
 from .collect import SOURCES, collect_snapshot, one_line
 from .config import Config
 from .model import Snapshot
+from .model.record import record
 from .sources import SourceEnv
 
 
-@dataclass
+@record
 class RunOptions:
     """How one run judges the node: what the flags and the config chose."""
 

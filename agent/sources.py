@@ -14,13 +14,15 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from .model.record import record
 
-@dataclass
+
+@record
 class CommandResult:
     """What a system tool answered, or why it did not (``error``): a collector records
     the reason instead of raising, so one tool costs one value."""
@@ -279,7 +281,7 @@ def real_nvml() -> ModuleType:
     return module
 
 
-@dataclass
+@record
 class SourceEnv:
     """Everything collectors may read. ``params`` gives collectors the check parameters
     that say what to look at (paths to watch, services to ask about)."""

@@ -20,14 +20,13 @@ warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..agent.model import Snapshot
 from ..agent.model.ib import nvswitch_management
+from ..agent.model.record import record
 from .profile import Profile, builtin_names, load_profile, profile_names
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Detection:
     name: str
     reason: str

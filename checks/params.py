@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import types
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, Field, field, fields, is_dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -44,6 +44,8 @@ from typing import (
     get_origin,
     get_type_hints,
 )
+
+from ..agent.model.record import is_frozen, record
 
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
@@ -68,24 +70,8 @@ class ParamsError(ValueError):
 
 
 class Params:
-    """The base of every check's parameter dataclass, and its equality, hash and repr:
-    written once here for all of them rather than generated per class (``parameters``)."""
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))  # type: ignore[arg-type]
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash((type(self), self._values()))
-
-    def __repr__(self) -> str:
-        values = ", ".join(f"{f.name}={getattr(self, f.name)!r}"
-                           for f in fields(self))  # type: ignore[arg-type]
-        return f"{type(self).__name__}({values})"
+    """The base of every check's parameter class (``parameters``): what ``of`` gives a
+    check, and what ``schema_of`` accepts."""
 
     @classmethod
     def of(cls: type[P], ctx: Judged) -> P:
@@ -100,11 +86,10 @@ class Params:
 
 @dataclass_transform(frozen_default=True)
 def parameters(cls: type[P]) -> type[P]:
-    """The decorator of a check's parameters: a frozen dataclass whose ``__eq__``,
-    ``__hash__`` and ``__repr__`` are Params'. ``@dataclass(frozen=True)`` would compile
-    six methods per class at import, and the prolog imports some forty of these on every
-    node for every job (issue 15); this compiles three."""
-    return dataclass(frozen=True, eq=False, repr=False)(cls)
+    """The decorator of a check's parameters: a frozen record (agent/model/record.py: a
+    dataclass with no method compiled at import; the prolog imports some forty of these on
+    every node for every job, issue 15)."""
+    return record(frozen=True)(cls)
 
 
 @parameters
@@ -162,7 +147,7 @@ def schema_of(cls: type[Params]) -> dict[str, dict[str, Any]]:
     """Each parameter's type, bounds and choices, as the manifest carries them."""
     if not (isinstance(cls, type) and issubclass(cls, Params) and is_dataclass(cls)):
         raise TypeError(f"{cls!r}: a check's params are a frozen dataclass of Params")
-    if not cls.__dataclass_params__.frozen:
+    if not is_frozen(cls):
         raise TypeError(f"{cls.__name__}: a check's params are frozen")
     hints = get_type_hints(cls)
     schema: dict[str, dict[str, Any]] = {}

@@ -10,10 +10,12 @@ three interpreter starts.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
+
+from ..agent.model.record import record
 
 # The profiles package's directory: importlib.resources would do the same for a plain install
 # and cost the prolog ~10 ms of imports (tempfile, zipfile, random) on every start.
@@ -25,7 +27,7 @@ class UnknownProfileError(LookupError):
         super().__init__(f"unknown profile {name!r}; known: {', '.join(profile_names())}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Profile:
     name: str
     description: str = ""

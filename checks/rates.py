@@ -25,9 +25,8 @@ Anything else gives no interval, never a division by a non-positive one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..agent.model import Snapshot
+from ..agent.model.record import record
 
 DEFAULT_MIN_EVENTS = 3
 # The doc of every rate check's ``min_events`` parameter (checks/params.py).
@@ -36,7 +35,7 @@ MIN_FALLBACK_S = 1.0
 MAX_FALLBACK_S = 30 * 86_400.0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rate:
     """Growth of one counter between two samples."""
 

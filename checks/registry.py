@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..agent.model import SOURCE_FIELDS, Snapshot
+from ..agent.model.record import record
 from .finding import Action, Finding
 from .levels import Level, Mode, levels_of
 from .params import NoParams, Params, bind, defaults_of, schema_of
 from .profile import Profile
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class History:
     """What the agent remembers across cycles that a check judges by; a one-shot run has
     none (every field None).
@@ -34,7 +35,7 @@ class History:
     counter_window: Mapping[str, Any] | None = None
 
 
-@dataclass
+@record
 class CheckContext:
     """What a check judges. ``params`` is the check's parameter dataclass, bound by the
     runner (a check reads it as ``ItsParams.of(ctx)``)."""
@@ -54,7 +55,7 @@ class CheckContext:
 CheckFunc = Callable[[CheckContext], Iterable[Finding]]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CheckSpec:
     id: str
     func: CheckFunc

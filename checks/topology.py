@@ -10,16 +10,16 @@ node), SYS (across the inter-socket link, or between PCI segments as on Grace).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..agent.model import Snapshot
 from ..agent.model.pci import MELLANOX_VENDOR, PciDevice
+from ..agent.model.record import record
 
 PCI_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NETWORK_CLASS = 0x02
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Endpoint:
     """A GPU or NIC as the matrix shows it."""
 

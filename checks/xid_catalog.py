@@ -36,9 +36,10 @@ rather than silently passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from ..agent.model.record import record
 
 Severity = Literal["fail", "warn", "info"]
 XidAction = Literal[
@@ -46,7 +47,7 @@ XidAction = Literal[
 ]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class XidInfo:
     code: int
     name: str  # NVIDIA's mnemonic without its ROBUST_CHANNEL_ prefix; SXid: FM user guide

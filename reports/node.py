@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..agent.model import Snapshot
+from ..agent.model.record import record
 from ..checks.finding import Finding, Status, worst
 from .facts import cluster_facts
 
 NODE_SCHEMA = "clusterdiag/node-report/v1"
 
 
-@dataclass
+@record
 class NodeReport:
     """One node's verdict: its findings and what was read to reach them, as every
     renderer and the cluster merge take it."""

@@ -17,12 +17,13 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..lazy_re import LazyPattern
 from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
+from ..model.record import record
 from ..serde import from_jsonable, to_jsonable
 from ..sources import SourceEnv
 from ..sysfs import read_text
@@ -86,7 +87,7 @@ def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
     emit({"t": "end", "calls": nv.calls})
 
 
-@dataclass
+@record
 class PendingNvml:
     """A running worker; ``result`` collects what it said by the deadline."""
 

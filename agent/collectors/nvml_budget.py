@@ -35,13 +35,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
+
+from ..model.record import record
 
 HUNG_CALL_S = 0.25
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ThreadTimes:
     """One thread's life so far, as the kernel accounts it, in seconds."""
 

@@ -6,7 +6,7 @@ round trip unchanged, so it can be saved, shipped and re-evaluated offline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..serde import from_jsonable, to_jsonable
@@ -16,6 +16,7 @@ from .ib import IbDevice
 from .kernel import KernelLog
 from .nccl import AllreduceRun, NcclInfo
 from .pci import PciDevice
+from .record import record
 from .upgrade import SNAPSHOT_SCHEMA_V1, SNAPSHOT_SCHEMA_V2, upgrade
 
 # v2: a GPU's unsupported/errors reasons are keyed by the model's field names (upgrade.py).
@@ -28,7 +29,7 @@ SOURCE_FIELDS = frozenset({"host", "pci", "nvml", "kernel_log", "infiniband", "n
                            "allreduce"})
 
 
-@dataclass
+@record
 class SourceStats:
     """What collecting one source cost, and how it ended."""
 
@@ -39,7 +40,7 @@ class SourceStats:
     files_read: int = 0
 
 
-@dataclass
+@record
 class Snapshot:
     """``taken_at`` is wall-clock time, for people and for matching log lines; the
     interval between two samples is measured on ``boot_clock_s`` (CLOCK_BOOTTIME: seconds

@@ -15,10 +15,12 @@ and ``deadline`` (the reading itself). Snapshots of schema v1 used NVML-ish name
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .record import record
 
 
-@dataclass
+@record
 class GpuProcess:
     """A process holding a GPU context: who is on the GPU a job is about to get."""
 
@@ -30,7 +32,7 @@ class GpuProcess:
     slurm_job: str | None = None
 
 
-@dataclass
+@record
 class NvLink:
     """One NVLink of a GPU as NVML reports it: state, version, speed and error counters."""
 
@@ -43,7 +45,7 @@ class NvLink:
     errors: dict[str, int] = field(default_factory=dict)  # counter name -> value
 
 
-@dataclass
+@record
 class FabricInfo:
     """A GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfo): on NVSwitch
     systems a GPU is usable for NVLink traffic only once its state is completed."""
@@ -57,7 +59,7 @@ class FabricInfo:
     health_summary: int | None = None
 
 
-@dataclass
+@record
 class Gpu:
     """One GPU as NVML answered for it; a field NVML could not give is None, with the
     reason in ``unsupported``."""
@@ -128,7 +130,7 @@ class Gpu:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class NvmlEvent:
     """An event NVML delivered (an XID above all), kept with the GPU it names."""
 
@@ -138,7 +140,7 @@ class NvmlEvent:
     time: float | None = None
 
 
-@dataclass
+@record
 class NvmlInfo:
     """What NVML answered for the node: the library's state, the driver, every GPU."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .record import record
 
 
-@dataclass
+@record
 class Mount:
     """One line of /proc/mounts: what the filesystem checks judge."""
 
@@ -15,7 +17,7 @@ class Mount:
     options: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class DiskUsage:
     """Space and inodes left on a path a job writes to (statvfs)."""
 
@@ -27,7 +29,7 @@ class DiskUsage:
     error: str | None = None
 
 
-@dataclass
+@record
 class EdacController:
     """A memory controller's EDAC error counts: host DRAM, not GPU memory."""
 
@@ -36,7 +38,7 @@ class EdacController:
     uncorrected: int | None = None
 
 
-@dataclass
+@record
 class StuckProcess:
     """A process in uninterruptible sleep (state D): one that outlives its job
     holds the GPU or filesystem it waits on."""
@@ -47,7 +49,7 @@ class StuckProcess:
     wchan: str | None = None
 
 
-@dataclass
+@record
 class ServiceState:
     """A systemd unit's state as systemctl reported it, or why it could not."""
 
@@ -58,7 +60,7 @@ class ServiceState:
     error: str | None = None
 
 
-@dataclass
+@record
 class ClockSync:
     """Whether the clock is synchronized and which tool said so: skewed clocks break
     munge credentials (so Slurm) and the ordering of logs across nodes."""
@@ -68,7 +70,7 @@ class ClockSync:
     detail: str | None = None
 
 
-@dataclass
+@record
 class HostInfo:
     """The host around the GPUs: kernel, OS, CPUs and memory, kernel modules, services,
     mounts and disks, host memory errors, stuck processes, the clock."""

@@ -9,7 +9,9 @@ never a rate of zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .record import record
 
 # Roles a device can have on the node; only "compute" devices are NCCL rails.
 ROLES = ("compute", "storage", "management", "unknown")
@@ -53,7 +55,7 @@ COUNTER_MAX: dict[str, int] = {name: (1 << bits) - 1 for name, bits in COUNTER_B
 DATA_COUNTERS = ("port_xmit_data", "port_rcv_data")
 
 
-@dataclass
+@record
 class RoceGid:
     """One non-empty entry of a RoCE port's GID table (``gids/<index>`` and its
     ``gid_attrs``)."""
@@ -64,7 +66,7 @@ class RoceGid:
     netdev: str | None = None
 
 
-@dataclass
+@record
 class RoceQos:
     """The congestion settings of a RoCE port's netdev, where the host exposes them.
 
@@ -81,7 +83,7 @@ class RoceQos:
     unknown: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class IbPort:
     """One InfiniBand or RoCE port: link state, rate, addresses, counters and, for
     RoCE, its netdev, GIDs and congestion settings."""
@@ -109,7 +111,7 @@ class IbPort:
     unknown: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class IbDevice:
     """One RDMA device (an HCA, a DPU function, a bond) with its ports and its place
     on the PCI tree relative to the GPUs."""

@@ -14,10 +14,12 @@ clock (``[  123.456]`` or the kmsg microsecond field). A line may carry both or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .record import record
 
 
-@dataclass
+@record
 class XidEvent:
     """``NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after ...``.
 
@@ -38,7 +40,7 @@ class XidEvent:
     uptime_s: float | None = None
 
 
-@dataclass
+@record
 class SxidEvent:
     """``nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up``.
 
@@ -57,7 +59,7 @@ class SxidEvent:
     switch_device: str | None = None
 
 
-@dataclass
+@record
 class KernelEvent:
     """Another kernel line a check cares about; ``kind`` says which family.
 
@@ -77,7 +79,7 @@ class KernelEvent:
     uptime_s: float | None = None
 
 
-@dataclass
+@record
 class KernelLog:
     """Everything read from one kernel-log source.
 

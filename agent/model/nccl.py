@@ -3,10 +3,12 @@ decide whether it can run at full speed (GPUDirect RDMA, IOMMU, limits, interfac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .record import record
 
 
-@dataclass
+@record
 class NcclLibrary:
     """One copy of libnccl found on the node, and how a job would find it."""
 
@@ -16,7 +18,7 @@ class NcclLibrary:
     error: str | None = None  # why the version could not be read
 
 
-@dataclass
+@record
 class HcaPort:
     """An RDMA port as NCCL enumerates it (state and link layer are all it filters on)."""
 
@@ -26,7 +28,7 @@ class HcaPort:
     gid_type: str | None = None  # gid_attrs/types/<index>: "RoCE v2", "IB/RoCE v1"
 
 
-@dataclass
+@record
 class Gpudirect:
     """What GPUDirect RDMA needs from the host: a peer-memory module or dma-buf with
     the open kernel modules."""
@@ -38,7 +40,7 @@ class Gpudirect:
     unreadable: dict[str, str] = field(default_factory=dict)  # path -> errno: there, unread
 
 
-@dataclass
+@record
 class Iommu:
     """The IOMMU's setup: translated DMA between a NIC and a GPU slows or breaks
     GPUDirect RDMA."""
@@ -50,7 +52,7 @@ class Iommu:
     unreadable: dict[str, str] = field(default_factory=dict)  # path -> errno: there, unread
 
 
-@dataclass
+@record
 class MemlockSource:
     """One place a locked-memory limit comes from: RDMA registration fails when
     it is low."""
@@ -60,7 +62,7 @@ class MemlockSource:
     detail: str | None = None  # the line as read, for config entries
 
 
-@dataclass
+@record
 class HostLimits:
     """The host limits a multi-GPU job runs into: locked memory, /dev/shm, RemoveIPC."""
 
@@ -73,7 +75,7 @@ class HostLimits:
     unreadable: dict[str, str] = field(default_factory=dict)  # path -> errno: there, unread
 
 
-@dataclass
+@record
 class AllreduceRun:
     """One run of all_reduce_perf (nccl-tests) and what its output said."""
 
@@ -87,7 +89,7 @@ class AllreduceRun:
     output_tail: str = ""
 
 
-@dataclass
+@record
 class NcclInfo:
     """NCCL's readiness on the node: the library a job would load, the settings it
     would run with, and what it needs from the host."""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from .record import record
 
 NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3
 
 
-@dataclass
+@record
 class PciDevice:
     """One PCI function from sysfs: identity, driver, link, and the bridges above it
     (``path``), which give the GPU-NIC affinity."""

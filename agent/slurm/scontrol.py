@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ..lazy_re import LazyPattern
+from ..model.record import record
 from ..sources import find_program, run_command
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -31,7 +31,7 @@ class SlurmError(Exception):
     """scontrol missing, refused, or silent: clusterdiag's trouble, not the node's."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeState:
     """``state`` as scontrol prints it (``IDLE+DRAIN``, ``MIXED``, ``DOWN*``)."""
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu
 from ...agent.model.pci import normalize_bdf
+from ...agent.model.record import record
 from ..common import NODE, gpu_component, previous_gpu
 from ..finding import Action, Finding
 from ..params import Params, param, parameters
@@ -26,7 +26,7 @@ def gen_from_gts(gts: float | None) -> int | None:
     return _GEN_BY_GTS.get(round(float(gts), 1))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LinkView:
     """What the GPU's link is and what it should be, from NVML, sysfs and the profile."""
 

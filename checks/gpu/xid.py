@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu
 from ...agent.model.kernel import KernelLog
 from ...agent.model.pci import normalize_bdf
+from ...agent.model.record import record
 from ..common import NODE, gpu_component, nvml_usable
 from ..finding import Action, Finding
 from ..params import Params, param, parameters
@@ -32,7 +32,7 @@ _XID_ACTIONS = tuple(sorted(
     - {Action.NONE}, key=lambda a: a.value))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Event:
     code: int
     time: float | None

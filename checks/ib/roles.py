@@ -43,15 +43,15 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from ...agent.model import Snapshot
 from ...agent.model.ib import DPU_TYPES, IbDevice, nvswitch_management
+from ...agent.model.record import record
 from ..profile import Profile
 from .inventory import HcaCountParams
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Role:
     role: str
     reason: str

@@ -10,9 +10,9 @@ token may carry ``:port``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ...agent.model.nccl import HcaPort, NcclInfo
+from ...agent.model.record import record
 from ..finding import Action, Finding
 
 NODE = "node"
@@ -21,7 +21,7 @@ _UP = ("up", "unknown")  # "unknown": loopback and some virtual interfaces repor
 GDR_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NameList:
     exclude: bool
     exact: bool

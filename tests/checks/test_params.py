@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from clusterdiag.agent.cli.checks import checks_group
 from clusterdiag.agent.config import Config, load_config
 from clusterdiag.agent.errors import ConfigError
+from clusterdiag.agent.model.record import is_frozen
 from clusterdiag.agent.runner import RunOptions, bound_params, evaluate
 from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.checks import REGISTRY
@@ -37,19 +38,20 @@ from tests.checks.gpu.factory import NOW, make_snap
 def test_every_check_declares_a_frozen_dataclass_with_a_doc_per_parameter() -> None:
     for check_id, spec in REGISTRY.items():
         assert issubclass(spec.params_type, Params), check_id
-        assert spec.params_type.__dataclass_params__.frozen, check_id  # type: ignore[attr-defined]
+        assert is_frozen(spec.params_type), check_id
         for f in dataclasses.fields(spec.params_type):  # type: ignore[arg-type]
             assert f.metadata["doc"].strip(), (check_id, f.name)
         assert set(spec.schema) == set(spec.params), check_id
     assert sum(bool(spec.params) for spec in REGISTRY.values()) >= 30
 
 
-def test_every_check_shares_the_base_equality_hash_and_repr() -> None:
-    """Declared with ``@parameters``: dataclasses generates no __eq__, __hash__ or
-    __repr__ for them (three of the six methods a frozen dataclass compiles at import)."""
+def test_every_checks_parameters_share_the_records_methods() -> None:
+    """Declared with ``@parameters``, a frozen record: no method compiled per class, every
+    class's __init__, __eq__, __hash__, __repr__ and __setattr__ the same function."""
+    shared = ("__init__", "__eq__", "__hash__", "__repr__", "__setattr__")
     for check_id, spec in REGISTRY.items():
-        own = set(vars(spec.params_type))
-        assert not own & {"__eq__", "__hash__", "__repr__"}, check_id
+        assert all(getattr(spec.params_type, name) is getattr(NoParams, name)
+                   for name in shared), check_id
 
 
 @parameters

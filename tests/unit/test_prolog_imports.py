@@ -63,6 +63,7 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.model.host",
     "agent.nccl_cache",
     "agent.model.ib", "agent.model.kernel", "agent.model.nccl", "agent.model.pci",
+    "agent.model.record",
     "agent.model.version", "agent.runner", "agent.serde", "agent.session",
     "agent.slurm.agent_report", "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log",
     "agent.slurm.prolog", "agent.slurm.reason", "agent.slurm.scontrol", "agent.sources",
