@@ -71,19 +71,19 @@ def _resolved(path: str) -> str:
         return os.path.realpath(path)
 
 
-def pci_path(device_link: Path) -> tuple[str, ...]:
+def pci_path(device_link: str) -> tuple[str, ...]:
     """The bdfs along the resolved ``device`` link, root port first; () when unresolved.
     The class entry (``/sys/class/infiniband/mlx5_0``) is a link itself, so it is resolved
     first and ``device`` from there."""
-    if not device_link.exists():
+    if not os.path.exists(device_link):
         return ()
-    real = _resolved(os.path.join(_resolved(str(device_link.parent)), device_link.name))
-    return tuple(bdf_path(real))
+    parent, name = os.path.split(device_link)
+    return tuple(bdf_path(_resolved(os.path.join(_resolved(parent), name))))
 
 
 def gpu_paths(root: Path, counter: FileCounter) -> list[tuple[str, ...]]:
     """PCI paths of the NVIDIA GPUs (class 0x0300/0x0302) under ``root``."""
-    devices = under(root, "/sys/bus/pci/devices")
+    devices = str(under(root, "/sys/bus/pci/devices"))
     paths = []
     for bdf in list_present(devices):
         vendor, _ = read_int(f"{devices}/{bdf}/vendor", counter, 16)
@@ -119,15 +119,16 @@ def _read_pci(dev: IbDevice, device_dir: str, counter: FileCounter) -> None:
         setattr(dev, attr, value)
 
 
-def read_device(base: Path, counter: FileCounter) -> tuple[IbDevice, tuple[str, ...]]:
-    """Identity and PCI facts of one device (no ports yet) and its PCI path."""
-    dev = IbDevice(name=base.name)
+def read_device(base: str, counter: FileCounter) -> tuple[IbDevice, tuple[str, ...]]:
+    """Identity and PCI facts of one device (no ports yet) and its PCI path. Paths are
+    plain strings here and in ib_port: a Path per file cost about as much as reading it."""
+    dev = IbDevice(name=os.path.basename(base))
     for name in _DEVICE_FILES:
         text, reason = read_text(f"{base}/{name}", counter)
         if text is None and not (name in _OPTIONAL and reason == "missing"):
             dev.unknown[name] = reason or "unreadable"
         setattr(dev, name, text or None)
-    path = pci_path(base / "device")
+    path = pci_path(f"{base}/device")
     if path:
         dev.pci_bdf = path[-1].lower()
         _read_pci(dev, f"{base}/device", counter)
@@ -136,9 +137,9 @@ def read_device(base: Path, counter: FileCounter) -> tuple[IbDevice, tuple[str, 
     return dev, path
 
 
-def _port_numbers(base: Path, dev: IbDevice) -> list[int]:
+def _port_numbers(base: str, dev: IbDevice) -> list[int]:
     numbers = []
-    for name in list_present(base / "ports"):
+    for name in list_present(f"{base}/ports"):
         value, _ = parse_int(name, 10)
         if value is None:
             dev.unknown[f"ports/{name}"] = "not a port number"
@@ -185,9 +186,9 @@ def _skip_counters(dev: IbDevice, env: SourceEnv) -> bool:
     return bool(compute) and not _named(dev, compute)
 
 
-def _read_vpd(found: list[tuple[IbDevice, Path]], deadline: float) -> None:
+def _read_vpd(found: list[tuple[IbDevice, str]], deadline: float) -> None:
     """Each device's VPD keywords, or why they could not be read (collectors/vpd.py)."""
-    paths = {dev.name: vpd_path(base / "device") for dev, base in found if dev.pci_bdf}
+    paths = {dev.name: vpd_path(f"{base}/device") for dev, base in found if dev.pci_bdf}
     read = read_vpds(list(paths.values()), min(deadline, time.monotonic() + _VPD_BUDGET_S))
     for dev, _ in found:
         value = read.get(paths.get(dev.name, ""))
@@ -199,11 +200,11 @@ def _read_vpd(found: list[tuple[IbDevice, Path]], deadline: float) -> None:
 
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevice]:
     counter = FileCounter()
-    class_dir = under(env.root, "/sys/class/infiniband")
-    found: list[tuple[IbDevice, Path, tuple[str, ...]]] = []
+    class_dir = str(under(env.root, "/sys/class/infiniband"))
+    found: list[tuple[IbDevice, str, tuple[str, ...]]] = []
     for name in list_present(class_dir):
-        dev, path = read_device(class_dir / name, counter)
-        found.append((dev, class_dir / name, path))
+        dev, path = read_device(f"{class_dir}/{name}", counter)
+        found.append((dev, f"{class_dir}/{name}", path))
     if not found:
         stats.files_read += counter.count
         return []
@@ -212,13 +213,14 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
     devices = []
     tools: dict[str, bool] = {}  # by netdev: a bond's ports share one
     read_tools = bool(env.wants("roce.pfc", "read_tools", True))
+    net_dir = str(under(env.root, "/sys/class/net"))
     for dev, base, path in found:
         dev.gpu_hops = gpu_hops(path, gpus) if path else {}
         dev.excluded = _skip_counters(dev, env)
         if time.monotonic() > deadline:
             dev.unknown["ports"] = "not read: the source's deadline passed"
         else:
-            dev.ports = [read_port(env.root, base, n, env.counters and not dev.excluded,
+            dev.ports = [read_port(net_dir, base, n, env.counters and not dev.excluded,
                                    counter)
                          for n in _port_numbers(base, dev)]
         for port in dev.ports:

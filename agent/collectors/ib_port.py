@@ -9,10 +9,9 @@ with the reason), never the port.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from ..model.ib import COUNTER_MAX, DATA_COUNTERS, IbPort
-from ..sysfs import FileCounter, list_dir, parse_int, read_decimal, read_int, read_text, under
+from ..sysfs import FileCounter, list_dir, parse_int, read_decimals, read_int, read_text
 from .roce import read_gids
 
 # "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)", "0 GB/sec" (procfs TestParseSlowRate).
@@ -64,14 +63,12 @@ def _counter_value(text: str) -> tuple[int | None, str | None]:
     return value, reason
 
 
-def read_counters(directory: str | Path, group: str, port: IbPort, counter: FileCounter
+def read_counters(directory: str, group: str, port: IbPort, counter: FileCounter
                   ) -> dict[str, int | None]:
-    values: dict[str, int | None] = {}
-    prefix = f"{directory}/"  # string joins: a Path per counter file cost more than its read
-    for name in list_dir(directory):
-        value = read_decimal(prefix + name, counter)
+    values = read_decimals(directory, counter)
+    for name, value in values.items():
         if value is None:  # not a plain number: read again to say why
-            text, reason = read_text(prefix + name, counter)
+            text, reason = read_text(f"{directory}/{name}", counter)
             if text is not None:
                 value, reason = _counter_value(text)
         if value is None:
@@ -96,20 +93,21 @@ def _gid_prefix(path: str, port: IbPort, counter: FileCounter) -> str | None:
     return ":".join(g.lower().zfill(4) for g in groups[:4])
 
 
-def _netdev_name(port_dir: str, device_dir: Path, counter: FileCounter) -> str | None:
+def _netdev_name(port_dir: str, device_dir: str, counter: FileCounter) -> str | None:
     """The netdev of a port: the GID table's (authoritative for RoCE, bonds and VLANs),
     else the one netdev of the same PCI function (MLNX_OFED's ibdev2netdev maps them alike)."""
     text, _ = read_text(f"{port_dir}/gid_attrs/ndevs/0", counter)
     if text:
         return text
-    names = list_dir(device_dir / "device" / "net")
+    names = list_dir(f"{device_dir}/device/net")
     return names[0] if len(names) == 1 else None
 
 
-def read_netdev(root: Path, port: IbPort, counter: FileCounter) -> None:
+def read_netdev(net_dir: str, port: IbPort, counter: FileCounter) -> None:
+    """The port's netdev's operstate and MTU; ``net_dir``: /sys/class/net under the root."""
     if port.netdev is None:
         return
-    base = under(root, "/sys/class/net") / port.netdev
+    base = f"{net_dir}/{port.netdev}"
     text, reason = read_text(f"{base}/operstate", counter)
     if text is None:
         port.unknown["netdev_operstate"] = reason or "unreadable"
@@ -121,9 +119,10 @@ def read_netdev(root: Path, port: IbPort, counter: FileCounter) -> None:
     port.netdev_mtu = value
 
 
-def read_port(root: Path, device_dir: Path, number: int, with_counters: bool,
+def read_port(net_dir: str, device_dir: str, number: int, with_counters: bool,
               counter: FileCounter) -> IbPort:
-    """One port; counters only when ``with_counters`` (see the collector for why)."""
+    """One port; counters only when ``with_counters`` (see the collector for why);
+    ``net_dir``: /sys/class/net under the root, for the port's netdev."""
     # Plain string paths: joining a Path per file cost about as much as reading it.
     base = f"{device_dir}/ports/{number}"
     port = IbPort(port=number)
@@ -146,7 +145,7 @@ def read_port(root: Path, device_dir: Path, number: int, with_counters: bool,
     port.cap_mask = _number(f"{base}/cap_mask", "cap_mask", port, counter)
     port.gid_prefix = _gid_prefix(f"{base}/gids/0", port, counter)
     port.netdev = _netdev_name(base, device_dir, counter)
-    read_netdev(root, port, counter)
+    read_netdev(net_dir, port, counter)
     if port.link_layer == "Ethernet":
         read_gids(base, port, counter)
     if with_counters:

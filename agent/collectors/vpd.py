@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 from ..sysfs import MISSING, read_bytes
 
@@ -142,5 +141,5 @@ def read_vpds(paths: list[str], deadline: float) -> dict[str, dict[str, str] | s
     return results
 
 
-def vpd_path(device_dir: Path) -> str:
-    return str(device_dir / "vpd")
+def vpd_path(device_dir: str) -> str:
+    return f"{device_dir}/vpd"
