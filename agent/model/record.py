@@ -93,11 +93,17 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
     """``cls`` as a dataclass with the shared methods. ``dataclass`` is asked for the fields
     alone (no method of its own, so nothing compiled); ``__hash__`` follows dataclasses'
     rule for ``eq=True``: from the fields when frozen, else unhashable, unless the class
-    wrote one."""
+    wrote one. A class without a docstring gets its name and fields as one, as dataclasses
+    would write it but without asking ``inspect`` for a signature (a tokenizer run each)."""
     explicit_hash = "__hash__" in cls.__dict__ and not (
         cls.__dict__["__hash__"] is None and "__eq__" in cls.__dict__)
+    undocumented = cls.__doc__ is None  # dataclass would ask inspect for a signature
+    if undocumented:
+        cls.__doc__ = cls.__name__
     dataclass(cls, init=False, repr=False, eq=False)
     known = fields(cls)  # type: ignore[arg-type]
+    if undocumented:
+        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in known)})"
     attrs: dict[str, Any] = {
         "__record_names__": tuple(f.name for f in known),
         "__record_template__": {f.name: None if f.default is MISSING else f.default

@@ -43,18 +43,18 @@ V1_GPU_KEYS: dict[str, str] = {
 V1_LINK_KEYS: dict[str, str] = {"state": "active", "version": "version",
                                 "speed": "speed_mbps", "remote_type": "remote_type",
                                 "remote_pci": "remote_bdf"}
-_V1_LINK = re.compile(r"nvlink([0-9]{1,4})\.([a-z0-9_]{1,64})")
-_V1_CLOCK_EVENT = re.compile(r"clock_event_time\.([a-z0-9_]{1,64})")
+_V1_LINK = r"nvlink([0-9]{1,4})\.([a-z0-9_]{1,64})"
+_V1_CLOCK_EVENT = r"clock_event_time\.([a-z0-9_]{1,64})"
 
 
 def v1_key(key: str) -> str:
     """The v2 name of the v1 reason key ``key`` (itself when it was already a field name)."""
     if key in V1_GPU_KEYS:
         return V1_GPU_KEYS[key]
-    if link := _V1_LINK.fullmatch(key):
+    if link := re.fullmatch(_V1_LINK, key):
         number, name = link.groups()
         return f"nvlinks.{number}.{V1_LINK_KEYS.get(name, f'errors.{name}')}"
-    if clock := _V1_CLOCK_EVENT.fullmatch(key):
+    if clock := re.fullmatch(_V1_CLOCK_EVENT, key):
         return f"clock_event_time_ns.{clock.group(1)}"
     return key
 

@@ -18,9 +18,9 @@ file on every node for every job (issue 15).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
+import re
 import time
 
 from ...checks.finding import Finding
@@ -94,6 +94,40 @@ def _interval(state_dir: str, default_s: float) -> float:
     return default_s
 
 
+# The reports' timestamps (reports/node.py writes ``datetime.isoformat()`` of a UTC time):
+# date, time, optional fraction, and a UTC offset ("Z" too, which 3.10's fromisoformat
+# cannot read).
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,6})?"
+                    r"(Z|[+-]\d\d:\d\d)", re.ASCII)
+
+
+def utc_seconds(stamp: str) -> float:
+    """Seconds since the epoch of an ISO 8601 time with its UTC offset; ValueError for
+    anything else, a time without an offset included (its zone would be a guess). Written
+    here rather than asking ``datetime``: importing it is a fifteenth of the prolog's whole
+    run with an agent report (issue 15)."""
+    found = _STAMP.fullmatch(stamp) if isinstance(stamp, str) else None
+    if found is None:
+        raise ValueError(f"not an ISO 8601 time with a UTC offset: {str(stamp)[:40]!r}")
+    year, month, day, hour, minute, second = (int(found[i]) for i in range(1, 7))
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    month_days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    if not (1 <= month <= 12 and 1 <= day <= month_days[month - 1] and hour < 24
+            and minute < 60 and second < 60):
+        raise ValueError(f"no such time: {stamp[:40]!r}")
+    # Days since 1970-01-01 of a proleptic Gregorian date (counted from March, so that the
+    # leap day ends a year).
+    shifted = year - (month <= 2)
+    era, year_of_era = divmod(shifted, 400)
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146097 + day_of_era - 719468
+    offset = found[8]
+    offset_s = 0 if offset == "Z" else (
+        (1 if offset[0] == "+" else -1) * (int(offset[1:3]) * 3600 + int(offset[4:6]) * 60))
+    fraction = float(found[7]) if found[7] else 0.0
+    return days * 86400 + hour * 3600 + minute * 60 + second + fraction - offset_s
+
 def load_fresh(state_dir: str | os.PathLike[str], node: str, *, max_age_s: float | None,
                default_interval_s: float, now: float | None = None) -> Cached:
     now = time.time() if now is None else now
@@ -108,8 +142,7 @@ def load_fresh(state_dir: str | os.PathLike[str], node: str, *, max_age_s: float
         return Cached(None, f"agent report {path} unreadable: {type(exc).__name__}: {why}")
     try:
         report = AgentReport.from_dict(data)
-        started = report.started_at.replace("Z", "+00:00")  # 3.10 cannot read "Z"
-        finished = dt.datetime.fromisoformat(started).timestamp() + report.duration_s
+        finished = utc_seconds(report.started_at) + report.duration_s
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return Cached(None, f"agent report {path} malformed: {type(exc).__name__}: {exc}")
     age = now - finished

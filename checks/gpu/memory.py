@@ -268,7 +268,7 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(comp, "row remapping healthy", observed)
 
 
-_SIZE_IN_NAME = re.compile(r"(\d+)\s*GB\b")
+_SIZE_IN_NAME = r"(\d+)\s*GB\b"
 
 
 @parameters
@@ -319,7 +319,7 @@ def _expected_gib(ctx: CheckContext, gpu: Gpu) -> float | None:
     if expected is not None:
         return expected
     if gpu.name and gpu.name in ctx.profile.gpu_models:
-        m = _SIZE_IN_NAME.search(gpu.name)  # "NVIDIA A100-SXM4-40GB" in an 80 GB profile
+        m = re.search(_SIZE_IN_NAME, gpu.name)  # "NVIDIA A100-SXM4-40GB" in an 80 GB profile
         if m:
             return float(m[1])
     return float(ctx.profile.gpu_memory_gib) if ctx.profile.gpu_memory_gib else None

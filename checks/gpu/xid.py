@@ -22,8 +22,10 @@ from .recovery import RECOVERY_ACTIONS, recovery_finding
 
 # The severity word of a 144-150 line ("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (...)",
 # gpud's GB200 kmsg fixtures; its RegexNVRMXidExtended reads the same token).
-_NVLINK5_SEVERITY = re.compile(r"\b(Nonfatal|Non-fatal|Fatal)\b")
-_NEW_RECOVERY = re.compile(r"\bto (0x[0-9a-fA-F]+|\d+)")
+# Patterns as strings: compiled on first use, through re's own cache (a healthy node never
+# prints these lines; compiling at import cost every prolog, issue 15).
+_NVLINK5_SEVERITY = r"\b(Nonfatal|Non-fatal|Fatal)\b"
+_NEW_RECOVERY = r"\bto (0x[0-9a-fA-F]+|\d+)"
 
 # Every action the catalog, a Fatal NVLink5 line or an Xid 154 recovery value can ask for.
 _XID_ACTIONS = tuple(sorted(
@@ -275,7 +277,7 @@ def nvlink5_severity(code: int, message: str) -> str | None:
     """``Fatal`` or ``Nonfatal`` for a 144-150 line that says which; None otherwise."""
     if code not in NVLINK5:
         return None
-    m = _NVLINK5_SEVERITY.search(message)
+    m = re.search(_NVLINK5_SEVERITY, message)
     if m is None:
         return None
     return "Fatal" if m[1] == "Fatal" else "Nonfatal"
@@ -337,5 +339,5 @@ def _owner(code: int, gpu: Gpu | None, lost: bool) -> str | None:
 
 
 def _new_recovery(message: str) -> int | None:
-    m = _NEW_RECOVERY.search(message)
+    m = re.search(_NEW_RECOVERY, message)
     return int(m[1], 0) if m else None

@@ -11,7 +11,7 @@ from ..params import Params, param, parameters
 from ..registry import CheckContext, check
 from .helpers import NODE
 
-_MCE_BANK = re.compile(r"Bank \d+: ([0-9a-f]{16})\b", re.IGNORECASE)
+_MCE_BANK = r"Bank \d+: ([0-9a-f]{16})\b"
 
 
 def mce_severity(event: KernelEvent) -> str | None:
@@ -24,7 +24,7 @@ def mce_severity(event: KernelEvent) -> str | None:
     ``Uncorrected hardware memory error in user-access`` after a poisoned page was hit.
     The RIP/TSC/PROCESSOR lines that follow a header repeat it and are not counted.
     """
-    bank = _MCE_BANK.search(event.message)
+    bank = re.search(_MCE_BANK, event.message, re.IGNORECASE)
     if bank:
         return "uncorrected" if int(bank.group(1), 16) >> 61 & 1 else "corrected"
     if re.search(r"Uncorrected hardware memory error|Machine Check Exception", event.message):

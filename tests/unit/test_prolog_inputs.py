@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clusterdiag.agent.config import Config
 from clusterdiag.agent.slurm import agent_report
-from clusterdiag.agent.slurm.agent_report import load_fresh
+from clusterdiag.agent.slurm.agent_report import load_fresh, utc_seconds
 from clusterdiag.agent.slurm.epilog import poll_until_clean, xid_config
 from clusterdiag.agent.slurm.job import JobEnv, seconds_since_process_start
 from clusterdiag.agent.slurm.prolog import job_config
@@ -91,6 +94,29 @@ def test_a_z_suffixed_time_is_read(tmp_path: Path) -> None:
     data["started_at"] = data["started_at"].replace("+00:00", "Z")
     (tmp_path / "report.json").write_text(json.dumps(data))
     assert _load(tmp_path).report is not None
+
+
+@given(st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2400, 12, 31),
+                    timezones=st.sampled_from([dt.timezone.utc,
+                                               dt.timezone(dt.timedelta(hours=5, minutes=30)),
+                                               dt.timezone(dt.timedelta(hours=-8))])))
+def test_a_reports_time_reads_as_datetime_reads_it(when: dt.datetime) -> None:
+    """The hand-written reader (the prolog's path does not import datetime) agrees with
+    datetime on every time, leap days and offsets included, whole seconds or not."""
+    assert utc_seconds(when.isoformat()) == pytest.approx(when.timestamp(), abs=1e-6)
+    assert utc_seconds(when.astimezone(dt.timezone.utc).isoformat().replace(
+        "+00:00", "Z")) == pytest.approx(when.timestamp(), abs=1e-6)
+
+
+@pytest.mark.parametrize("stamp", [
+    "2026-12-01T10:00:00",  # no offset: which zone would be a guess
+    "2026-02-29T10:00:00+00:00", "2024-13-01T10:00:00Z", "2026-12-01T24:00:00Z",
+    "2026-12-01 10:00:00Z", "2026-12-01T10:00:00+0000", "２０２６-12-01T10:00:00Z",
+    "2026-12-01T10:00:00Z trailing", "",
+])
+def test_a_time_that_is_not_a_reports_is_refused(stamp: str) -> None:
+    with pytest.raises(ValueError, match="time"):
+        utc_seconds(stamp)
 
 
 def test_job_environment() -> None:

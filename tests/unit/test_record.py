@@ -154,3 +154,11 @@ def test_a_record_compiles_no_method() -> None:
     for name in ("__init__", "__eq__", "__repr__"):
         assert getattr(first, name) is getattr(second, name)
     assert _port(dataclass).__init__ is not _port(dataclass).__init__
+
+
+def test_a_class_without_a_docstring_gets_its_fields_as_one() -> None:
+    class Bare:
+        name: str
+        rate: float = 0.0
+
+    assert record(Bare).__doc__ == "Bare(name, rate)"
