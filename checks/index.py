@@ -74,12 +74,15 @@ def family_of(module: str) -> str:
 
 
 def fields_of(spec: CheckSpec) -> dict[str, Any]:
-    """A registered check as the manifest writes it."""
+    """A registered check as the manifest writes it: the schema worked out from the
+    parameter class, never the one the registry took from the manifest."""
+    from .params import schema_of
+
     return {"family": family_of(spec.func.__module__), "needs": spec.needs,
             "rate": spec.rate, "active": spec.active,
             "skip_in": tuple(sorted(mode.value for mode in spec.skip_in)),
             "privileged": spec.privileged, "params": dict(spec.params),
-            "schema": dict(spec.schema)}
+            "schema": schema_of(spec.params_type)}
 
 
 def known() -> dict[str, Entry]:

@@ -14,7 +14,6 @@ source), not NVML: the same numbers, two calls fewer per GPU.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import itertools
 import json
@@ -73,6 +72,13 @@ def error_name(exc: BaseException) -> str:
     name = type(exc).__name__
     return name.removeprefix("NVMLError_")
 
+
+def _byref(struct: Any) -> Any:
+    """``ctypes.byref``, ctypes imported only here: where NVML answers, pynvml has imported
+    it already; where its library is missing, the prolog never pays for it (issue 15)."""
+    import ctypes
+
+    return ctypes.byref(struct)
 
 class CountingNvml:
     """Wraps a pynvml-like module and counts every nvml* call made through it."""
@@ -217,7 +223,7 @@ class GpuReader:
         struct_type = getattr(self.nv, "c_nvmlGpuFabricInfo_v3_t", None) or \
             self.nv.c_nvmlGpuFabricInfoV_t
         info = struct_type()
-        ok = self.call("fabric", "nvmlDeviceGetGpuFabricInfoV", self.handle, ctypes.byref(info))
+        ok = self.call("fabric", "nvmlDeviceGetGpuFabricInfoV", self.handle, _byref(info))
         if ok is None and "fabric" in {**self.gpu.unsupported, **self.gpu.errors}:
             return
         raw_uuid = bytes(info.clusterUuid)
@@ -234,13 +240,13 @@ class GpuReader:
         status = self.nv.c_nvmlEccSramErrorStatus_v1_t()
         status.version = getattr(self.nv, "nvmlEccSramErrorStatus_v1", 0x1000068)
         if self.call("sram_threshold_exceeded", "nvmlDeviceGetSramEccErrorStatus", self.handle,
-                     ctypes.byref(status)) is not None:
+                     _byref(status)) is not None:
             self.gpu.sram_threshold_exceeded = bool(status.bThresholdExceeded)
 
     def _platform(self) -> None:
         info = self.nv.c_nvmlPlatformInfo_v2_t()
         if self.call("platform", "nvmlDeviceGetPlatformInfo", self.handle,
-                     ctypes.byref(info)) is None:
+                     _byref(info)) is None:
             return
         # pynvml declares the byte fields as c_char (decoded to str, cut at the first NUL):
         # read them from the raw struct instead.
