@@ -37,6 +37,7 @@ from ..runner import RunOptions
 from ..serde import SerdeError
 from ..sources import SourceEnv
 from . import cycle, xid
+from .commands import KeptRunner
 from .counterwindow import COUNTER_WINDOW_FILE, CounterWindow
 from .metric_labels import MetricSettings, settings_from
 from .metrics import AgentView, registry_for
@@ -105,6 +106,11 @@ class Agent:
         # had not judged yet; once it has (it is writing its report), judge again after it.
         self._rejudge_when_collected = False
         self.persist = Persister(state, self.view)
+        # Answers that change only by someone's hand, kept a while (commands.py); the
+        # simulator answers its commands in-process, so they are asked every time there.
+        self._kept: KeptRunner | None = None
+        if not env.simulated:
+            env.runner = self._kept = KeptRunner(env.runner, self._command_keep_s())
 
     # --- settings -------------------------------------------------------------------
 
@@ -118,6 +124,9 @@ class Agent:
                           budget_s=float(data["budget_s"]),
                           profile=self.overrides.profile or data["profile"],
                           full_interval_s=float(data["full_interval_s"]))
+
+    def _command_keep_s(self) -> float:
+        return float(self.config.section("agent")["command_keep_s"])
 
     def _metric_settings(self) -> MetricSettings:
         return settings_from(self.config.section("metrics"), self.env.node, self.env.simulated,
@@ -488,6 +497,8 @@ class Agent:
                 "setting": setting, "why": "bound at start: the running value stays"})
         interval = self.interval_s
         self.config, self.security = new, security
+        if self._kept is not None:
+            self._kept.keep_s = self._command_keep_s()
         self.view.settings = self._metric_settings()
         if self.interval_s != interval:
             self._next_due = self._last_start + self.interval_s
