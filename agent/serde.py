@@ -7,12 +7,13 @@ them into JSON and back, so a round trip gives back an equal object.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import types
 import typing
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin
+
+from .model.record import MISSING, fields, is_record
 
 T = TypeVar("T")
 
@@ -25,17 +26,28 @@ class SerdeError(ValueError):
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+_FIELDS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 
 
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    """A dataclass's field names in order, None for any other type: looked up once per
-    class, where ``dataclasses.fields`` builds its tuple anew on every call (the agent
-    turns a ~10,000-value snapshot into JSON every cycle)."""
-    if cls not in _FIELD_NAMES:
-        _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls)) \
-            if dataclasses.is_dataclass(cls) else None
-    return _FIELD_NAMES[cls]
+def _fields_of(cls: type) -> tuple[tuple[str, bool], ...] | None:
+    """Each field's name and whether it has a default, in order, of a record
+    (agent/model/record.py) or a dataclass; None for any other type. Looked up once per
+    class, where ``dataclasses.fields`` builds its tuple anew on every call (the agent turns
+    a ~10,000-value snapshot into JSON every cycle)."""
+    if cls not in _FIELDS:
+        if is_record(cls):
+            _FIELDS[cls] = tuple((f.name, f.default is not MISSING
+                                  or f.default_factory is not MISSING) for f in fields(cls))
+        elif hasattr(cls, "__dataclass_fields__"):  # whoever made it imported dataclasses
+            import dataclasses
+
+            _FIELDS[cls] = tuple(
+                (f.name, f.default is not dataclasses.MISSING
+                 or f.default_factory is not dataclasses.MISSING)
+                for f in dataclasses.fields(cls))
+        else:
+            _FIELDS[cls] = None
+    return _FIELDS[cls]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -43,9 +55,9 @@ def to_jsonable(value: Any) -> Any:
     cls = type(value)
     if cls in _PLAIN:
         return value
-    names = _field_names(cls)
-    if names is not None:
-        return {name: to_jsonable(getattr(value, name)) for name in names}
+    known = _fields_of(cls)
+    if known is not None:
+        return {name: to_jsonable(getattr(value, name)) for name, _ in known}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):
@@ -78,16 +90,17 @@ def from_jsonable(tp: Any, data: Any, where: str = "$") -> Any:
         raise SerdeError("; ".join(errors) or f"{where}: unexpected null")
     if tp is Any:
         return data
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+    known = _fields_of(tp) if isinstance(tp, type) else None
+    if known is not None:
         if not isinstance(data, dict):
             raise SerdeError(f"{where}: expected an object for {tp.__name__}")
         hints = _hints(tp)
         kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in data:
-                kwargs[f.name] = from_jsonable(hints[f.name], data[f.name], f"{where}.{f.name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise SerdeError(f"{where}: missing key {f.name!r}")
+        for name, has_default in known:
+            if name in data:
+                kwargs[name] = from_jsonable(hints[name], data[name], f"{where}.{name}")
+            elif not has_default:
+                raise SerdeError(f"{where}: missing key {name!r}")
         return tp(**kwargs)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:

@@ -14,12 +14,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from .model.record import record
+from .model.record import field, record
 
 
 @record

@@ -32,7 +32,6 @@ from __future__ import annotations
 import copy
 import types
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, field, fields, is_dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -45,9 +44,11 @@ from typing import (
     get_type_hints,
 )
 
-from ..agent.model.record import is_frozen, record
+from ..agent.model.record import MISSING, field, fields, is_frozen, is_record, record
 
 if TYPE_CHECKING:
+    from dataclasses import Field
+
     from typing_extensions import dataclass_transform
 else:
     def dataclass_transform(**_: object) -> Any:
@@ -145,8 +146,8 @@ def _choices(hint: Any) -> tuple[Any, ...]:
 
 def schema_of(cls: type[Params]) -> dict[str, dict[str, Any]]:
     """Each parameter's type, bounds and choices, as the manifest carries them."""
-    if not (isinstance(cls, type) and issubclass(cls, Params) and is_dataclass(cls)):
-        raise TypeError(f"{cls!r}: a check's params are a frozen dataclass of Params")
+    if not (isinstance(cls, type) and issubclass(cls, Params) and is_record(cls)):
+        raise TypeError(f"{cls!r}: a check's params are a Params class declared @parameters")
     if not is_frozen(cls):
         raise TypeError(f"{cls.__name__}: a check's params are frozen")
     hints = get_type_hints(cls)

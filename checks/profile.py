@@ -10,12 +10,11 @@ three interpreter starts.
 from __future__ import annotations
 
 import copy
-from dataclasses import field, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
-from ..agent.model.record import record
+from ..agent.model.record import field, fields, record, replace
 
 # The profiles package's directory: importlib.resources would do the same for a plain install
 # and cost the prolog ~10 ms of imports (tempfile, zipfile, random) on every start.

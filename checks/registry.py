@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import field
-from typing import Any
+from typing import Any, cast
 
 from ..agent.model import SOURCE_FIELDS, Snapshot
-from ..agent.model.record import record
+from ..agent.model.record import field, record
 from .finding import Action, Finding
 from .levels import Level, Mode, levels_of
 from .manifest import CHECKS
@@ -118,7 +117,8 @@ def check(
     # prolog (issue 15). The manifest is written from schema_of itself (index.fields_of),
     # and a test fails while it is stale.
     written = CHECKS.get(check_id)
-    schema = written["schema"] if written is not None else schema_of(params)
+    schema = cast("Mapping[str, Mapping[str, Any]]", written["schema"]) \
+        if written is not None else schema_of(params)
     defaults = defaults_of(params)
     modes = frozenset(Mode(mode) for mode in skip_in)  # a typo fails the import
     unknown = sorted(set(needs) - SOURCE_FIELDS)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import field
 from typing import Any
 
 from ..agent.model import Snapshot
-from ..agent.model.record import record
+from ..agent.model.record import field, record
 from ..checks.finding import Finding, Status, worst
 from .facts import cluster_facts
 

@@ -17,13 +17,12 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import field
 from typing import Any
 
 from ..lazy_re import LazyPattern
 from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
-from ..model.record import record
+from ..model.record import field, record
 from ..serde import from_jsonable, to_jsonable
 from ..sources import SourceEnv
 from ..sysfs import read_text

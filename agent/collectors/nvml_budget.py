@@ -35,10 +35,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import asdict
 from typing import Any
 
-from ..model.record import record
+from ..model.record import fields, record
 
 HUNG_CALL_S = 0.25
 
@@ -57,7 +56,7 @@ class ThreadTimes:
         return max(0.0, self.alive_s - self.cpu_s - (self.waited_s or 0.0))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _stat(pid: int, tid: int) -> tuple[str, float, float] | None:

@@ -14,7 +14,6 @@ source), not NVML: the same numbers, two calls fewer per GPU.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import typing
@@ -22,6 +21,7 @@ from typing import Any
 
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
 from ..model.pci import pci_address
+from ..model.record import MISSING, fields
 from ..serde import SerdeError, from_jsonable, to_jsonable
 from .nvml_budget import CallClock
 
@@ -329,15 +329,15 @@ def checked(gpu: Gpu) -> Gpu:
     in the worker or to decode in the parent, and the whole GPU would read as hung.
     """
     hints = typing.get_type_hints(Gpu)
-    for item in dataclasses.fields(Gpu):
-        if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING:
+    for item in fields(Gpu):
+        if item.default is MISSING and item.default_factory is MISSING:
             continue  # the index, which is ours
         value = to_jsonable(getattr(gpu, item.name))
         try:
             json.dumps(value)
             from_jsonable(hints[item.name], value, f"$.{item.name}")
         except (SerdeError, TypeError, ValueError) as exc:
-            default = (item.default_factory() if item.default_factory is not dataclasses.MISSING
+            default = (item.default_factory() if item.default_factory is not MISSING
                        else item.default)
             setattr(gpu, item.name, default)
             gpu.errors[item.name] = f"unexpected answer: {exc}"[:200]

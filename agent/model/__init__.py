@@ -6,17 +6,15 @@ round trip unchanged, so it can be saved, shipped and re-evaluated offline.
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
-from ..serde import from_jsonable, to_jsonable
 from .gpu import NvmlInfo
 from .host import HostInfo
 from .ib import IbDevice
 from .kernel import KernelLog
 from .nccl import AllreduceRun, NcclInfo
 from .pci import PciDevice
-from .record import record
+from .record import field, record
 from .upgrade import SNAPSHOT_SCHEMA_V1, SNAPSHOT_SCHEMA_V2, upgrade
 
 # v2: a GPU's unsupported/errors reasons are keyed by the model's field names (upgrade.py).
@@ -65,12 +63,16 @@ class Snapshot:
     schema: str = SNAPSHOT_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
+        from ..serde import to_jsonable  # serde reads records through this package
+
         result: dict[str, Any] = to_jsonable(self)
         return result
 
     @classmethod
     def from_dict(cls, data: Any) -> Snapshot:
         """The snapshot ``data`` describes, in the current schema whatever it was saved in."""
+        from ..serde import from_jsonable
+
         snap: Snapshot = from_jsonable(cls, upgrade(data))
         return snap
 

@@ -15,9 +15,7 @@ and ``deadline`` (the reading itself). Snapshots of schema v1 used NVML-ish name
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from .record import record
+from .record import field, record
 
 
 @record

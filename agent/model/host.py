@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from .record import record
+from .record import field, record
 
 
 @record

@@ -9,9 +9,7 @@ never a rate of zero.
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from .record import record
+from .record import field, record
 
 # Roles a device can have on the node; only "compute" devices are NCCL rails.
 ROLES = ("compute", "storage", "management", "unknown")

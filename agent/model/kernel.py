@@ -14,9 +14,7 @@ clock (``[  123.456]`` or the kmsg microsecond field). A line may carry both or 
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from .record import record
+from .record import field, record
 
 
 @record

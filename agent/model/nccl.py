@@ -3,9 +3,7 @@ decide whether it can run at full speed (GPUDirect RDMA, IOMMU, limits, interfac
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from .record import record
+from .record import field, record
 
 
 @record

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import field
 
-from .record import record
+from .record import field, record
 
 NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3

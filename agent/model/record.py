@@ -1,31 +1,82 @@
-"""``@record``: a dataclass whose ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` are
-written once here instead of generated per class.
+"""``@record``: dataclasses for the prolog's path, without the ``dataclasses`` module.
 
-``@dataclass`` writes each class's methods as source text and compiles it when the module is
-imported; the prolog without an agent report imports some ninety of these classes (the
-snapshot model, the check parameters, the registry's) on every node for every job, and
-compiling their methods was about a third of its import time (issue 15). A record is a
-real dataclass to everything that reads one (``fields``, ``asdict``, ``replace``,
-``is_dataclass``, the serde, mypy, which sees ``dataclasses.dataclass`` itself), and costs
-no compilation; its instances are built a little slower (one loop over the fields), which
-only matters where millions are made, and there ``@dataclass`` stays.
+``@dataclass`` writes each class's methods as source text and compiles it when the module
+is imported, and importing ``dataclasses`` brings ``inspect`` (with ``ast``, ``dis`` and
+``tokenize``); the prolog without an agent report imports some ninety of these classes
+(the snapshot model, the check parameters, the registry's) on every node for every job, and
+the two together were over a third of its import time (issue 15). A record's
+``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` are written once, here; its fields
+are read from its annotations as dataclasses reads them.
+
+To the code on that path a record is read through this module: ``field``, ``fields``,
+``replace``, ``is_record``, ``MISSING``. To everything else it is a dataclass: the first
+time anything asks for ``__dataclass_fields__`` (``dataclasses.fields``, ``asdict``,
+``replace``, ``is_dataclass``, a dataclass subclassing it), the record answers with the
+fields ``dataclasses`` itself works out for the same annotations and defaults; mypy sees
+``dataclasses`` itself (the names below are its own when type checking). Instances are
+built a little slower than a generated ``__init__`` builds them (dict updates and set
+tests over the fields), which matters only where millions are made, and there
+``@dataclass`` stays.
 
 What a record supports is what this code base uses of dataclasses: ``@record`` and
-``@record(frozen=True)``, fields with a default or a ``default_factory``, ``__post_init__``,
-and a record subclassing a record. Methods a class writes itself are kept, as dataclasses
-keeps them. Whether a class is frozen is ``is_frozen(cls)``: a record's
-``__dataclass_params__`` describes what dataclasses generated for it (nothing).
+``@record(frozen=True)``, fields with a default or a ``default_factory`` (and
+``metadata``, ``repr``, ``compare``), ``__post_init__``, and a record subclassing a record.
+Methods a class writes itself are kept, as dataclasses keeps them; a mutable default
+(a list, a dict) is refused, as dataclasses refuses it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["is_frozen", "record"]
+__all__ = ["MISSING", "field", "fields", "is_frozen", "is_record", "record", "replace"]
 
 T = TypeVar("T")
+
+
+class _Missing:
+    """No default: the sentinel of a record's fields (``dataclasses.MISSING`` is the
+    dataclasses module's, which the path does not import)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING = _Missing()
+
+
+class RecordField:
+    """One field of a record: what ``dataclasses.Field`` says of it, for the code that
+    reads a record through this module."""
+
+    __slots__ = ("compare", "default", "default_factory", "metadata", "name", "repr", "type")
+
+    def __init__(self, default: Any = _MISSING, default_factory: Any = _MISSING,
+                 metadata: Mapping[str, Any] | None = None, repr: bool = True,
+                 compare: bool = True) -> None:
+        if default is not _MISSING and default_factory is not _MISSING:
+            raise ValueError("cannot specify both default and default_factory")
+        self.name = ""
+        self.type: Any = None
+        self.default = default
+        self.default_factory = default_factory
+        self.metadata: Mapping[str, Any] = dict(metadata or {})
+        self.repr = repr
+        self.compare = compare
+
+    def __repr__(self) -> str:
+        return f"RecordField(name={self.name!r}, default={self.default!r})"
+
+
+def _field(*, default: Any = _MISSING, default_factory: Any = _MISSING,
+           metadata: Mapping[str, Any] | None = None, repr: bool = True,
+           compare: bool = True) -> Any:
+    """A field's default, factory and metadata, as ``dataclasses.field`` takes them."""
+    return RecordField(default, default_factory, metadata, repr, compare)
 
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -82,41 +133,116 @@ def _hash(self: Any) -> int:
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:
+    from dataclasses import FrozenInstanceError  # only on a programming error
+
     raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
 
 def _frozen_delattr(self: Any, name: str) -> None:
+    from dataclasses import FrozenInstanceError
+
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
+class _AsDataclass:
+    """``__dataclass_fields__`` and ``__dataclass_params__`` of a record, worked out by
+    ``dataclasses`` the first time something asks (it is imported by then: only its own
+    functions and a dataclass's subclassing ask), then kept on the class."""
+
+    def __init__(self, attribute: str) -> None:
+        self.attribute = attribute
+
+    def __get__(self, instance: object, owner: Any) -> Any:
+        import dataclasses
+
+        known: tuple[RecordField, ...] = owner.__record_fields__
+        namespace: dict[str, Any] = {
+            "__module__": owner.__module__, "__qualname__": owner.__qualname__,
+            "__doc__": owner.__doc__, "__annotations__": {f.name: f.type for f in known}}
+        for f in known:
+            namespace[f.name] = dataclasses.field(
+                default=f.default if f.default is not _MISSING else dataclasses.MISSING,
+                default_factory=(f.default_factory if f.default_factory is not _MISSING
+                                 else dataclasses.MISSING),
+                metadata=f.metadata, repr=f.repr, compare=f.compare)
+        shadow: Any = dataclasses.dataclass(type(owner.__name__, (), namespace), init=False,
+                                       repr=False, eq=False, frozen=owner.__record_frozen__)
+        for attribute in ("__dataclass_fields__", "__dataclass_params__"):
+            type.__setattr__(owner, attribute, getattr(shadow, attribute))
+        return getattr(owner, self.attribute)
+
+
+def _is_class_var(annotation: Any) -> bool:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return text.startswith(("ClassVar", "typing.ClassVar"))
+
+
+def _spec_of(value: Any) -> RecordField:
+    """The field a class body's value declares: this module's ``field``, a plain default,
+    or ``dataclasses.field`` (a record written with it keeps working: one can only exist
+    where dataclasses is imported already)."""
+    if isinstance(value, RecordField):
+        return value
+    dataclasses = sys.modules.get("dataclasses")
+    if dataclasses is not None and isinstance(value, dataclasses.Field):
+        def own(given: Any) -> Any:
+            return _MISSING if given is dataclasses.MISSING else given
+
+        return RecordField(own(value.default), own(value.default_factory), value.metadata,
+                           value.repr, value.compare)
+    return RecordField(default=value)
+
+
+def _own_fields(cls: type) -> tuple[RecordField, ...]:
+    """The fields of ``cls``: its record bases' first, then its own annotations in order,
+    each with the default its class body gives (a redefined field keeps its place)."""
+    found: dict[str, RecordField] = {}
+    for base in reversed(cls.__mro__[1:]):
+        for f in base.__dict__.get("__record_fields__", ()):
+            found[f.name] = f
+    # The class's own annotations (3.10+ never hands a base's to a class without any):
+    # inspect.get_annotations would import inspect, which records keep off the path.
+    for name, annotation in getattr(cls, "__annotations__", {}).items():
+        if _is_class_var(annotation):
+            continue
+        spec = _spec_of(cls.__dict__.get(name, _MISSING))
+        spec.name, spec.type = name, annotation
+        if spec.default is not _MISSING and type(spec.default).__hash__ is None:
+            raise ValueError(f"mutable default {type(spec.default)} for field {name} is "
+                             "not allowed: use default_factory")
+        if spec.default is _MISSING:
+            if name in cls.__dict__:
+                type.__delattr__(cls, name)
+        else:
+            type.__setattr__(cls, name, spec.default)
+        found[name] = spec
+    return tuple(found.values())
+
+
 def _make(cls: type[T], frozen: bool) -> type[T]:
-    """``cls`` as a dataclass with the shared methods. ``dataclass`` is asked for the fields
-    alone (no method of its own, so nothing compiled); ``__hash__`` follows dataclasses'
+    """``cls`` with its fields and the shared methods. ``__hash__`` follows dataclasses'
     rule for ``eq=True``: from the fields when frozen, else unhashable, unless the class
-    wrote one. A class without a docstring gets its name and fields as one, as dataclasses
-    would write it but without asking ``inspect`` for a signature (a tokenizer run each)."""
+    wrote one."""
     explicit_hash = "__hash__" in cls.__dict__ and not (
         cls.__dict__["__hash__"] is None and "__eq__" in cls.__dict__)
-    undocumented = cls.__doc__ is None  # dataclass would ask inspect for a signature
-    if undocumented:
-        cls.__doc__ = cls.__name__
-    dataclass(cls, init=False, repr=False, eq=False)
-    known = fields(cls)  # type: ignore[arg-type]
-    if undocumented:
-        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in known)})"
+    known = _own_fields(cls)
     attrs: dict[str, Any] = {
+        "__record_fields__": known,
+        "__record_frozen__": frozen,
         "__record_names__": tuple(f.name for f in known),
-        "__record_template__": {f.name: None if f.default is MISSING else f.default
+        "__record_template__": {f.name: None if f.default is _MISSING else f.default
                                 for f in known},
-        "__record_required__": frozenset(f.name for f in known if f.default is MISSING
-                                         and f.default_factory is MISSING),
+        "__record_required__": frozenset(f.name for f in known if f.default is _MISSING
+                                         and f.default_factory is _MISSING),
         "__record_factories__": tuple((index, f.name, f.default_factory)
                                       for index, f in enumerate(known)
-                                      if f.default_factory is not MISSING),
+                                      if f.default_factory is not _MISSING),
         "__record_repr__": tuple(f.name for f in known if f.repr),
         "__record_compare__": tuple(f.name for f in known if f.compare),
         "__record_post_init__": hasattr(cls, "__post_init__"),
-        "__record_frozen__": frozen,
+        "__match_args__": tuple(f.name for f in known),
+        "__dataclass_fields__": _AsDataclass("__dataclass_fields__"),
+        "__dataclass_params__": _AsDataclass("__dataclass_params__"),
     }
     methods: dict[str, Callable[..., Any] | None] = {
         "__init__": _init, "__repr__": _repr, "__eq__": _eq}
@@ -132,15 +258,6 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
     return cls
 
 
-def is_frozen(cls: type) -> bool:
-    """Whether ``cls`` is a frozen record or a frozen dataclass: a record's
-    ``__dataclass_params__`` says what dataclasses generated for it, which is nothing."""
-    if "__record_frozen__" in cls.__dict__:
-        return bool(cls.__dict__["__record_frozen__"])
-    params = getattr(cls, "__dataclass_params__", None)
-    return bool(params is not None and params.frozen)
-
-
 def _record(cls: type[T] | None = None, /, *,
             frozen: bool = False) -> type[T] | Callable[[type[T]], type[T]]:
     """``@record`` or ``@record(frozen=True)``, as ``@dataclass`` is written."""
@@ -149,7 +266,46 @@ def _record(cls: type[T] | None = None, /, *,
     return _make(cls, frozen)
 
 
+def _class_of(value: Any) -> type:
+    return value if isinstance(value, type) else type(value)
+
+
+def _is_record(value: Any) -> bool:
+    """Whether ``value`` is a record or a record's instance."""
+    return hasattr(_class_of(value), "__record_fields__")
+
+
+def _fields(value: Any) -> tuple[RecordField, ...]:
+    """A record's fields (of the class or an instance), in order."""
+    if not _is_record(value):
+        raise TypeError(f"{value!r} is not a record")
+    cls: Any = _class_of(value)
+    fields_: tuple[RecordField, ...] = cls.__record_fields__
+    return fields_
+
+
+def _replace(obj: T, /, **changes: Any) -> T:
+    """A copy of the record ``obj`` with ``changes``, built through its ``__init__``."""
+    if isinstance(obj, type) or not _is_record(obj):
+        raise TypeError("replace() should be called on a record instance")
+    cls: Any = type(obj)
+    values = {name: getattr(obj, name) for name in cls.__record_names__}
+    made: T = cls(**{**values, **changes})
+    return made
+
+
+def is_frozen(cls: Any) -> bool:
+    """Whether ``cls`` is a frozen record, or a frozen dataclass."""
+    if _is_record(cls):
+        return bool(cls.__record_frozen__)
+    params = getattr(cls, "__dataclass_params__", None)
+    return bool(params is not None and params.frozen)
+
+
 if TYPE_CHECKING:
+    from dataclasses import MISSING, field, fields, replace
     from dataclasses import dataclass as record
+    from dataclasses import is_dataclass as is_record
 else:
-    record = _record
+    MISSING, field, fields, replace = _MISSING, _field, _fields, _replace
+    record, is_record = _record, _is_record

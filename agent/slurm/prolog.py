@@ -49,9 +49,8 @@ def job_config(config: Config, job: JobEnv) -> Config:
 
 
 def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
-    from dataclasses import replace
-
     from .. import session
+    from ..model.record import replace
 
     opts = session.run_options(run.config, run.inputs.level or "quick", run.inputs.profile,
                                 run.collect_budget(), None, mode=run.program)
@@ -96,9 +95,8 @@ def rerun_options(run: Run, report: AgentReport, checks: set[str]) -> RunOptions
     """Options for the checks run on top of the agent's report. The agent's resolved
     profile replaces ``auto``: detecting it again would collect PCI and host data too,
     where gpu.processes needs NVML alone."""
-    from dataclasses import replace
-
     from ...checks.profile import UnknownProfileError, load_profile
+    from ..model.record import replace
 
     opts = options(run, tuple(sorted(checks)))
     name = report.profile.get("name") if isinstance(report.profile, dict) else None

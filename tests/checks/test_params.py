@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from clusterdiag.agent.cli.checks import checks_group
 from clusterdiag.agent.config import Config, load_config
 from clusterdiag.agent.errors import ConfigError
-from clusterdiag.agent.model.record import is_frozen
+from clusterdiag.agent.model.record import is_frozen, record
 from clusterdiag.agent.runner import RunOptions, bound_params, evaluate
 from clusterdiag.agent.site_profiles import load_site_profiles
 from clusterdiag.checks import REGISTRY
@@ -80,13 +80,13 @@ def test_the_shared_methods_behave_as_a_frozen_dataclass_s() -> None:
 
 
 def test_a_dict_of_defaults_is_refused_at_registration() -> None:
-    with pytest.raises(TypeError, match="frozen dataclass of Params"):
+    with pytest.raises(TypeError, match="declared @parameters"):
         check("test.dict_params", needs=(), remedy="-",
               params={"max": 1})(lambda ctx: iter(()))  # type: ignore[arg-type]
     assert "test.dict_params" not in REGISTRY
 
 
-@dataclasses.dataclass(frozen=True)
+@parameters
 class _Sample(Params):
     count: int = param(3, ge=1, doc="a count")
     share: float = param(0.5, ge=0, le=1, doc="a share")
@@ -127,15 +127,15 @@ def test_param_refuses_a_list_default_and_a_missing_doc(build: object, problem: 
 
 
 def test_the_schema_refuses_what_a_config_cannot_say() -> None:
-    @dataclasses.dataclass(frozen=True)
+    @parameters
     class Undocumented(Params):
         count: int = 3
 
-    @dataclasses.dataclass
+    @record
     class Thawed(Params):
         count: int = param(3, doc="a count")
 
-    @dataclasses.dataclass(frozen=True)
+    @parameters
     class Odd(Params):
         raw: bytes = param(b"", doc="bytes")
 

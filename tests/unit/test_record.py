@@ -6,13 +6,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Any
 
 import pytest
 
-from clusterdiag.agent.model.record import is_frozen, record
+from clusterdiag.agent.model.record import MISSING, fields, is_frozen, is_record, record, replace
+from clusterdiag.agent.model.record import field as record_field
 
 Decorator = Callable[[type], type]
 BOTH = pytest.mark.parametrize("deco", [dataclass, record], ids=["dataclass", "record"])
@@ -156,9 +159,75 @@ def test_a_record_compiles_no_method() -> None:
     assert _port(dataclass).__init__ is not _port(dataclass).__init__
 
 
-def test_a_class_without_a_docstring_gets_its_fields_as_one() -> None:
-    class Bare:
-        name: str
-        rate: float = 0.0
+def test_the_modules_own_functions_read_a_record() -> None:
+    """What the prolog's path reads records with (no dataclasses module there)."""
+    port = _port(record)
+    one = port("a", 1.0)
+    assert is_record(port)
+    assert is_record(one)
+    assert not is_record(_port(dataclass))
+    assert not is_record(1)
+    assert [(f.name, f.default) for f in fields(one)][:3] == [
+        ("name", MISSING), ("rate", 0.0), ("state", None)]
+    assert fields(port)[3].default_factory is dict
+    changed = replace(one, state="up")
+    assert (changed.name, changed.state, one.state) == ("a", "up", None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'speed'"):
+        replace(one, speed=1)
+    with pytest.raises(TypeError):
+        fields(_port(dataclass))
 
-    assert record(Bare).__doc__ == "Bare(name, rate)"
+
+def test_record_fields_declared_either_way_are_the_same() -> None:
+    @record
+    class Own:
+        """Declared with this module's field."""
+
+        tags: list[str] = record_field(default_factory=list, metadata={"doc": "d"})
+
+    @record
+    class Stdlib:
+        """Declared with dataclasses.field (dataclasses imported: the test's own import)."""
+
+        tags: list[str] = field(default_factory=list, metadata={"doc": "d"})
+
+    for cls in (Own, Stdlib):
+        (tags,) = fields(cls)
+        assert (tags.default, tags.default_factory, dict(tags.metadata)) == (
+            MISSING, list, {"doc": "d"})
+        assert cls().tags == []
+        assert cls().tags is not cls().tags
+
+
+def test_a_mutable_default_is_refused_as_dataclasses_refuses_it() -> None:
+    class Holder:
+        """A list as a plain default: shared by every instance, so refused."""
+
+        items: list[int] = []  # noqa: RUF012 - the mistake under test
+
+    with pytest.raises(ValueError, match="mutable default"):
+        record(Holder)
+
+
+def test_a_dataclass_may_subclass_a_record() -> None:
+    base = _port(record(frozen=True))
+
+    @dataclass(frozen=True)
+    class Wider(base):  # type: ignore[valid-type, misc]
+        """Made by dataclasses, which reads the record's fields as its own."""
+
+        speed: int = 0
+
+    one = Wider("a", speed=3)
+    assert (one.name, one.rate, one.speed) == ("a", 0.0, 3)
+
+
+def test_records_do_not_import_dataclasses() -> None:
+    """The point of the module: the model, the catalog and the registry load without it
+    (nor inspect, which it imports)."""
+    code = ("import sys; import clusterdiag.agent.model, clusterdiag.checks, "
+            "clusterdiag.agent.runner, clusterdiag.agent.serde; "
+            "print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.strip() == "[]"
