@@ -102,8 +102,9 @@ SCHEMA: dict[str, Any] = {
         "tls_key": (_OPT_STR, None),
         "unauthenticated_paths": ((list,), []),  # only /metrics, /healthz (security.py)
         "refresh_min_interval_s": (_NUM, 10.0, (0.0, MAX_SECONDS)),
-        # systemctl, timedatectl, dcb answers reused this long (agent/daemon/commands.py)
-        "command_keep_s": (_NUM, 120.0, (0.0, 3_600.0)),
+        # systemctl, timedatectl, dcb answers and devices' fixed attributes reused this
+        # long (agent/daemon/commands.py, agent/collectors/kept.py)
+        "keep_s": (_NUM, 120.0, (0.0, 3_600.0)),
     },
     # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
     "metrics": {

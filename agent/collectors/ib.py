@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from ..model import SourceStats
@@ -47,6 +48,7 @@ from ..sysfs import (
     under,
 )
 from .ib_port import read_port
+from .kept import kept
 from .roce import read_all_qos
 from .vpd import read_vpds, vpd_path
 
@@ -81,18 +83,24 @@ def pci_path(device_link: str) -> tuple[str, ...]:
     return tuple(bdf_path(_resolved(os.path.join(_resolved(parent), name))))
 
 
+def _gpu_path(base: str, counter: FileCounter) -> tuple[str, ...] | None:
+    """The PCI path of the function at ``base`` if it is an NVIDIA GPU, else None."""
+    vendor, _ = read_int(f"{base}/vendor", counter, 16)
+    if vendor != NVIDIA_VENDOR:
+        return None
+    pci_class, _ = read_int(f"{base}/class", counter, 16)
+    if pci_class is None or (pci_class >> 8) not in _GPU_CLASSES:
+        return None
+    return tuple(bdf_path(_resolved(base)))
+
+
 def gpu_paths(root: Path, counter: FileCounter) -> list[tuple[str, ...]]:
-    """PCI paths of the NVIDIA GPUs (class 0x0300/0x0302) under ``root``."""
+    """PCI paths of the NVIDIA GPUs (class 0x0300/0x0302) under ``root``; what each
+    function is, and where, is fixed while it exists (collectors/kept.py)."""
     devices = str(under(root, "/sys/bus/pci/devices"))
-    paths = []
-    for bdf in list_present(devices):
-        vendor, _ = read_int(f"{devices}/{bdf}/vendor", counter, 16)
-        if vendor != NVIDIA_VENDOR:
-            continue
-        pci_class, _ = read_int(f"{devices}/{bdf}/class", counter, 16)
-        if pci_class is not None and (pci_class >> 8) in _GPU_CLASSES:
-            paths.append(tuple(bdf_path(_resolved(f"{devices}/{bdf}"))))
-    return paths
+    found = (kept("ib.gpu", f"{devices}/{bdf}", partial(_gpu_path, f"{devices}/{bdf}", counter))
+             for bdf in list_present(devices))
+    return [path for path in found if path is not None]
 
 
 def _speed_gts(text: str | None) -> float | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from ..model import SourceStats
 from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice, normalize_bdf
@@ -27,6 +29,7 @@ from ..sysfs import (
     read_text,
     under,
 )
+from .kept import kept
 
 _KEEP_VENDORS = (NVIDIA_VENDOR, MELLANOX_VENDOR)
 _AER_FILES = {"correctable": "aer_dev_correctable", "nonfatal": "aer_dev_nonfatal",
@@ -54,36 +57,69 @@ def parse_aer(text: str) -> dict[str, int]:
     return counts
 
 
+Read = tuple[int | None, str | None]
+
+
+class Fixed(NamedTuple):
+    """A function's attributes fixed while it exists (collectors/kept.py: the agent reads
+    them once), and why its vendor or path could not be read."""
+
+    vendor: int | None
+    vendor_why: str | None
+    device: int | None
+    pci_class: int | None
+    numa_node: int | None
+    max_link_speed_gts: float | None
+    max_link_width: int | None
+    local_cpulist: str | None
+    path: tuple[str, ...] | None
+    path_why: str | None
+
+
+def _read_fixed(base: str, counter: FileCounter, vendor_read: Read | None) -> Fixed:
+    vendor, why = vendor_read or read_int(f"{base}/vendor", counter, 16)
+    try:
+        path: tuple[str, ...] | None = tuple(
+            normalize_bdf(p) or p for p in bdf_path(link_target(base)))
+        path_why = None
+    except OSError as exc:
+        path, path_why = None, str(exc)
+    speed, _ = read_text(f"{base}/max_link_speed", counter)
+    return Fixed(vendor, why, read_int(f"{base}/device", counter, 16)[0],
+                 read_int(f"{base}/class", counter, 16)[0],
+                 read_int(f"{base}/numa_node", counter, 10)[0], _speed_gts(speed),
+                 read_int(f"{base}/max_link_width", counter, 10)[0],
+                 read_text(f"{base}/local_cpulist", counter)[0], path, path_why)
+
+
+def _whole(fixed: Fixed) -> bool:
+    return fixed.vendor is not None and fixed.path is not None
+
+
 def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool,
-                with_aer: bool = True,
-                vendor_read: tuple[int | None, str | None] | None = None) -> PciDevice:
+                with_aer: bool = True, vendor_read: Read | None = None) -> PciDevice:
     """One device; ``vendor_read`` is its ``vendor`` file as the caller already read it
     (the listing reads every device's to pick the ones judged), so it is read once."""
     base = f"{under(root, '/sys/bus/pci/devices')}/{bdf}"
     unknown: dict[str, str] = {}
-    vendor, why = vendor_read or read_int(f"{base}/vendor", counter, 16)
-    device, _ = read_int(f"{base}/device", counter, 16)
-    pci_class, _ = read_int(f"{base}/class", counter, 16)
+    fixed = kept("pci", base, lambda: _read_fixed(base, counter, vendor_read), _whole)
     # The kernel names devices as pci_address writes them; normalised all the same, so
     # the checks can match NVML's, the log's and sysfs's addresses as they stand.
-    dev = PciDevice(bdf=normalize_bdf(bdf) or bdf, vendor=vendor or 0, device=device or 0,
-                    pci_class=pci_class or 0)
-    if vendor is None:
-        unknown["vendor"] = why or "unreadable"
-    try:
-        dev.path = [normalize_bdf(p) or p for p in bdf_path(link_target(base))]
-    except OSError as exc:
-        unknown["path"] = str(exc)
+    dev = PciDevice(bdf=normalize_bdf(bdf) or bdf, vendor=fixed.vendor or 0,
+                    device=fixed.device or 0, pci_class=fixed.pci_class or 0)
+    if fixed.vendor is None:
+        unknown["vendor"] = fixed.vendor_why or "unreadable"
+    if fixed.path is None:
+        unknown["path"] = fixed.path_why or "unreadable"
+    else:
+        dev.path = list(fixed.path)
     with contextlib.suppress(OSError):  # no driver bound: no link
         dev.driver = os.path.basename(link_target(f"{base}/driver"))
-    dev.numa_node, _ = read_int(f"{base}/numa_node", counter, 10)
+    dev.numa_node, dev.local_cpulist = fixed.numa_node, fixed.local_cpulist
+    dev.max_link_speed_gts, dev.max_link_width = fixed.max_link_speed_gts, fixed.max_link_width
     text, _ = read_text(f"{base}/current_link_speed", counter)
     dev.current_link_speed_gts = _speed_gts(text)
     dev.current_link_width, _ = read_int(f"{base}/current_link_width", counter, 10)
-    text, _ = read_text(f"{base}/max_link_speed", counter)
-    dev.max_link_speed_gts = _speed_gts(text)
-    dev.max_link_width, _ = read_int(f"{base}/max_link_width", counter, 10)
-    dev.local_cpulist, _ = read_text(f"{base}/local_cpulist", counter)
     if with_aer:  # counters: only where rates or facts read them (SourceEnv.counters)
         for kind, name in _AER_FILES.items():
             text, reason = read_text(f"{base}/{name}", counter)
@@ -133,7 +169,9 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
     for bdf in list_present(devices_dir):
         if time.monotonic() > deadline:
             break
-        vendor, why = read_int(f"{devices_dir}/{bdf}/vendor", counter, 16)
+        base = f"{devices_dir}/{bdf}"
+        vendor, why = kept("pci.vendor", base, partial(read_int, f"{base}/vendor", counter, 16),
+                           lambda read: read[0] is not None)
         # A device whose vendor cannot be read may be one we judge: kept, with the reason
         # in its unknown. One whose files are gone was unplugged after the listing.
         if vendor not in _KEEP_VENDORS and (vendor is not None or why == "missing"):

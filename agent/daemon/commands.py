@@ -6,14 +6,14 @@ Every interval a collection asks ``systemctl show`` about the required units,
 CPU a cycle, most of what the agent costs a node between collections (issue 15), for
 answers that change when someone restarts a unit, reconfigures a port's PFC or trust, or
 when the time daemon loses its sources. So the agent keeps each such answer for
-``agent.command_keep_s`` (120 s) and asks again after that.
+``agent.keep_s`` (120 s) and asks again after that.
 
-Staleness, bounded: an answer is used while it is younger than ``command_keep_s``,
+Staleness, bounded: an answer is used while it is younger than ``keep_s``,
 counted from when it was asked; the first collection after that asks again. So a unit
 that dies, a clock that loses sync or a changed PFC setting reaches the agent's report
-within ``command_keep_s`` plus one interval (150 s at the defaults); ``command_keep_s:
-0`` asks every time. Everything read from files (states, counters, GIDs, ECN) is read
-fresh every collection.
+within ``keep_s`` plus one interval (150 s at the defaults); ``keep_s:
+0`` asks every time. Files are read every collection, but for what is fixed while a
+device exists (collectors/kept.py, for as long).
 
 What is kept: the answer of one of ``KEPT_PROGRAMS`` that ran and exited, whatever its
 status (a netdev that does not do DCB says so again), by its exact argv; never a command

@@ -30,6 +30,7 @@ from ...checks.levels import Level, Mode
 from ...reports.node import NodeReport
 from .. import session
 from ..collect import one_line
+from ..collectors.kept import keep
 from ..config import Config
 from ..errors import ClusterdiagError, CollectError, ExitCode
 from ..model import Snapshot
@@ -106,11 +107,13 @@ class Agent:
         # had not judged yet; once it has (it is writing its report), judge again after it.
         self._rejudge_when_collected = False
         self.persist = Persister(state, self.view)
-        # Answers that change only by someone's hand, kept a while (commands.py); the
-        # simulator answers its commands in-process, so they are asked every time there.
+        # Answers that change only by someone's hand (commands.py) and the attributes
+        # fixed while a device exists (collectors/kept.py), kept a while. Not under the
+        # simulator: it answers commands in-process and rewrites its tree as faults come.
         self._kept: KeptRunner | None = None
         if not env.simulated:
-            env.runner = self._kept = KeptRunner(env.runner, self._command_keep_s())
+            env.runner = self._kept = KeptRunner(env.runner, self._keep_s())
+            keep(self._keep_s())
 
     # --- settings -------------------------------------------------------------------
 
@@ -125,8 +128,8 @@ class Agent:
                           profile=self.overrides.profile or data["profile"],
                           full_interval_s=float(data["full_interval_s"]))
 
-    def _command_keep_s(self) -> float:
-        return float(self.config.section("agent")["command_keep_s"])
+    def _keep_s(self) -> float:
+        return float(self.config.section("agent")["keep_s"])
 
     def _metric_settings(self) -> MetricSettings:
         return settings_from(self.config.section("metrics"), self.env.node, self.env.simulated,
@@ -498,7 +501,8 @@ class Agent:
         interval = self.interval_s
         self.config, self.security = new, security
         if self._kept is not None:
-            self._kept.keep_s = self._command_keep_s()
+            self._kept.keep_s = self._keep_s()
+            keep(self._keep_s())
         self.view.settings = self._metric_settings()
         if self.interval_s != interval:
             self._next_due = self._last_start + self.interval_s

@@ -1,4 +1,4 @@
-"""The agent on the real host path keeps systemctl's answer for ``agent.command_keep_s``
+"""The agent on the real host path keeps systemctl's answer for ``agent.keep_s``
 (agent/daemon/commands.py): asked once over several collections, and a unit that fails
 afterwards is in the agent's snapshot once the kept answer has expired.
 
@@ -74,7 +74,7 @@ def test_systemctl_answer_is_kept_and_a_failed_unit_seen_after_it(tmp_path: Path
     program.write_text(SYSTEMCTL.format(calls=calls, flag=flag))
     program.chmod(0o755)
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"agent": {"command_keep_s": KEEP_S}}))
+    config.write_text(yaml.safe_dump({"agent": {"keep_s": KEEP_S}}))
     log = tmp_path / "agent.log"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     with open(log, "w") as stderr:
