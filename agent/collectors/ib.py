@@ -110,26 +110,31 @@ def _speed_gts(text: str | None) -> float | None:
         return None
 
 
-def _read_pci(dev: IbDevice, device_dir: str, counter: FileCounter) -> None:
-    """NUMA node and PCIe link of the device's PCI function (generic PCI sysfs)."""
-    dev.numa_node, _ = read_int(f"{device_dir}/numa_node", counter, 10)
-    for attr, name in (("pcie_speed_gts", "current_link_speed"),
-                       ("pcie_max_speed_gts", "max_link_speed")):
-        text, reason = read_text(f"{device_dir}/{name}", counter)
-        value = _speed_gts(text)
-        if value is None:
-            dev.unknown[name] = reason or f"garbage {(text or '')[:40]!r}"
-        setattr(dev, attr, value)
-    for attr, name in (("pcie_width", "current_link_width"), ("pcie_max_width", "max_link_width")):
-        value, reason = read_int(f"{device_dir}/{name}", counter, 10)
-        if value is None:
-            dev.unknown[name] = reason or "unreadable"
-        setattr(dev, attr, value)
+def _read_link(dev: IbDevice, device_dir: str, counter: FileCounter, speed: tuple[str, str],
+               width: tuple[str, str]) -> None:
+    """A PCIe link speed and width of the device's PCI function (generic PCI sysfs):
+    ``(attribute, file)`` each, the current or the capable one."""
+    attr, name = speed
+    text, reason = read_text(f"{device_dir}/{name}", counter)
+    value = _speed_gts(text)
+    if value is None:
+        dev.unknown[name] = reason or f"garbage {(text or '')[:40]!r}"
+    setattr(dev, attr, value)
+    attr, name = width
+    number, reason = read_int(f"{device_dir}/{name}", counter, 10)
+    if number is None:
+        dev.unknown[name] = reason or "unreadable"
+    setattr(dev, attr, number)
 
 
-def read_device(base: str, counter: FileCounter) -> tuple[IbDevice, tuple[str, ...]]:
-    """Identity and PCI facts of one device (no ports yet) and its PCI path. Paths are
-    plain strings here and in ib_port: a Path per file cost about as much as reading it."""
+# What read_device reads that is fixed while the device exists (collectors/kept.py keeps
+# it in the agent): its identity files, its PCI function, NUMA node and link capability.
+_FIXED = (*_DEVICE_FILES, "pci_bdf", "numa_node", "pcie_max_speed_gts", "pcie_max_width")
+Fixed = tuple[tuple[tuple[str, object], ...], tuple[tuple[str, str], ...], tuple[str, ...]]
+
+
+def _read_fixed(base: str, counter: FileCounter) -> Fixed:
+    """(attribute, value) of each of ``_FIXED``, what could not be read, the PCI path."""
     dev = IbDevice(name=os.path.basename(base))
     for name in _DEVICE_FILES:
         text, reason = read_text(f"{base}/{name}", counter)
@@ -139,9 +144,26 @@ def read_device(base: str, counter: FileCounter) -> tuple[IbDevice, tuple[str, .
     path = pci_path(f"{base}/device")
     if path:
         dev.pci_bdf = path[-1].lower()
-        _read_pci(dev, f"{base}/device", counter)
+        dev.numa_node, _ = read_int(f"{base}/device/numa_node", counter, 10)
+        _read_link(dev, f"{base}/device", counter, ("pcie_max_speed_gts", "max_link_speed"),
+                   ("pcie_max_width", "max_link_width"))
     else:
         dev.unknown["pci_bdf"] = "no device link to a PCI function"
+    return tuple((f, getattr(dev, f)) for f in _FIXED), tuple(dev.unknown.items()), path
+
+
+def read_device(base: str, counter: FileCounter) -> tuple[IbDevice, tuple[str, ...]]:
+    """Identity and PCI facts of one device (no ports yet) and its PCI path. Paths are
+    plain strings here and in ib_port: a Path per file cost about as much as reading it."""
+    values, unknown, path = kept("ib.device", base, partial(_read_fixed, base, counter),
+                                 lambda fixed: not fixed[1])
+    dev = IbDevice(name=os.path.basename(base))
+    for attr, value in values:
+        setattr(dev, attr, value)
+    dev.unknown.update(unknown)
+    if path:
+        _read_link(dev, f"{base}/device", counter, ("pcie_speed_gts", "current_link_speed"),
+                   ("pcie_width", "current_link_width"))
     return dev, path
 
 

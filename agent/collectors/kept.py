@@ -1,19 +1,24 @@
 """What the agent keeps of a device between collections: the attributes fixed while it exists.
 
 A PCI function's vendor, device and class ids, NUMA node, local CPU list, link
-capability (``max_link_*``) and the bridges above it are set when the kernel finds the
-function and stay until it goes (hot-plug, a rescan, a driver's remove): a function found
-again is a new sysfs directory, which kernfs gives a new inode. So where keeping is on
-(the agent: ``keep``), a collector reads them once and takes them again while the
-directory's identity (device and inode, one ``stat``) is unchanged and they are younger
-than the bound; on a dgx-h100 that is ~500 of the ~800 files the PCI source read every
-interval (issue 15). Everything that moves is read every collection: the link's speed
-and width now, AER counters, the driver binding, ACS control.
+capability (``max_link_*``) and the bridges above it, and an RDMA device's identity
+files (firmware, GUIDs, board, description), PCI function, NUMA node and link capability
+are set when the kernel finds the device and stay until it goes (hot-plug, a rescan, a
+driver's remove, a firmware reset): a device found again is a new sysfs directory, which
+kernfs gives a new inode. So where keeping is on (the agent: ``keep``), a collector reads
+them once and takes them again while the directory's identity (device and inode, one
+``stat``) is unchanged and they are younger than the bound. A RoCE netdev's ECN
+settings, set by hand like the PFC and trust whose answers the agent keeps
+(daemon/commands.py), are kept the same way. On a dgx-h100 that is ~700 of the ~1,700
+files the PCI and InfiniBand sources read every interval (issue 15). Everything that
+moves is read every collection: links' speed and width now, AER and port counters, port
+states, LIDs, GIDs, the driver binding, ACS control.
 
 Staleness, bounded: at most ``keep``'s seconds (the agent's ``agent.keep_s``,
-120 s), also for what only someone's hand changes (a NUMA node written to sysfs). At
-most ``MAX_KEPT`` devices are kept (a node has ~100). Keeping is off unless switched on,
-so ``run``, ``snapshot``, the prolog and the other one-shot paths read everything.
+120 s), also for what only someone's hand changes (ECN, a node description, a NUMA node
+written to sysfs). At most ``MAX_KEPT`` devices are kept (a node has ~100). Keeping is
+off unless switched on, so ``run``, ``snapshot``, the prolog and the other one-shot
+paths read everything.
 """
 
 from __future__ import annotations

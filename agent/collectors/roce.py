@@ -25,12 +25,14 @@ from __future__ import annotations
 import re
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from ..lazy_re import LazyPattern
 from ..model.ib import IbPort, RoceGid, RoceQos
 from ..sources import SourceEnv
 from ..sysfs import FileCounter, list_dir, read_text, under
+from .kept import kept
 
 GID_SCAN = 32
 GID_EMPTY_RUN = 8
@@ -84,10 +86,24 @@ def _enabled(directory: Path, counter: FileCounter) -> tuple[list[int] | None, s
     return on, None
 
 
-def read_ecn(root: Path, netdev: str, qos: RoceQos, counter: FileCounter) -> None:
-    base = under(root, "/sys/class/net") / netdev / "ecn"
+def _read_ecn(base: Path, counter: FileCounter
+              ) -> tuple[tuple[tuple[int, ...] | None, str | None], ...]:
+    """(priorities on, why not read) of roce_np and roce_rp."""
+    found = []
     for point in ("roce_np", "roce_rp"):
         value, reason = _enabled(base / point / "enable", counter)
+        found.append((tuple(value) if value is not None else None, reason))
+    return tuple(found)
+
+
+def read_ecn(root: Path, netdev: str, qos: RoceQos, counter: FileCounter) -> None:
+    """ECN per priority; set by hand like PFC and trust, so the agent keeps it as long as
+    their answers (collectors/kept.py, agent.keep_s), while the netdev is the same one."""
+    base = under(root, "/sys/class/net") / netdev / "ecn"
+    points = kept("ecn", str(base), partial(_read_ecn, base, counter),
+                  lambda found: all(value is not None for value, _ in found))
+    for point, (on, reason) in zip(("roce_np", "roce_rp"), points, strict=True):
+        value = list(on) if on is not None else None
         setattr(qos, f"ecn_{point[-2:]}", value)
         if value is None:
             qos.unknown[f"ecn/{point}"] = ("the driver exposes no ECN settings in sysfs"

@@ -1,7 +1,8 @@
 """The agent's kept fixed attributes (agent/collectors/kept.py): off unless switched on;
 on, reused while the directory is the same one and younger than the keep time, and
 read again for a directory found anew (hot-plug), once too old, or when incomplete. The
-PCI source then reads its moving attributes (link speed, AER) every collection."""
+PCI and InfiniBand sources then read what moves (link speed and width, AER, port states)
+every collection."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.collectors import kept, pci
+from clusterdiag.agent.collectors import ib, kept, pci
 from clusterdiag.agent.model import SourceStats
+from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.writers.tree import write_tree
-from clusterdiag.agent.sources import SourceEnv
+from clusterdiag.agent.sources import CommandResult, SourceEnv
 
 
 @pytest.fixture
@@ -94,6 +96,13 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture
+def root(tree: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "root"
+    shutil.copytree(tree, copy, symlinks=True)
+    return copy
+
+
 def _gpu_bdf(root: Path) -> str:
     devices = root / "sys/bus/pci/devices"
     return next(d.name for d in sorted(devices.iterdir())
@@ -108,10 +117,7 @@ def _collect(root: Path) -> tuple[dict[str, PciDevice], int]:
 
 
 @pytest.mark.usefixtures("keeping")
-def test_pci_reads_the_fixed_once_and_the_moving_every_time(tree: Path, tmp_path: Path
-                                                            ) -> None:
-    root = tmp_path / "root"
-    shutil.copytree(tree, root, symlinks=True)
+def test_pci_reads_the_fixed_once_and_the_moving_every_time(root: Path) -> None:
     bdf = _gpu_bdf(root)
     device = root / "sys/bus/pci/devices" / bdf
     first, files_first = _collect(root)
@@ -130,12 +136,46 @@ def test_pci_reads_the_fixed_once_and_the_moving_every_time(tree: Path, tmp_path
     assert files_fresh == files_first
 
 
-def test_pci_without_keeping_reads_everything_every_time(tree: Path, tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    shutil.copytree(tree, root, symlinks=True)
+def test_pci_without_keeping_reads_everything_every_time(root: Path) -> None:
     bdf = _gpu_bdf(root)
     _, files_first = _collect(root)
     (root / "sys/bus/pci/devices" / bdf / "numa_node").write_text("7\n")
     again, files_again = _collect(root)
     assert again[bdf].numa_node == 7
     assert files_again == files_first
+
+
+def _ib(root: Path) -> dict[str, IbDevice]:
+    env = SourceEnv(root=root, runner=lambda argv, _: CommandResult(
+        argv, None, error=f"{argv[0]}: not found"))  # no dcb of this machine's
+    found = ib.collect(env, SourceStats(), time.monotonic() + 30)
+    return {d.name: d for d in found}
+
+
+@pytest.mark.usefixtures("keeping")
+def test_ib_keeps_identity_and_ecn_and_reads_links_and_ports(root: Path) -> None:
+    first = _ib(root)
+    name = next(n for n, d in first.items()
+                if d.pci_bdf and any(p.qos and p.qos.ecn_np is not None for p in d.ports))
+    port = next(p for p in first[name].ports if p.qos)
+    hca = root / "sys/class/infiniband" / name
+    (hca / "fw_ver").write_text("99.99.9999\n")
+    (hca / "device/current_link_width").write_text("4\n")
+    (hca / f"ports/{port.port}/state").write_text("1: DOWN\n")
+    enable = root / "sys/class/net" / str(port.netdev) / "ecn/roce_np/enable"
+    for prio in range(8):
+        (enable / str(prio)).write_text("0\n")
+    again = _ib(root)[name]
+    assert again.fw_ver == first[name].fw_ver != "99.99.9999"
+    assert again.pcie_width == 4
+    port_again = next(p for p in again.ports if p.port == port.port)
+    assert port_again.state == "DOWN"
+    assert port_again.qos is not None
+    assert port.qos is not None
+    assert port_again.qos.ecn_np == port.qos.ecn_np != []
+    kept.keep(0.0)
+    fresh = _ib(root)[name]
+    port_fresh = next(p for p in fresh.ports if p.port == port.port)
+    assert fresh.fw_ver == "99.99.9999"
+    assert port_fresh.qos is not None
+    assert port_fresh.qos.ecn_np == []
