@@ -20,13 +20,21 @@ tests over the fields), which matters only where millions are made, and there
 
 What a record supports is what this code base uses of dataclasses: ``@record`` and
 ``@record(frozen=True)``, fields with a default or a ``default_factory`` (and
-``metadata``, ``repr``, ``compare``), ``__post_init__``, and a record subclassing a record.
-Methods a class writes itself are kept, as dataclasses keeps them; a mutable default
-(a list, a dict) is refused, as dataclasses refuses it.
+``metadata``, ``repr``, ``compare``), ``__post_init__``, a record extending a record of the
+same frozenness, and a dataclass extending a record (it is a dataclass then: read it with
+``dataclasses``). Methods a class writes itself are kept, as dataclasses keeps them. What
+it does not support is refused when the class is made, never half-done: a mutable default
+(a list, a dict) and a required field after a defaulted one, as dataclasses refuses them;
+a dataclass base, an own ``__setattr__``, ``init=False``, ``kw_only`` and ``hash`` fields.
+Known differences: the ``__init__``'s signature reads ``(*args, **kwargs)``, and equality
+compares the fields as one tuple (NaN equals itself, as in dataclasses before 3.13).
+This module's ``fields`` and ``replace`` take records only; on a dataclass use
+``dataclasses``'.
 """
 
 from __future__ import annotations
 
+import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -79,7 +87,7 @@ def _field(*, default: Any = _MISSING, default_factory: Any = _MISSING,
     return RecordField(default, default_factory, metadata, repr, compare)
 
 
-def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+def _init(self: Any, /, *args: Any, **kwargs: Any) -> None:
     """Every field from the class's template (its default, or a placeholder), then the
     arguments over it: dict updates and set tests, no Python loop over the fields (the
     instance's ``__dict__`` keeps the fields' order, as a dataclass's does)."""
@@ -113,6 +121,7 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
         self.__post_init__()
 
 
+@reprlib.recursive_repr()
 def _repr(self: Any) -> str:
     shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in type(self).__record_repr__)
     return f"{type(self).__qualname__}({shown})"
@@ -173,8 +182,9 @@ class _AsDataclass:
 
 
 def _is_class_var(annotation: Any) -> bool:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    return text.startswith(("ClassVar", "typing.ClassVar"))
+    """``ClassVar``, ``ClassVar[...]``, ``typing.ClassVar[...]`` (any module alias)."""
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return text.split("[", 1)[0].rsplit(".", 1)[-1] == "ClassVar"
 
 
 def _spec_of(value: Any) -> RecordField:
@@ -188,6 +198,9 @@ def _spec_of(value: Any) -> RecordField:
         def own(given: Any) -> Any:
             return _MISSING if given is dataclasses.MISSING else given
 
+        if value.init is False or value.kw_only is True or value.hash is not None:
+            raise TypeError("a record's field takes default, default_factory, metadata, "
+                            "repr and compare, not init, kw_only or hash")
         return RecordField(own(value.default), own(value.default_factory), value.metadata,
                            value.repr, value.compare)
     return RecordField(default=value)
@@ -198,6 +211,9 @@ def _own_fields(cls: type) -> tuple[RecordField, ...]:
     each with the default its class body gives (a redefined field keeps its place)."""
     found: dict[str, RecordField] = {}
     for base in reversed(cls.__mro__[1:]):
+        if "__dataclass_fields__" in base.__dict__ and "__record_fields__" not in base.__dict__:
+            raise TypeError(f"{cls.__qualname__}: a record cannot extend the dataclass "
+                            f"{base.__qualname__} (make it a record)")
         for f in base.__dict__.get("__record_fields__", ()):
             found[f.name] = f
     # The class's own annotations (3.10+ never hands a base's to a class without any):
@@ -216,6 +232,13 @@ def _own_fields(cls: type) -> tuple[RecordField, ...]:
         else:
             type.__setattr__(cls, name, spec.default)
         found[name] = spec
+    defaulted = ""
+    for f in found.values():
+        if f.default is not _MISSING or f.default_factory is not _MISSING:
+            defaulted = defaulted or f.name
+        elif defaulted:
+            raise TypeError(f"{cls.__qualname__}: non-default argument {f.name!r} follows "
+                            f"default argument {defaulted!r}")
     return tuple(found.values())
 
 
@@ -225,7 +248,15 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
     wrote one."""
     explicit_hash = "__hash__" in cls.__dict__ and not (
         cls.__dict__["__hash__"] is None and "__eq__" in cls.__dict__)
+    if "__setattr__" in cls.__dict__ or "__delattr__" in cls.__dict__:
+        raise TypeError(f"{cls.__qualname__}: a record sets its fields itself (no own "
+                        "__setattr__ or __delattr__)")
+    if any(base.__dict__.get("__record_frozen__", frozen) != frozen for base in cls.__mro__[1:]):
+        raise TypeError(f"{cls.__qualname__}: a record is frozen exactly when its record "
+                        "bases are")
     known = _own_fields(cls)
+    if cls.__doc__ is None:  # as dataclasses writes one, names only
+        type.__setattr__(cls, "__doc__", f"{cls.__name__}({', '.join(f.name for f in known)})")
     attrs: dict[str, Any] = {
         "__record_fields__": known,
         "__record_frozen__": frozen,
@@ -240,12 +271,12 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
         "__record_repr__": tuple(f.name for f in known if f.repr),
         "__record_compare__": tuple(f.name for f in known if f.compare),
         "__record_post_init__": hasattr(cls, "__post_init__"),
-        "__match_args__": tuple(f.name for f in known),
         "__dataclass_fields__": _AsDataclass("__dataclass_fields__"),
         "__dataclass_params__": _AsDataclass("__dataclass_params__"),
     }
-    methods: dict[str, Callable[..., Any] | None] = {
-        "__init__": _init, "__repr__": _repr, "__eq__": _eq}
+    methods: dict[str, Any] = {
+        "__init__": _init, "__repr__": _repr, "__eq__": _eq, "__replace__": _replace,
+        "__match_args__": tuple(f.name for f in known)}
     if frozen:
         methods |= {"__setattr__": _frozen_setattr, "__delattr__": _frozen_delattr}
     for name, method in methods.items():
@@ -271,8 +302,15 @@ def _class_of(value: Any) -> type:
 
 
 def _is_record(value: Any) -> bool:
-    """Whether ``value`` is a record or a record's instance."""
-    return hasattr(_class_of(value), "__record_fields__")
+    """Whether ``value`` is a record or a record's instance: the nearest class of its MRO
+    that was made a record or a dataclass was made a record (a dataclass extending a
+    record is a dataclass, with fields of its own)."""
+    for cls in _class_of(value).__mro__:
+        if "__record_fields__" in cls.__dict__:
+            return True
+        if "__dataclass_fields__" in cls.__dict__:
+            return False
+    return False
 
 
 def _fields(value: Any) -> tuple[RecordField, ...]:

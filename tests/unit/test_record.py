@@ -8,9 +8,10 @@ import dataclasses
 import pickle
 import subprocess
 import sys
+import typing
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -231,3 +232,65 @@ def test_records_do_not_import_dataclasses() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_dataclass_extending_a_record_is_read_as_the_dataclass_it_is() -> None:
+    from clusterdiag.agent.serde import from_jsonable, to_jsonable
+
+    @record(frozen=True)
+    class Base:
+        """A record."""
+
+        name: str
+        rate: float = 0.0
+
+    @dataclass(frozen=True)
+    class Wider(Base):
+        """A dataclass with a field of its own."""
+
+        speed: int = 0
+
+    one = Wider("a", speed=3)
+    assert not is_record(one)
+    assert to_jsonable(one) == {"name": "a", "rate": 0.0, "speed": 3}
+    assert from_jsonable(Wider, {"name": "a", "speed": 3}) == one
+    assert dataclasses.replace(one, rate=1.0).speed == 3
+
+
+def _refused(body: dict[str, object], annotations: dict[str, str], *,
+             bases: tuple[type, ...] = (), frozen: bool = False) -> None:
+    cls = type("Bad", bases, {"__doc__": "d", "__annotations__": annotations, **body})
+    record(frozen=True)(cls) if frozen else record(cls)
+
+
+@pytest.mark.parametrize(("build", "says"), [
+    (lambda: _refused({"a": 1}, {"a": "int", "b": "int"}), "follows default"),
+    (lambda: _refused({"x": field(default=0, init=False)}, {"x": "int"}), "not init"),
+    (lambda: _refused({"x": field(default=0, kw_only=True)}, {"x": "int"}), "not init"),
+    (lambda: _refused({"__setattr__": lambda *a: None}, {"x": "int"}), "__setattr__"),
+    (lambda: _refused({}, {"y": "int"}, bases=(dataclass(type("D", (), {})),)), "dataclass"),
+    (lambda: _refused({}, {"y": "int"}, bases=(_port(record(frozen=True)),)), "frozen"),
+])
+def test_what_a_record_does_not_support_is_refused_when_made(build: Callable[[], None],
+                                                             says: str) -> None:
+    with pytest.raises(TypeError, match=says):
+        build()
+
+
+def test_class_vars_self_fields_and_self_references() -> None:
+    @record
+    class Node:
+        """A field named self, a ClassVar however it is spelled, a reference to itself."""
+
+        self: str
+        other: Node | None = None
+        count: ClassVar[int] = 0
+        spelled: typing.ClassVar[int] = 0
+
+    one = Node(self="a")
+    one.other = one
+    assert [f.name for f in fields(Node)] == ["self", "other"]
+    assert repr(one).endswith("Node(self='a', other=...)")
+    assert Node.__match_args__ == ("self", "other")
+    if sys.version_info >= (3, 13):
+        assert copy.replace(one, self="b").self == "b"  # type: ignore[attr-defined]
