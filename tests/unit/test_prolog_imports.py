@@ -58,7 +58,7 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.collectors.vpd", "checks.ib.roce", "checks.ib.roles", "checks.versions",
     "agent.collectors.kernel", "agent.collectors.nccl", "agent.collectors.nccl_host",
     "agent.collectors.nvml", "agent.collectors.nvml_budget", "agent.collectors.nvml_read",
-    "agent.collectors.pci", "agent.model.upgrade",
+    "agent.collectors.kept", "agent.collectors.pci", "agent.model.upgrade",
     "agent.config", "agent.kernel_log", "agent.lazy_re", "agent.model", "agent.model.gpu",
     "agent.model.host",
     "agent.nccl_cache",
