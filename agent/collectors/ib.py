@@ -251,7 +251,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[IbDevic
             dev.unknown["ports"] = "not read: the source's deadline passed"
         else:
             dev.ports = [read_port(net_dir, base, n, env.counters and not dev.excluded,
-                                   counter)
+                                   counter, on_pci=bool(path))
                          for n in _port_numbers(base, dev)]
         for port in dev.ports:
             if port.link_layer == "Ethernet" and port.netdev is not None:

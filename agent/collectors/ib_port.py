@@ -93,12 +93,14 @@ def _gid_prefix(path: str, port: IbPort, counter: FileCounter) -> str | None:
     return ":".join(g.lower().zfill(4) for g in groups[:4])
 
 
-def _netdev_name(port_dir: str, device_dir: str, counter: FileCounter) -> str | None:
+def _netdev_name(port_dir: str, device_dir: str, on_pci: bool, counter: FileCounter
+                 ) -> str | None:
     """The netdev of a port: the GID table's (authoritative for RoCE, bonds and VLANs),
-    else the one netdev of the same PCI function (MLNX_OFED's ibdev2netdev maps them alike)."""
+    else the one netdev of the same PCI function (MLNX_OFED's ibdev2netdev maps them
+    alike), looked for only where the device has one (``on_pci``: its ``device`` link)."""
     text, _ = read_text(f"{port_dir}/gid_attrs/ndevs/0", counter)
-    if text:
-        return text
+    if text or not on_pci:
+        return text or None
     names = list_dir(f"{device_dir}/device/net")
     return names[0] if len(names) == 1 else None
 
@@ -120,7 +122,7 @@ def read_netdev(net_dir: str, port: IbPort, counter: FileCounter) -> None:
 
 
 def read_port(net_dir: str, device_dir: str, number: int, with_counters: bool,
-              counter: FileCounter) -> IbPort:
+              counter: FileCounter, on_pci: bool = True) -> IbPort:
     """One port; counters only when ``with_counters`` (see the collector for why);
     ``net_dir``: /sys/class/net under the root, for the port's netdev."""
     # Plain string paths: joining a Path per file cost about as much as reading it.
@@ -144,7 +146,7 @@ def read_port(net_dir: str, device_dir: str, number: int, with_counters: bool,
     port.sm_sl = _number(f"{base}/sm_sl", "sm_sl", port, counter)
     port.cap_mask = _number(f"{base}/cap_mask", "cap_mask", port, counter)
     port.gid_prefix = _gid_prefix(f"{base}/gids/0", port, counter)
-    port.netdev = _netdev_name(base, device_dir, counter)
+    port.netdev = _netdev_name(base, device_dir, on_pci, counter)
     read_netdev(net_dir, port, counter)
     if port.link_layer == "Ethernet":
         read_gids(base, port, counter)

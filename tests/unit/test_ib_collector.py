@@ -213,3 +213,20 @@ def test_no_infiniband_class_is_an_empty_list(tmp_path: Path) -> None:
     devs, stats = _collect(tmp_path)
     assert devs == {}
     assert stats.files_read == 0
+
+
+def test_no_device_link_no_pci_netdev_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The captured H100 tree has no ``device`` links: a port without a GID-table netdev
+    has no PCI function's ``net/`` to look in either, so none is listed (issue 15)."""
+    listed: list[str] = []
+    real = sysfs.os.listdir
+
+    def spy(path: str | int) -> list[str]:
+        listed.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(sysfs.os, "listdir", spy)
+    devs, _ = _collect(H100)
+    assert all(p.netdev is None for d in devs.values() for p in d.ports)
+    assert not [p for p in listed if p.endswith("/device/net")]
+    assert any(p.endswith("/ports") for p in listed)
