@@ -102,7 +102,7 @@ SCHEMA: dict[str, Any] = {
         "tls_key": (_OPT_STR, None),
         "unauthenticated_paths": ((list,), []),  # only /metrics, /healthz (security.py)
         "refresh_min_interval_s": (_NUM, 10.0, (0.0, MAX_SECONDS)),
-        # systemctl, timedatectl, dcb answers and devices' fixed attributes reused this
+        # timedatectl and dcb answers and devices' fixed attributes reused this
         # long (agent/daemon/commands.py, agent/collectors/kept.py)
         "keep_s": (_NUM, 120.0, (0.0, 3_600.0)),
     },

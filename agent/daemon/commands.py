@@ -3,17 +3,19 @@
 Every interval a collection asks ``systemctl show`` about the required units,
 ``timedatectl`` (else ``chronyc``, ``ntpq``) about the clock, and ``dcb`` (else
 ``mlnx_qos``) twice about each RoCE netdev: on a dgx-h100 ~10 processes and ~25-30 ms of
-CPU a cycle, most of what the agent costs a node between collections (issue 15), for
-answers that change when someone restarts a unit, reconfigures a port's PFC or trust, or
-when the time daemon loses its sources. So the agent keeps each such answer for
-``agent.keep_s`` (120 s) and asks again after that.
+CPU a cycle, most of what the agent costs a node between collections (issue 15). The
+clock's and the ports' answers change when the time daemon loses its sources or someone
+reconfigures a port's PFC or trust, so the agent keeps them for ``agent.keep_s`` (120 s)
+and asks again after that. ``systemctl`` is asked every collection: a Fabric Manager or
+IMEX unit that dies must reach the report within one interval, because the prolog judges
+a node by a report up to two intervals old (one process, ~5 ms of CPU a cycle).
 
 Staleness, bounded: an answer is used while it is younger than ``keep_s``,
-counted from when it was asked; the first collection after that asks again. So a unit
-that dies, a clock that loses sync or a changed PFC setting reaches the agent's report
-within ``keep_s`` plus one interval (150 s at the defaults); ``keep_s:
-0`` asks every time. Files are read every collection, but for what is fixed while a
-device exists (collectors/kept.py, for as long).
+counted from when it was asked; the first collection after that asks again. So a clock
+that loses sync or a changed PFC setting reaches the agent's report within ``keep_s``
+plus one interval (150 s at the defaults); ``keep_s: 0`` asks every time. Files are read
+every collection, but for what is fixed while a device exists (collectors/kept.py, for as
+long).
 
 What is kept: the answer of one of ``KEPT_PROGRAMS`` that ran and exited, whatever its
 status (a netdev that does not do DCB says so again), by its exact argv; never a command
@@ -34,8 +36,8 @@ from collections.abc import Callable
 
 from ..sources import CommandResult, CommandRunner
 
-KEPT_PROGRAMS = frozenset({"systemctl", "timedatectl", "chronyc", "ntpq", "dcb", "mlnx_qos"})
-MAX_KEPT = 256  # a node asks ~20 questions: its units, the clock, two per netdev
+KEPT_PROGRAMS = frozenset({"timedatectl", "chronyc", "ntpq", "dcb", "mlnx_qos"})
+MAX_KEPT = 256  # a node asks ~20 questions: the clock, two per netdev
 
 
 class KeptRunner:

@@ -9,7 +9,7 @@ import threading
 from clusterdiag.agent.daemon.commands import MAX_KEPT, KeptRunner
 from clusterdiag.agent.sources import CommandResult
 
-SHOW = ["systemctl", "show", "--property=Id,ActiveState", "--", "nvidia-fabricmanager"]
+SHOW = ["timedatectl", "show", "-p", "NTPSynchronized", "--value"]
 
 
 class Clock:
@@ -45,22 +45,22 @@ def test_an_answer_is_reused_until_it_is_keep_s_old() -> None:
     assert len(inner.ran) == 1
     clock.now += 0.1  # 120 s after it was asked: asked again, and the new answer kept
     second = runner(SHOW, 3.0)
-    assert second.stdout == "systemctl 2"
+    assert second.stdout == "timedatectl 2"
     clock.now += 60
     assert runner(SHOW, 3.0) is second
     assert len(inner.ran) == 2
 
 
 def test_a_changed_answer_is_seen_once_the_old_one_expires() -> None:
-    """A unit that died is in the answer at most keep_s after the last asking."""
+    """A clock that lost its sync is in the answer at most keep_s after the last asking."""
     runner, inner, clock = _kept(keep_s=30)
-    inner.answer["systemctl"] = CommandResult(SHOW, 0, "ActiveState=active\n")
-    assert "active" in runner(SHOW, 3.0).stdout
-    inner.answer["systemctl"] = CommandResult(SHOW, 0, "ActiveState=failed\n")
+    inner.answer["timedatectl"] = CommandResult(SHOW, 0, "yes\n")
+    assert runner(SHOW, 3.0).stdout == "yes\n"
+    inner.answer["timedatectl"] = CommandResult(SHOW, 0, "no\n")
     clock.now += 29
-    assert "=active" in runner(SHOW, 3.0).stdout
+    assert runner(SHOW, 3.0).stdout == "yes\n"
     clock.now += 1
-    assert "=failed" in runner(SHOW, 3.0).stdout
+    assert runner(SHOW, 3.0).stdout == "no\n"
 
 
 def test_each_argv_is_its_own_answer() -> None:
@@ -95,18 +95,21 @@ def test_a_timeout_drops_the_kept_answer() -> None:
     runner, inner, clock = _kept()
     runner(SHOW, 3.0)
     clock.now += 200
-    inner.answer["systemctl"] = CommandResult(SHOW, None, error="systemctl: no answer")
-    assert runner(SHOW, 3.0).error == "systemctl: no answer"
-    del inner.answer["systemctl"]
+    inner.answer["timedatectl"] = CommandResult(SHOW, None, error="timedatectl: no answer")
+    assert runner(SHOW, 3.0).error == "timedatectl: no answer"
+    del inner.answer["timedatectl"]
     clock.now += 1  # the old answer is not brought back: asked again
-    assert runner(SHOW, 3.0).stdout == "systemctl 3"
+    assert runner(SHOW, 3.0).stdout == "timedatectl 3"
 
 
 def test_other_programs_are_never_kept() -> None:
+    """A measurement, and systemctl: a unit that died must reach the report the prolog
+    trusts within one interval."""
     runner, inner, _ = _kept()
-    argv = ["all_reduce_perf", "-b", "8", "-e", "1G"]
-    assert runner(argv, 60.0).stdout != runner(argv, 60.0).stdout
-    assert len(inner.ran) == 2
+    for argv in (["all_reduce_perf", "-b", "8", "-e", "1G"],
+                 ["systemctl", "show", "--property=Id,ActiveState", "--", "nvidia-imex"]):
+        assert runner(argv, 60.0).stdout != runner(argv, 60.0).stdout
+    assert len(inner.ran) == 4
 
 
 def test_keep_zero_asks_every_time() -> None:
