@@ -11,7 +11,6 @@ watchdog says "the agent is alive", never "every GPU answered": a wedged GPU sho
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -28,7 +27,7 @@ from prometheus_client import generate_latest
 
 from ...checks.levels import Level, Mode
 from ...reports.node import NodeReport
-from .. import session
+from .. import nvml_library, session
 from ..collect import one_line
 from ..collectors.kept import keep
 from ..config import Config
@@ -36,7 +35,7 @@ from ..errors import ClusterdiagError, CollectError, ExitCode
 from ..model import Snapshot
 from ..runner import RunOptions
 from ..serde import SerdeError
-from ..sources import SourceEnv
+from ..sources import SourceEnv, real_nvml
 from . import cycle, xid
 from .commands import KeptRunner
 from .counterwindow import COUNTER_WINDOW_FILE, CounterWindow
@@ -51,7 +50,11 @@ from .sticky import event_from, resolved
 
 log = logging.getLogger("clusterdiag.agent")
 
+# A listener that exits is started again after this pause, doubled after each exit that
+# came before it was ready, up to the cap: a driver that fails every nvmlInit costs a fork
+# of the agent every 10 minutes, not every 30 s forever.
 LISTENER_RESTART_S = 30.0
+LISTENER_RESTART_MAX_S = 600.0
 # During an XID storm the report is judged again at most this often: each judging is the
 # whole catalog, and a new event still reaches report.json within ~1 s plus one judging.
 REJUDGE_MIN_S = 1.0
@@ -92,7 +95,13 @@ class Agent:
         self._last_start = 0.0
         self._next_due = 0.0
         self._stop = asyncio.Event()
+        self._napping: asyncio.Future[None] | None = None
         self._listener: xid.Listener | None = None
+        # Not running because NVML's library is not there (no fork until a collection
+        # finds it), and the pending restart of one that exited, with its exits so far.
+        self._listener_waiting = False
+        self._listener_retry: asyncio.TimerHandle | None = None
+        self._listener_exits = 0
         self._bound = ""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._collector = ThreadPoolExecutor(1, thread_name_prefix="collect")
@@ -196,8 +205,8 @@ class Agent:
 
     async def _main(self) -> ExitCode:
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, self._stop.set)
-        loop.add_signal_handler(signal.SIGINT, self._stop.set)
+        loop.add_signal_handler(signal.SIGTERM, self._request_stop)
+        loop.add_signal_handler(signal.SIGINT, self._request_stop)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
         if self._listener is not None:
             loop.add_reader(self._listener.fd, self._on_listener)
@@ -236,8 +245,25 @@ class Agent:
             if self._collecting is None and time.monotonic() >= self._next_due:
                 self._start_collection("interval")
             wait = tick if self._collecting else min(tick, self._next_due - time.monotonic())
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), max(0.01, wait))
+            await self._nap(max(0.01, wait))
+
+    async def _nap(self, seconds: float) -> None:
+        """Until ``seconds`` pass or a stop is asked, on one timer and one future: an
+        ``asyncio.wait_for`` of the stop event makes a task and three futures a tick, and
+        the idle agent does little else (about a third of its CPU between collections)."""
+        loop = asyncio.get_running_loop()
+        self._napping = waiter = loop.create_future()
+        timer = loop.call_later(seconds, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._napping = None
+
+    def _request_stop(self) -> None:
+        self._stop.set()
+        if self._napping is not None:
+            _wake(self._napping)
 
     async def _write_agent_json(self) -> None:
         await self._write(AGENT, json.dumps({"interval_s": self.interval_s, "pid": os.getpid(),
@@ -264,6 +290,7 @@ class Agent:
         self._collecting = None
         if self._stop.is_set():
             return
+        self._listener_after_collection()
         if self._again is not None:
             why, self._again = self._again, None
             self._start_collection(why)
@@ -331,6 +358,19 @@ class Agent:
     # --- XID events -----------------------------------------------------------------
 
     def _start_listener(self) -> None:
+        """Fork the listener, unless NVML's library cannot be loaded (a node without the
+        driver, or before it is installed): the listener's nvmlInit could only fail, and
+        then each collection asks again (one dlopen), so it starts once the library is
+        there."""
+        if self.env.nvml is real_nvml and nvml_library.missing():
+            if not self._listener_waiting:
+                log.warning("xid_listener_waiting", extra={
+                    "why": f"{nvml_library.LIBRARY} not found; started when a collection "
+                           "finds it"})
+            self._listener_waiting = True
+            self._listener = None
+            return
+        self._listener_waiting = False
         try:
             self._listener = xid.start(self.env)
         except Exception as exc:  # noqa: BLE001 - no listener: collections still run
@@ -347,8 +387,10 @@ class Agent:
             loop.remove_reader(listener.fd)
             listener.stop()
             self._listener = None
-            log.warning("xid_listener_exited", extra={"restart_in_s": LISTENER_RESTART_S})
-            loop.call_later(LISTENER_RESTART_S, self._restart_listener)
+            pause = min(LISTENER_RESTART_MAX_S, LISTENER_RESTART_S * 2 ** self._listener_exits)
+            self._listener_exits += 1
+            log.warning("xid_listener_exited", extra={"restart_in_s": pause})
+            self._listener_retry = loop.call_later(pause, self._restart_listener)
             return
         for message in messages:
             kind = message.get("t")
@@ -358,17 +400,31 @@ class Agent:
                 log.warning(f"xid_listener_{kind}", extra={
                     k: v for k, v in message.items() if k != "t"})
             elif kind == "ready":
-                log.info("xid_listener_ready", extra={"gpus": len(message.get("gpus", []))})
+                self._listener_exits = 0
+                log.info("xid_listener_ready", extra={"gpus": len(message.get("gpus", [])),
+                                                      "pid": listener.pid})
         if self._pending_xids and not self._flushing:
             self._flushing = True
             self._spawn(self._flush_xids())
 
     def _restart_listener(self) -> None:
-        if self._stop.is_set():
+        self._listener_retry = None
+        if self._stop.is_set() or self._listener is not None:
             return
         self._start_listener()
         if self._listener is not None:
             asyncio.get_running_loop().add_reader(self._listener.fd, self._on_listener)
+
+    def _listener_after_collection(self) -> None:
+        """A listener that is not running starts now, not after its pause, when it waits
+        for NVML's library, or when NVML answered this collection (the driver is back)."""
+        if self._listener is not None:
+            return
+        nvml = self.previous.nvml if self.previous is not None else None
+        if self._listener_waiting or (nvml is not None and nvml.library_error is None):
+            if self._listener_retry is not None:
+                self._listener_retry.cancel()
+            self._restart_listener()
 
     async def _flush_xids(self) -> None:
         """Record the listener's events a burst at a time: one durable write of the events
@@ -536,3 +592,8 @@ def _xid_key(event: dict[str, Any]) -> tuple[str, str]:
 
 def state_dir(config: Config, override: Path | None) -> StateDir:
     return StateDir(override or Path(config.section("agent")["state_dir"]))
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

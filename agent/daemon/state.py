@@ -34,6 +34,8 @@ MAX_EVENTS = 1000  # the oldest cleared events go first beyond this
 # Ids name files under clear/: "." and ".." would name the directory or its parent.
 ID_RE = re.compile(r"^(?!\.+$)[A-Za-z0-9._-]{1,80}$")
 _TMP_PREFIX = ".tmp-"
+# How long after a change of ``clear/`` it is listed every time all the same (take_clear_requests).
+_SETTLE_NS = 2_000_000_000
 # The largest state file read back: a dgx-h100 snapshot is ~0.2 MB, 1,000 events ~0.2 MB.
 MAX_STATE_BYTES = 32 << 20
 
@@ -179,6 +181,8 @@ class StateDir:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._clear_path = os.path.join(path, CLEAR_DIR)
+        self._clear_seen: tuple[int, int, int, int] | None = None
         try:
             path.mkdir(parents=True, exist_ok=True, mode=0o750)
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -282,7 +286,33 @@ class StateDir:
         """Pending clear requests: regular files of their own (one link, the directory
         owner's) named by an event id; anything else in ``clear/`` is logged and left. The
         caller saves the events before removing a request with ``done_clear_request``: a
-        crash in between applies it again, and clearing twice is harmless."""
+        crash in between applies it again, and clearing twice is harmless.
+
+        The agent asks every second, so ``clear/`` is listed only when its ``lstat``
+        differs from that of the last listing that found nothing (a request, or a link
+        or directory swapped in, changes it): listing it is a dozen system calls, ~15 %
+        of an idle agent's CPU."""
+        stamp = self._clear_stamp()
+        if stamp is not None and stamp == self._clear_seen:
+            return []
+        found = self._list_clear_requests()
+        self._clear_seen = stamp if found == [] else None  # not after a failed listing
+        return found or []
+
+    def _clear_stamp(self) -> tuple[int, int, int, int] | None:
+        """``clear/``'s identity and times; None while they cannot tell a change: it cannot
+        be looked at, or it changed within ``_SETTLE_NS`` (the kernel stamps times by its
+        clock tick, so a request made just after a listing may leave them as they were)."""
+        try:
+            info = os.stat(self._clear_path, follow_symlinks=False)
+        except OSError:
+            return None
+        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < _SETTLE_NS:
+            return None
+        return info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns
+
+    def _list_clear_requests(self) -> list[str] | None:
+        """The requests in ``clear/``, or None when it could not be listed (logged)."""
         found = []
         try:
             with self._dir_fd() as fd, self._clear_fd(fd) as clear_fd:
@@ -298,7 +328,7 @@ class StateDir:
                             "file": name, "why": "not a regular file of its own, the owner's"})
         except (OSError, CollectError) as exc:
             log.warning("clear_dir_unusable", extra={"error": str(exc)[:200]})
-            return []
+            return None
         return found
 
     def done_clear_request(self, event_id: str) -> None:

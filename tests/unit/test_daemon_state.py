@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
+import time
 from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.daemon import state as state_module
 from clusterdiag.agent.daemon.main import clear
 from clusterdiag.agent.daemon.state import (
     ID_RE,
@@ -80,6 +84,81 @@ def test_clear_requests_round_trip(tmp_path: Path) -> None:
     assert state.take_clear_requests() == ["xid79-gpu0-5"]
     state.done_clear_request("xid79-gpu0-5")
     assert state.take_clear_requests() == []
+
+
+def _listings(state: StateDir, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the agent's listings of ``clear/`` (one entry per listing)."""
+    calls: list[int] = []
+    real = state._list_clear_requests
+
+    def counted() -> list[str] | None:
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(state, "_list_clear_requests", counted)
+    return calls
+
+
+def _clock(monkeypatch: pytest.MonkeyPatch, ahead_s: float) -> None:
+    now = time.time_ns() + int(ahead_s * 1e9)
+    monkeypatch.setattr(state_module.time, "time_ns", lambda: now)
+
+
+def test_clear_dir_is_listed_again_only_once_it_changed(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    state = StateDir(tmp_path)
+    listings = _listings(state, monkeypatch)
+    _clock(monkeypatch, 10)  # clear/ settled long ago
+    assert state.take_clear_requests() == []
+    assert state.take_clear_requests() == []
+    assert len(listings) == 1  # the second look was its lstat alone
+    state.request_clear("xid79-gpu0-5")
+    _clock(monkeypatch, 10)
+    assert state.take_clear_requests() == ["xid79-gpu0-5"]
+    assert state.take_clear_requests() == ["xid79-gpu0-5"]  # still there: listed again
+    state.done_clear_request("xid79-gpu0-5")
+    _clock(monkeypatch, 10)
+    assert state.take_clear_requests() == []
+    (tmp_path / "clear" / "bad name!").write_text("")  # refused: logged once, not each second
+    _clock(monkeypatch, 10)
+    assert state.take_clear_requests() == []
+    assert state.take_clear_requests() == []
+    assert len(listings) == 5
+
+
+def test_clear_dir_changed_within_the_clock_tick_is_listed_every_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request made in the same tick of the kernel's clock as the last listing may leave
+    the directory's times as they were: until they are older than the settling time the
+    directory is listed at every look, so such a request is taken at the next one."""
+    state = StateDir(tmp_path)
+    listings = _listings(state, monkeypatch)
+    _clock(monkeypatch, 0.5)
+    assert state.take_clear_requests() == []
+    os.utime(tmp_path / "clear", ns=(time.time_ns(), time.time_ns()))
+    assert state.take_clear_requests() == []
+    assert len(listings) == 2
+
+
+def test_clear_dir_unlistable_is_listed_again_at_the_next_look(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listing that failed (out of descriptors, say) says nothing about what is there:
+    the next look lists again although ``clear/`` did not change."""
+    state = StateDir(tmp_path)
+    _clock(monkeypatch, 10)
+    state.request_clear("xid79-gpu0-5")
+    _clock(monkeypatch, 10)
+    real = os.listdir
+    failing = [True]
+
+    def listdir(path: object) -> list[str]:
+        if failing.pop(0) if failing else False:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real(path)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(state_module.os, "listdir", listdir)
+    assert state.take_clear_requests() == []
+    assert state.take_clear_requests() == ["xid79-gpu0-5"]
 
 
 def test_sweep_removes_killed_writers_temp_files(tmp_path: Path) -> None:
