@@ -39,6 +39,7 @@ import os
 import reprlib
 
 from ..checks.levels import LEVEL_NAMES
+from ..checks.plain import plain_copy
 from .errors import ConfigError
 
 TYPE_CHECKING = False
@@ -230,19 +231,8 @@ def _unknown(where: str, key: str, choices: list[str]) -> ConfigError:
 
 
 def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _defaults(v) if isinstance(v, dict) else _own_copy(v[1])
+    return {k: _defaults(v) if isinstance(v, dict) else plain_copy(v[1])
             for k, v in schema.items()}
-
-
-def _own_copy(value: Any) -> Any:
-    """A default's own copy, so no config shares a list with another. Defaults are plain
-    data (scalars, lists, dicts): this is copy.deepcopy for them, without its import on
-    the prolog's path (a twentieth of its run with an agent report)."""
-    if isinstance(value, dict):
-        return {k: _own_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_own_copy(v) for v in value]
-    return value
 
 
 def _validate_section(data: Any, schema: Mapping[str, Any], where: str, prefix: str) -> None:

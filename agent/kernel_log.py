@@ -23,8 +23,9 @@ import re
 import stat
 import time
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta, timezone
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO
 
 from .lazy_re import LazyPattern
@@ -153,10 +154,21 @@ class _Stamp:
     uptime_s: float | None = None
 
 
+@cache
+def _datetime() -> ModuleType:
+    """``datetime``, imported when a line first prints a wall time: a node's own log
+    (/dev/kmsg) counts from boot, and the import costs the prolog ~2 ms (issue 15)."""
+    import datetime
+
+    return datetime
+
+
 def _wall_time(year: int, month: int, day: int, clock: tuple[int, int, int],
                frac: str | None = None, tz: str | None = None) -> float | None:
     """Epoch seconds of a printed wall time; local time when no zone is printed (what
     ``dmesg -T`` and syslog print). None for an impossible date rather than an error."""
+    dt = _datetime()
+    datetime, timedelta, timezone = dt.datetime, dt.timedelta, dt.timezone
     try:
         stamp = datetime(year, month, day, *clock)
         if frac:
@@ -169,7 +181,7 @@ def _wall_time(year: int, month: int, day: int, clock: tuple[int, int, int],
                 if tz[0] == "-":
                     offset = -offset
             stamp = stamp.replace(tzinfo=timezone(offset))
-        return stamp.timestamp()
+        return float(stamp.timestamp())
     except (ValueError, OverflowError):
         return None
 

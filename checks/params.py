@@ -29,7 +29,6 @@ in the value must keep), ``"len"`` (how many items every list in the value has: 
 
 from __future__ import annotations
 
-import copy
 import types
 from collections.abc import Mapping
 from typing import (
@@ -45,6 +44,7 @@ from typing import (
 )
 
 from ..agent.model.record import MISSING, field, fields, is_frozen, is_record, record
+from .plain import plain_copy
 
 if TYPE_CHECKING:
     from dataclasses import Field
@@ -112,7 +112,7 @@ def param(default: Any, *, doc: str, ge: float | None = None, le: float | None =
                 **({"le": le} if le is not None else {}),
                 **({"len": length} if length is not None else {})}
     if isinstance(default, dict):
-        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+        return field(default_factory=lambda: plain_copy(default), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 

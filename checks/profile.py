@@ -9,16 +9,11 @@ three interpreter starts.
 
 from __future__ import annotations
 
-import copy
 from functools import cache
-from pathlib import Path
 from typing import Any, cast
 
 from ..agent.model.record import field, fields, record, replace
-
-# The profiles package's directory: importlib.resources would do the same for a plain install
-# and cost the prolog ~10 ms of imports (tempfile, zipfile, random) on every start.
-PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
+from .plain import plain_copy
 
 
 class UnknownProfileError(LookupError):
@@ -121,11 +116,16 @@ def builtin_names() -> tuple[str, ...]:
 
 
 def read_builtin_files() -> dict[str, Any]:
-    """Every built-in profile file as its YAML reads: what ``profile_data.py`` holds."""
+    """Every built-in profile file as its YAML reads: what ``profile_data.py`` holds. The
+    files sit in the package's ``profiles/`` (importlib.resources would find the same in a
+    plain install, at the cost of ~10 ms of imports: tempfile, zipfile, random)."""
+    from pathlib import Path
+
     import yaml
 
+    where = Path(__file__).resolve().parent / "profiles"
     return {f.name[:-5]: yaml.safe_load(f.read_text(encoding="utf-8")) or {}
-            for f in sorted(PROFILE_DIR.iterdir()) if f.name.endswith(".yaml")}
+            for f in sorted(where.iterdir()) if f.name.endswith(".yaml")}
 
 
 @cache
@@ -150,7 +150,7 @@ def load_builtin(name: str, _chain: tuple[str, ...] = ()) -> Profile:
         raise ValueError(f"profile {name}: extends itself ({' -> '.join((*_chain, name))})")
     from .profile_data import PROFILES
 
-    data = cast("dict[str, Any]", copy.deepcopy(PROFILES[name]))
+    data = cast("dict[str, Any]", plain_copy(PROFILES[name]))
     known = {f.name for f in fields(Profile)}
     base_name = data.pop("extends", None)
     unknown = set(data) - known

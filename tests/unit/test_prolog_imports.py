@@ -43,12 +43,12 @@ FRESH_REPORT = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "agent.config", "agent.nvml_library", "agent.session", "agent.slurm.agent_report",
     "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log", "agent.slurm.prolog",
     "agent.slurm.reason", "checks", "checks.finding", "checks.index", "checks.levels",
-    "checks.manifest",
+    "checks.manifest", "checks.plain",
     "reports", "reports.hostname", "reports.safefile")}
 # What the fresh-report path must not load: each costs a sizeable part of an interpreter
 # start, or stands for a whole layer it does not need.
 NOT_ON_THE_FRESH_PATH = frozenset({
-    "dataclasses", "typing", "pathlib", "inspect", "yaml", "pynvml", "click", "socket",
+    "dataclasses", "typing", "pathlib", "inspect", "yaml", "pynvml", "click", "socket", "copy",
     "subprocess", "clusterdiag.agent.model", "clusterdiag.checks.registry",
     "clusterdiag.agent.collect", "clusterdiag.reports.node"})
 
@@ -86,7 +86,8 @@ PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
     "checks.nvlink.error_rate", "checks.nvlink.helpers", "checks.nvlink.links",
     "checks.nvlink.topology", "checks.nvswitch", "checks.host_profile", "checks.common",
     "checks.params",
-    "checks.profile", "checks.profiles", "checks.rates", "checks.registry", "checks.topology",
+    "checks.plain", "checks.profile", "checks.profiles", "checks.rates", "checks.registry",
+    "checks.topology",
     "checks.window", "checks.xid_catalog", "reports", "reports.facts", "reports.hostname",
     "reports.node", "reports.safefile")}
 # Third-party packages the prolog may load: NVML's bindings, where the library loads.
@@ -141,8 +142,9 @@ def test_the_prolog_imports_only_the_allowed_modules(tmp_path: Path) -> None:
     ours = {m for m in got if m.startswith("clusterdiag")}
     assert ours - PROLOG == set(), "new modules on the prolog's path"
     # Its records are read through agent/model/record.py: dataclasses would bring inspect,
-    # ast, dis and tokenize, a tenth of the whole run (issue 15).
-    assert got & {"dataclasses", "inspect"} == set()
+    # ast, dis and tokenize, a tenth of the whole run (issue 15); times are written and
+    # plain data copied without datetime and copy (reports/node.py, checks/plain.py).
+    assert got & {"dataclasses", "inspect", "datetime", "copy"} == set()
     stdlib = set(sys.stdlib_module_names)
     others = {m.split(".")[0] for m in got if not m.startswith("clusterdiag")}
     assert {m for m in others if m not in stdlib and not m.startswith("_")} <= THIRD_PARTY

@@ -108,6 +108,16 @@ def test_a_reports_time_reads_as_datetime_reads_it(when: dt.datetime) -> None:
         "+00:00", "Z")) == pytest.approx(when.timestamp(), abs=1e-6)
 
 
+@given(st.integers(min_value=-2208988800, max_value=13569465600))  # 1900 to 2400
+def test_a_reports_time_is_written_as_datetime_writes_it(seconds: int) -> None:
+    """``iso`` (the prolog's path does not import datetime) writes what datetime's
+    isoformat writes, and ``utc_seconds`` reads it back."""
+    written = iso(seconds)
+    assert written == dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(
+        timespec="seconds")
+    assert utc_seconds(written) == seconds
+
+
 @pytest.mark.parametrize("stamp", [
     "2026-12-01T10:00:00",  # no offset: which zone would be a guess
     "2026-02-29T10:00:00+00:00", "2024-13-01T10:00:00Z", "2026-12-01T24:00:00Z",
