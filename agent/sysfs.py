@@ -62,12 +62,14 @@ def _not_regular(fd: int, path: str | os.PathLike[str]) -> None:
         raise OSError(errno.EINVAL, _NOT_REGULAR, str(path))
 
 
-def _read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+def _read_regular(path: str | os.PathLike[str], limit: int, dir_fd: int | None = None
+                  ) -> bytes:
     """Up to ``limit`` bytes of a regular file, with the guard of ``open_regular`` but no
     file object: an attribute costs open, one read, close. The file's type is looked at
     only when the read says it may not be a regular file: nothing read (a FIFO without a
-    writer reads as empty, never blocking with O_NONBLOCK) or a full page (a device)."""
-    fd = os.open(path, _FLAGS)
+    writer reads as empty, never blocking with O_NONBLOCK) or a full page (a device).
+    ``dir_fd``: ``path`` is relative to that open directory."""
+    fd = os.open(path, _FLAGS, dir_fd=dir_fd)
     try:
         try:
             data = os.read(fd, min(limit, _PAGE))
@@ -170,15 +172,16 @@ def raise_if_exhausted(exc: OSError, path: str | os.PathLike[str]) -> None:
 
 
 def read_text(path: str | os.PathLike[str], counter: FileCounter | None = None,
-              limit: int = 1 << 20) -> Read:
+              limit: int = 1 << 20, dir_fd: int | None = None) -> Read:
     """The file's text, or None and why; ReadFailed when the process itself is out of
-    descriptors or memory."""
+    descriptors or memory. ``dir_fd``: ``path`` is relative to that open directory, so
+    a scan of many files under one (every ``/proc/<pid>/stat``) walks its path once."""
     try:
-        data = _read_regular(path, limit)
+        data = _read_regular(path, limit, dir_fd)
     except OSError as exc:
         if exc.errno in _EXHAUSTED:
             raise _read_failed(exc, path) from None
-        return None, _reason(exc)
+        return None, read_reason(exc)
     if counter is not None:
         counter.count += 1
     return data.decode("utf-8", errors="replace").strip(), None
@@ -194,10 +197,11 @@ def read_bytes(path: str | os.PathLike[str], limit: int) -> tuple[bytes | None, 
     try:
         return _read_regular(path, limit), None
     except OSError as exc:
-        return None, _reason(exc)
+        return None, read_reason(exc)
 
 
-def _reason(exc: OSError) -> str:
+def read_reason(exc: OSError) -> str:
+    """Why a read failed, as the readers here say it ("missing", "is a directory", ...)."""
     if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
         return MISSING
     if isinstance(exc, IsADirectoryError):

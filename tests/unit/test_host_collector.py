@@ -68,10 +68,12 @@ def timed_out(program: str) -> CommandResult:
 
 def collect(scenario: str | Path, runner: FakeRunner | None = None,
             params: dict[str, dict[str, object]] | None = None,
-            deadline_s: float = 5.0) -> tuple[HostInfo, SourceStats, FakeRunner]:
+            deadline_s: float = 5.0, counters: bool = True
+            ) -> tuple[HostInfo, SourceStats, FakeRunner]:
     runner = runner or FakeRunner()
     root = scenario if isinstance(scenario, Path) else FIXTURES / scenario
-    env = SourceEnv(node="n1", root=root, runner=runner, params=params or {})
+    env = SourceEnv(node="n1", root=root, runner=runner, params=params or {},
+                    counters=counters)
     stats = SourceStats()
     info = host.collect(env, stats, time.monotonic() + deadline_s)
     return info, stats, runner
@@ -126,6 +128,19 @@ def test_dstate_lists_only_d_processes_with_start_ticks_and_wchan() -> None:
     assert stuck[77].start_ticks == 4242
     assert stuck[2345].wchan == "rpc_wait_bit_killable"
     assert stuck[1234].wchan is None  # the kernel prints 0 when it will not say
+
+
+def test_no_process_is_read_when_the_run_judges_no_rates() -> None:
+    """Only host.dstate_processes (a rate check) reads the list, and a node runs thousands
+    of processes (~28 us each): a Slurm program's quick checks do not scan, and the
+    snapshot says so, so a rate check that judged it anyway would not read "none stuck"."""
+    scanned, stats_scanned, _ = collect("healthy")
+    info, stats, _ = collect("healthy", counters=False)
+    assert info.dstate == []
+    assert info.unknown["dstate"] == "not sampled: this run judges no rates"
+    processes = sum(1 for e in (FIXTURES / "healthy/proc").iterdir() if e.name.isdigit())
+    assert stats_scanned.files_read - stats.files_read >= processes
+    assert len(scanned.dstate) == 3
 
 
 def test_disk_usage_for_wanted_paths_with_error_for_missing() -> None:
