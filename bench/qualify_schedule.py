@@ -32,33 +32,45 @@ RACK = 32
 
 
 class Timed:
-    """The stand-ins, with the time spent inside them added up (they are the simulated
-    hardware's, not clusterdiag's)."""
+    """The stand-ins, with the time during which any of them ran (they are the simulated
+    hardware's, not clusterdiag's). Runs overlap (``parallel_nodes``), so the time is the
+    union of their intervals: summed per run it exceeded the wall time on a loaded
+    machine, and clusterdiag's own time came out negative."""
 
     def __init__(self, tools: SimTools) -> None:
         self.tools = tools
         self.seconds = 0.0
         self._lock = threading.Lock()
+        self._running = 0
+        self._since = 0.0
 
-    def _add(self, started: float) -> None:
+    def _enter(self) -> None:
         with self._lock:
-            self.seconds += time.perf_counter() - started
+            if not self._running:
+                self._since = time.perf_counter()
+            self._running += 1
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if not self._running:
+                self.seconds += time.perf_counter() - self._since
 
     def __call__(self, node: str, argv: list[str], env: Mapping[str, str],
                  timeout_s: float) -> CommandResult:
-        started = time.perf_counter()
+        self._enter()
         try:
             return self.tools(node, argv, env, timeout_s)
         finally:
-            self._add(started)
+            self._leave()
 
     def group(self, nodes: Sequence[str], argv: list[str], env: Mapping[str, str],
               timeout_s: float) -> CommandResult:
-        started = time.perf_counter()
+        self._enter()
         try:
             return self.tools.group(nodes, argv, env, timeout_s)
         finally:
-            self._add(started)
+            self._leave()
 
 
 def simulated_seconds(outcome: CrossOutcome, tools: SimTools) -> float:
