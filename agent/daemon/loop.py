@@ -417,11 +417,14 @@ class Agent:
 
     def _listener_after_collection(self) -> None:
         """A listener that is not running starts now, not after its pause, when it waits
-        for NVML's library, or when NVML answered this collection (the driver is back)."""
+        for NVML's library, or when NVML answered this collection and the listener died
+        once since it was last ready (killed, say). One that keeps dying before it is
+        ready while NVML answers (its events unsupported here) waits out its pauses."""
         if self._listener is not None:
             return
         nvml = self.previous.nvml if self.previous is not None else None
-        if self._listener_waiting or (nvml is not None and nvml.library_error is None):
+        answered = nvml is not None and nvml.library_error is None
+        if self._listener_waiting or (answered and self._listener_exits <= 1):
             if self._listener_retry is not None:
                 self._listener_retry.cancel()
             self._restart_listener()
