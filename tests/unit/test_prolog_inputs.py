@@ -108,13 +108,14 @@ def test_a_reports_time_reads_as_datetime_reads_it(when: dt.datetime) -> None:
         "+00:00", "Z")) == pytest.approx(when.timestamp(), abs=1e-6)
 
 
-@given(st.integers(min_value=-2208988800, max_value=13569465600))  # 1900 to 2400
-def test_a_reports_time_is_written_as_datetime_writes_it(seconds: int) -> None:
+@given(st.integers(min_value=-2208988800, max_value=13569465600),  # 1900 to 2400
+       st.integers(min_value=0, max_value=999_999))
+def test_a_reports_time_is_written_as_datetime_writes_it(seconds: int, micros: int) -> None:
     """``iso`` (the prolog's path does not import datetime) writes what datetime's
-    isoformat writes, and ``utc_seconds`` reads it back."""
-    written = iso(seconds)
-    assert written == dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(
-        timespec="seconds")
+    isoformat writes, a fraction of a second cut off, and ``utc_seconds`` reads it back."""
+    written = iso(seconds + micros / 1e6)
+    assert written == dt.datetime.fromtimestamp(seconds + micros / 1e6,
+                                                dt.timezone.utc).isoformat(timespec="seconds")
     assert utc_seconds(written) == seconds
 
 
