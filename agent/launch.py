@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from .errors import ClusterdiagError
+from .base.errors import ClusterdiagError
 from .slurm.trouble import spare_the_node
 
 TYPE_CHECKING = False
@@ -23,7 +23,7 @@ SLURM_PROGRAMS = ("prolog", "epilog", "healthcheck")
 _PATH_FLAGS = {"--config": "config_path", "--root": "root", "--kernel-log": "kernel_log"}
 _TEXT_FLAGS = {"--simulate": "simulate", "--node": "node", "--profile": "profile",
                "--level": "level"}
-# checks.levels.LEVEL_NAMES, spelled out: the launcher imports nothing it can do without
+# checks.core.levels.LEVEL_NAMES, spelled out: the launcher imports nothing it can do without
 # (tests/unit/test_prolog_imports.py); tests/unit/test_levels.py keeps the two equal.
 LEVEL_NAMES = ("quick", "full")
 

@@ -20,7 +20,7 @@ import time
 from common import Figure, emit, fail, growth, module_note
 
 from clusterdiag.reports.cluster_checks import ClusterSettings, judge
-from clusterdiag.reports.gather import GatherSettings, gather_agent
+from clusterdiag.reports.fleet.gather import GatherSettings, gather_agent
 
 TOKEN = "bench-token"
 SERVER = """

@@ -35,12 +35,12 @@ from pathlib import Path
 
 from common import Figure, emit, fail, median_call, module_note
 
-from clusterdiag.agent.collect import collect_snapshot
 from clusterdiag.agent.model import SourceStats
+from clusterdiag.agent.read.sources import SourceEnv
+from clusterdiag.agent.run.collect import collect_snapshot
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state.layout import LAYOUTS
-from clusterdiag.agent.sources import SourceEnv
 
 RUNS = 15
 REAL_H100 = Path(__file__).resolve().parents[1] / "tests/fixtures/ib/gpud-h100"

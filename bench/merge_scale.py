@@ -20,8 +20,8 @@ from pathlib import Path
 
 from common import Figure, emit, fail, growth, module_note
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 
@@ -29,8 +29,8 @@ CHILD = """
 import resource, sys, time
 started = time.perf_counter()
 from clusterdiag.reports.cluster_checks import ClusterSettings, judge
-from clusterdiag.reports.merge import expand, merge_files
-from clusterdiag.reports.render_terminal import render_terminal
+from clusterdiag.reports.fleet.merge import expand, merge_files
+from clusterdiag.reports.render.terminal import render_terminal
 report = judge(*merge_files(expand([sys.argv[1]])), ClusterSettings(), via="files")
 text = render_terminal(report)
 own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

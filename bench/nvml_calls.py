@@ -13,7 +13,7 @@ import time
 
 from common import Figure, emit, fail, median_wall, module_note, python_start_s
 
-from clusterdiag.agent.collect import collect_snapshot
+from clusterdiag.agent.run.collect import collect_snapshot
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state.layout import LAYOUTS

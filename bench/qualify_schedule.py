@@ -21,11 +21,11 @@ from common import Figure, emit, fail, growth, module_note
 
 from clusterdiag.agent.qualify.cross import Cross, CrossOutcome
 from clusterdiag.agent.qualify.run import QualifyOptions, qualify
+from clusterdiag.agent.read.sources import CommandResult
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import parse_spec
 from clusterdiag.agent.sim.tools import SimTools
-from clusterdiag.agent.sources import CommandResult
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 
 TESTS = frozenset({"pairs", "rails", "scaling"})
 RACK = 32

@@ -1,9 +1,11 @@
-"""The check catalog. ``FAMILIES`` is its table of contents: a family not listed here does
-not exist. A family is a module (``nvswitch.py``) or a package of modules, one per concern
-(``gpu/``), whose ``__init__`` imports them all.
+"""The check catalog: one package per family (``gpu/``, ``ib/``, ...), a module per concern
+inside it, on the layers every family stands on — ``core/`` (the Finding, the registry,
+parameters, the catalog index), ``profiles/`` (what a healthy node of each platform has)
+and ``catalogs/`` (NVIDIA's Xid catalog, the generated manifest and profile data).
+``core/index.py``'s ``FAMILIES`` is the table of contents.
 
 Importing this package imports no family: the Slurm prolog plans from the generated
-manifest (``index.py``) and imports only the families it runs. Reading ``REGISTRY``,
+manifest (``core/index.py``) and imports only the families it runs. Reading ``REGISTRY``,
 ``select`` or the other names below from here imports every family first, so a caller
 that asks for the whole catalog gets all of it.
 """
@@ -14,27 +16,23 @@ import importlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .registry import REGISTRY, CheckContext, CheckSpec, check, select
+    from .core.registry import REGISTRY, CheckContext, CheckSpec, check, select
 
-FAMILIES = ("fabric", "gpu", "host", "host_profile", "ib", "nccl", "nvlink", "nvswitch",
-            "versions")
 _REGISTRY_NAMES = ("REGISTRY", "CheckContext", "CheckSpec", "check", "select")
 
 __all__ = ["FAMILIES", "REGISTRY", "CheckContext", "CheckSpec", "check", "load_all", "select"]
 
 
-def load_all() -> None:
-    """Import every family, registering all its checks."""
-    for family in FAMILIES:
-        importlib.import_module(f"{__name__}.{family}")
-
-
 def __getattr__(name: str) -> object:
+    from .core import index
+
+    if name in ("FAMILIES", "load_all"):
+        return getattr(index, name)
     if name in _REGISTRY_NAMES:
-        load_all()
-        from . import registry
+        index.load_all()
+        from .core import registry
 
         return getattr(registry, name)
-    if name in FAMILIES:
+    if name in index.FAMILIES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

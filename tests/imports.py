@@ -38,6 +38,21 @@ class Graph:
                 out[imp.source].add(imp.target)
         return out
 
+    def folder(self, module: str) -> str:
+        """The folder a module's file sits in, as a dotted name (``clusterdiag.agent.run``
+        for agent/run/runner.py and for agent/run/__init__.py)."""
+        path = self.modules[module]
+        return ".".join([PACKAGE, *path.relative_to(self.root).parent.parts])
+
+    def folder_edges(self) -> dict[str, set[str]]:
+        """Which folders import which: a module's imports, counted for its folder."""
+        out: dict[str, set[str]] = {self.folder(m): set() for m in self.modules}
+        for imp in self.imports:
+            source, target = self.folder(imp.source), self.folder(imp.target)
+            if source != target:
+                out[source].add(target)
+        return out
+
     def where(self, source: str, target: str) -> str:
         line = next(i.line for i in self.imports if i.source == source and i.target == target)
         return f"{self.modules[source].relative_to(self.root).as_posix()}:{line}"

@@ -3,7 +3,7 @@
 ``healthy_snapshot(profile)`` builds the simulated node of that platform with no fault
 (agent/sim/node.py ``env_for``: its tree written once into a temp root, the ``SimNvml``
 stand-in, the simulated commands) and collects it through the real collectors
-(agent/collect.py), the sources every check of a full run needs, as ``clusterdiag run
+(agent/run/collect.py), the sources every check of a full run needs, as ``clusterdiag run
 --simulate`` does. ``healthy_samples`` gives the two samples the rate checks compare,
 taken as a full run takes them. Each profile is collected once per test session; every
 caller gets its own copy, since judging assigns RDMA roles in place.
@@ -20,15 +20,15 @@ import time
 from dataclasses import dataclass
 from functools import cache
 
-from clusterdiag.agent.collect import collect_snapshot
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.runner import RunOptions, collector_params, plan, sources_for
+from clusterdiag.agent.run.collect import collect_snapshot
+from clusterdiag.agent.run.runner import RunOptions, collector_params, plan, sources_for
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state.platforms import simulated_as
-from clusterdiag.checks.levels import Level
-from clusterdiag.checks.profile import builtin_names, load_profile
+from clusterdiag.checks.core.levels import Level
+from clusterdiag.checks.profiles.profile import builtin_names, load_profile
 
 # Between the two samples, as the fault matrix's full runs take them; each collection
 # gets the budget a run gives it.

@@ -2,7 +2,7 @@
 
 Read from the source (an AST walk, like tests/test_layering.py): an exit status written as a
 literal (``sys.exit(2)``, ``SystemExit(128 + signum)``, ``_die(msg, 130)``) is one the enum
-(agent/errors.py ExitCode) no longer names, so a change of meaning would miss it.
+(agent/base/errors.py ExitCode) no longer names, so a change of meaning would miss it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tests.conftest import REPO
 EXITS = {"exit", "_exit", "SystemExit", "_die"}
 EXEMPT = {
     # A forked worker's own end: its parent reads the pipe, never the status.
-    "agent/worker.py",
+    "agent/read/worker.py",
     # The Slurm entry points belong to another owner this session (issue 11 leaves them
     # to it): spare_the_node's exit 0.
     "agent/slurm/trouble.py",
@@ -64,7 +64,7 @@ def test_no_module_exits_with_a_number() -> None:
             where = path.relative_to(REPO).as_posix()
             if where not in EXEMPT:
                 found += [f"{where}:{line}" for line in literal_exits(path.read_text())]
-    assert not found, "exit with agent.errors.ExitCode, not a number:\n  " + "\n  ".join(found)
+    assert not found, "exit with agent.base.errors.ExitCode, not a number:\n  " + "\n  ".join(found)
 
 
 def test_every_exemption_is_still_needed() -> None:

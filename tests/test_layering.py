@@ -7,35 +7,86 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import REPO
-from tests.imports import Graph, circles, private_imports, read_graph
+from tests.imports import circles, private_imports, read_graph
 
 GRAPH = read_graph(REPO)
 
-MODEL = "clusterdiag.agent.model"
-# Collectors read the node; judging it is the checks' job, so they never import them.
-COLLECTORS = ("clusterdiag.agent.collectors", "clusterdiag.agent.collect",
-              "clusterdiag.agent.sources", "clusterdiag.agent.sysfs",
-              "clusterdiag.agent.kernel_log")
+P = "clusterdiag"
+BASE, MODEL = f"{P}.agent.base", f"{P}.agent.model"
+CHECKS = (f"{P}.checks.catalogs", f"{P}.checks.profiles", f"{P}.checks.core")
+"""What every check stands on; a family is a sibling of the others, never their import."""
+FAMILIES = tuple(f"{P}.checks.{f}" for f in
+                 ("fabric", "gpu", "host", "ib", "nccl", "nvlink", "nvswitch", "qualify"))
+READ = (f"{P}.agent.read", f"{P}.agent.collectors")
+SIM = f"{P}.agent.sim"
+
+# The layer map: each folder and the folders it may import (its own modules aside). Read
+# from the bottom: the base and the snapshot model import nothing of ours; the checks stand
+# on the model; the reports on the checks' findings; the node side reads (read,
+# collectors), is configured (settings), simulated (sim), run once (run) or for ever
+# (daemon), and is driven by Slurm, cluster runs, qualification and, on top, the CLI.
+LAYERS: dict[str, tuple[str, ...]] = {
+    BASE: (),
+    MODEL: (),
+    f"{P}.checks.catalogs": (MODEL,),
+    f"{P}.checks.profiles": (BASE, MODEL, f"{P}.checks.catalogs"),
+    f"{P}.checks.core": (BASE, MODEL, f"{P}.checks.catalogs", f"{P}.checks.profiles"),
+    **{family: (BASE, MODEL, *CHECKS) for family in FAMILIES},
+    f"{P}.checks": (f"{P}.checks.core",),
+    f"{P}.reports": (),
+    f"{P}.reports.schema": (),
+    f"{P}.reports.model": (BASE, MODEL, *CHECKS, f"{P}.checks.qualify"),
+    f"{P}.reports.cluster_checks": (BASE, MODEL, *CHECKS, f"{P}.reports.model"),
+    f"{P}.reports.fleet": (BASE, MODEL, *CHECKS, f"{P}.reports.model",
+                           f"{P}.reports.cluster_checks"),
+    f"{P}.reports.render": (BASE, MODEL, *CHECKS, f"{P}.checks.qualify", f"{P}.reports.model",
+                            f"{P}.reports.cluster_checks"),
+    f"{P}.agent.read": (BASE, MODEL),
+    f"{P}.agent.collectors": (BASE, MODEL, f"{P}.agent.read"),
+    f"{P}.agent.settings": (BASE, MODEL, *CHECKS),
+    f"{SIM}.state": (BASE, MODEL, *CHECKS),
+    f"{SIM}.writers": (BASE, MODEL, f"{P}.agent.read", f"{SIM}.state"),
+    f"{SIM}.faults": (BASE, MODEL, *CHECKS, f"{SIM}.state"),
+    SIM: (BASE, MODEL, *CHECKS, f"{P}.agent.read", f"{P}.agent.settings", f"{SIM}.state",
+          f"{SIM}.writers", f"{SIM}.faults"),
+    f"{P}.agent.run": (BASE, MODEL, f"{P}.checks", *CHECKS, f"{P}.reports.model", *READ,
+                       f"{P}.agent.settings", SIM),
+    f"{P}.agent.capture": (BASE, MODEL, *CHECKS),
+    f"{P}.agent.daemon": (BASE, MODEL, *CHECKS, f"{P}.reports.model", *READ,
+                          f"{P}.agent.settings", f"{P}.agent.run"),
+    f"{P}.agent.slurm": (BASE, MODEL, *CHECKS, f"{P}.reports.model", f"{P}.agent.read",
+                         f"{P}.agent.settings", f"{P}.agent.run"),
+    f"{P}.agent.cluster": (BASE, MODEL, *CHECKS, f"{P}.reports.model",
+                           f"{P}.reports.cluster_checks", f"{P}.reports.fleet",
+                           f"{P}.agent.settings", SIM, f"{SIM}.faults", f"{P}.agent.run",
+                           f"{P}.agent.daemon"),
+    f"{P}.agent.qualify.parsers": (MODEL,),
+    f"{P}.agent.qualify": (BASE, MODEL, *CHECKS, f"{P}.checks.qualify", f"{P}.reports.model",
+                           f"{P}.agent.read", f"{P}.agent.settings", SIM, f"{P}.agent.run",
+                           f"{P}.agent.slurm", f"{P}.agent.cluster",
+                           f"{P}.agent.qualify.parsers"),
+    f"{P}.agent.cli": (BASE, MODEL, f"{P}.checks", *CHECKS, f"{P}.reports.model",
+                       f"{P}.reports.cluster_checks", f"{P}.reports.render",
+                       f"{P}.agent.settings", f"{P}.agent.run", f"{P}.agent.capture",
+                       f"{P}.agent.daemon", f"{P}.agent.slurm", f"{P}.agent.cluster",
+                       f"{P}.agent.qualify"),
+    f"{P}.agent": (BASE, MODEL, f"{P}.agent.slurm", f"{P}.agent.cli"),
+}
+# What the top of each code folder may hold besides packages: the entry points.
+ENTRY_MODULES = {"agent": {"__init__.py", "__main__.py", "launch.py"},
+                 "checks": {"__init__.py"}, "reports": {"__init__.py"}}
 
 
 def _under(module: str, *prefixes: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def _breaks(graph: Graph, sources: tuple[str, ...], allowed: tuple[str, ...],
-            forbidden: tuple[str, ...] = ("clusterdiag",)) -> list[str]:
-    return sorted(f"{graph.where(imp.source, imp.target)}: {imp.source} imports {imp.target}"
-                  for imp in graph.imports
-                  if _under(imp.source, *sources) and _under(imp.target, *forbidden)
-                  and not _under(imp.target, *allowed))
-
-
 def test_the_walk_sees_every_project_module_and_nested_imports() -> None:
     assert "clusterdiag.agent.cli" in GRAPH.modules
-    assert "clusterdiag.checks.registry" in GRAPH.modules
+    assert "clusterdiag.checks.core.registry" in GRAPH.modules
     edges = GRAPH.edges()
     # A function-level import (agent/cli/run.py imports the runner inside run()).
-    assert "clusterdiag.agent.runner" in edges["clusterdiag.agent.cli.run"]
+    assert "clusterdiag.agent.run.runner" in edges["clusterdiag.agent.cli.run"]
     # A relative import three levels up (agent/cli/checks.py: from ... import checks).
     assert "clusterdiag.checks" in edges["clusterdiag.agent.cli.checks"]
 
@@ -67,43 +118,54 @@ def test_no_private_name_is_imported_from_another_module() -> None:
         "the code that needs them):\n" + "\n".join(found)
 
 
-def test_checks_import_only_the_model_from_agent() -> None:
-    assert _breaks(GRAPH, ("clusterdiag.checks",), ("clusterdiag.checks", MODEL)) == []
+def test_the_top_of_each_code_folder_holds_only_entry_points_and_packages() -> None:
+    for folder, allowed in ENTRY_MODULES.items():
+        loose = sorted(p.name for p in (REPO / folder).glob("*.py") if p.name not in allowed)
+        assert loose == [], f"{folder}/: move these into the folder of their layer: {loose}"
 
 
-def test_reports_import_only_the_model_and_errors_from_agent() -> None:
-    assert _breaks(GRAPH, ("clusterdiag.reports",), (MODEL, "clusterdiag.agent.errors"),
-                   ("clusterdiag.agent",)) == []
+def test_every_folder_is_in_the_layer_map() -> None:
+    folders = {GRAPH.folder(m) for m in GRAPH.modules}
+    assert sorted(folders - set(LAYERS)) == [], "add the new folder to LAYERS"
+    assert sorted(set(LAYERS) - folders) == [], "LAYERS names a folder that is gone"
 
 
-def test_collectors_never_import_checks() -> None:
-    assert _breaks(GRAPH, COLLECTORS, (), ("clusterdiag.checks",)) == []
+def test_the_layer_map_has_no_circle() -> None:
+    assert circles({f: set(allowed) for f, allowed in LAYERS.items()}) == []
 
 
-def test_the_simulator_never_imports_reports() -> None:
-    assert _breaks(GRAPH, ("clusterdiag.agent.sim",), (), ("clusterdiag.reports",)) == []
+def test_no_folder_circles() -> None:
+    found = ["  " + " <-> ".join(group) for group in circles(GRAPH.folder_edges())]
+    assert not found, "folder-level import circles:\n" + "\n".join(found)
 
 
-SIM = "clusterdiag.agent.sim"
-SIM_WINGS = {f"{SIM}.state": (f"{SIM}.state",),
-             f"{SIM}.writers": (f"{SIM}.state", f"{SIM}.writers"),
-             f"{SIM}.faults": (f"{SIM}.state", f"{SIM}.faults")}
+def test_each_folder_imports_only_the_layers_its_map_allows() -> None:
+    """Families never import each other (each is judged from the snapshot alone), the
+    collectors never import the checks, the simulator never imports the reports, and
+    nothing below the CLI imports a layer above it."""
+    breaks = sorted(
+        f"{GRAPH.where(i.source, i.target)}: {i.source} imports {i.target}"
+        for i in GRAPH.imports
+        if GRAPH.folder(i.source) != GRAPH.folder(i.target)
+        and GRAPH.folder(i.target) not in LAYERS[GRAPH.folder(i.source)])
+    assert breaks == [], "imports the layer map does not allow:\n" + "\n".join(breaks)
 
 
-def test_the_simulators_wings_import_one_way() -> None:
-    """The state (what a node is) imports neither other wing; the writers (what it shows:
-    its tree, NVML answers, commands) and the faults (what changes it) import the state,
-    never each other; none imports the entry modules above them (agent/sim/node.py ...),
-    which put the wings together."""
-    for wing in SIM_WINGS:
-        assert any(_under(m, wing) and m != wing for m in GRAPH.modules), wing
-    breaks = [line for wing, allowed in SIM_WINGS.items()
-              for line in _breaks(GRAPH, (wing,), allowed, (SIM,))]
-    assert breaks == []
+def test_a_break_of_the_layer_map_is_found(tmp_path: Path) -> None:
+    """A family that reaches into another family is named (the test above could fail)."""
+    for folder in ("checks", "checks/gpu", "checks/ib"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "checks/ib/helpers.py").write_text("X = 1\n")
+    (tmp_path / "checks/gpu/xid.py").write_text("from ..ib.helpers import X\n")
+    graph = read_graph(tmp_path, ("checks",))
+    edges = graph.folder_edges()
+    assert edges[f"{P}.checks.gpu"] == {f"{P}.checks.ib"}
+    assert f"{P}.checks.ib" not in LAYERS[f"{P}.checks.gpu"]
 
 
 def test_nothing_outside_the_cli_imports_it() -> None:
-    """The daemon, the Slurm entry points and the cluster runs share agent/session.py;
+    """The daemon, the Slurm entry points and the cluster runs share agent/run/session.py;
     the CLI sits on top and only its own modules and the entries that start it import it:
     the console script (agent/launch.py, which runs the Slurm entry points before click)
     and ``python -m``'s ``__main__``."""

@@ -1,12 +1,12 @@
 """The ``clusterdiag`` command (DESIGN §3): one module per command, all registered below.
 
-Exit codes (agent.errors.ExitCode): 0 ready, 1 a fail, 2 usage or config, 3 could not
+Exit codes (agent.base.errors.ExitCode): 0 ready, 1 a fail, 2 usage or config, 3 could not
 collect at all; 130 interrupted (Ctrl-C). User errors print one line on stderr, never a traceback.
 
 Adding a command: write ``agent/cli/<name>.py`` holding a ``click.command`` (or group) and a
 ``COMMANDS`` tuple of what it defines; add the module to ``COMMAND_MODULES`` below. Take the
 shared flags from ``options.py`` (``source_options``, ``report_options``), turn flags and
-config into what a run needs with ``agent.session``, write reports with ``output.py``, and
+config into what a run needs with ``agent.run.session``, write reports with ``output.py``, and
 keep the module's top-level imports to click and this package: every command's module is
 imported whenever click parses a command line (the Slurm entry points skip it when they
 can, agent/launch.py). Put the work itself outside the CLI (the daemon, ``agent/slurm/``,
@@ -20,7 +20,7 @@ from typing import NoReturn
 
 import click
 
-from ..errors import ClusterdiagError, ExitCode
+from ..base.errors import ClusterdiagError, ExitCode
 from ..slurm.trouble import spare_the_node
 from . import agent, checks, demo, profiles, qualify, report, run, slurm, snapshot, topo
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from ..config import bounds_text, describe_kinds
-from ..errors import UsageError
+from ..base.errors import UsageError
+from ..settings.config import bounds_text, describe_kinds
 
 
 @click.group("checks")
@@ -38,7 +38,7 @@ def checks_explain(check_id: str) -> None:
     import json
 
     from ... import checks
-    from ...checks.params import docs_of
+    from ...checks.core.params import docs_of
     from ...reports.cluster_checks import CATALOG
 
     if check_id in CATALOG:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ...checks.levels import LEVEL_NAMES
+from ...checks.core.levels import LEVEL_NAMES
 
 FORMATS = ("table", "json", "md", "html", "line")
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ExitCode, UsageError
+from ..base.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from ...reports.cluster import ClusterReport
+    from ...reports.model.cluster import ClusterReport
 
 
 def is_terminal(output: Path | None) -> bool:
@@ -41,24 +41,24 @@ def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Pat
     line for the terminal table."""
     import json
 
-    from ...reports.cluster import fold
+    from ...reports.model.cluster import fold
 
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=1) + "\n"
     elif fmt == "md":
-        from ...reports.render_md import render_md
+        from ...reports.render.md import render_md
 
         text = render_md(report)
     elif fmt == "html":
-        from ...reports.render_html import render_html
+        from ...reports.render.html import render_html
 
         text = render_html(report)
     elif fmt == "line":
-        from ...reports.line import cluster_line
+        from ...reports.render.line import cluster_line
 
         text = cluster_line(report)
     else:
-        from ...reports.render_terminal import render_terminal
+        from ...reports.render.terminal import render_terminal
 
         tty = is_terminal(output)
         text = (title or "") + render_terminal(report, colour=tty,

@@ -1,5 +1,5 @@
 """``clusterdiag profiles list|show NAME|FILE``: the platform profiles, built-in and the
-site's (agent/site_profiles.py)."""
+site's (agent/settings/site_profiles.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from .. import session
-from ..errors import UsageError
+from ..base.errors import UsageError
+from ..run import session
 from .options import source_options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ...checks.profile import Profile
+    from ...checks.profiles.profile import Profile
 
 _CONFIG = click.option("--config", "config_path", type=click.Path(path_type=Path),
                        default=None, help="Config file (its profile_dir holds site profiles).")
@@ -28,7 +28,7 @@ def profiles_group() -> None:
 @_CONFIG
 def profiles_list(config_path: Path | None) -> None:
     """Every profile: the built-in ones and the site's."""
-    from ...checks.profile import builtin_names, load_profile, profile_names
+    from ...checks.profiles.profile import builtin_names, load_profile, profile_names
 
     session.load(config_path)
     builtin = set(builtin_names())
@@ -46,8 +46,8 @@ def profiles_show(config_path: Path | None, name: str) -> None:
     """The merged profile, each value with where it came from."""
     import yaml
 
-    from ...checks.profile import UnknownProfileError, load_builtin
-    from ..site_profiles import load_site_profiles
+    from ...checks.profiles.profile import UnknownProfileError, load_builtin
+    from ..settings.site_profiles import load_site_profiles
 
     config = session.load(config_path)
     resolved = session.site_profile(config, name)
@@ -89,10 +89,10 @@ def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Pa
     saved snapshots (``clusterdiag snapshot``, an agent's /v1/snapshot) of a fleet."""
     import time
 
-    from ...checks.profile import UnknownProfileError, load_profile
-    from ..collect import collect_snapshot
-    from ..profile_capture import capture
-    from ..runner import resolve_profile
+    from ...checks.profiles.profile import UnknownProfileError, load_profile
+    from ..capture.profile import capture
+    from ..run.collect import collect_snapshot
+    from ..run.runner import resolve_profile
 
     config = session.load(config_path)
     options = session.run_options(config, level, profile, None, None)
@@ -125,11 +125,11 @@ def _fleet_capture(paths: tuple[Path, ...], extends: Profile | None, profile: st
     standard error. Without --extends, the base is the profile most snapshots detect as."""
     from collections import Counter
 
-    from ...checks.profile import load_profile
-    from ..profile_capture import capture
-    from ..profile_majority import majority
-    from ..runner import resolve_profile
-    from ..snapshot_file import load_snapshot
+    from ...checks.profiles.profile import load_profile
+    from ..capture.majority import majority
+    from ..capture.profile import capture
+    from ..run.runner import resolve_profile
+    from ..run.snapshot_file import load_snapshot
 
     if extends is None:
         detected = Counter(resolve_profile(profile, load_snapshot(p))[0].name for p in paths)

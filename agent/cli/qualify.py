@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from ...checks.levels import LEVEL_NAMES
-from ..errors import ExitCode
+from ...checks.core.levels import LEVEL_NAMES
+from ..base.errors import ExitCode
 from .options import report_options
 from .output import write
 
@@ -44,11 +44,11 @@ def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | 
             output: Path | None, exclude_file: Path | None, need: int | None) -> None:
     """Run the active tests on every node (or judge saved logs: --from-logs FILE [FILE...])
     and report stragglers against the profile and the node's peers."""
-    from ...reports.cluster import fold
-    from ...reports.render_qualify import render_html, render_md, render_terminal
-    from .. import session
-    from ..errors import UsageError
+    from ...reports.model.cluster import fold
+    from ...reports.render.qualify import render_html, render_md, render_terminal
+    from ..base.errors import UsageError
     from ..qualify.command import Request, run
+    from ..run import session
 
     if logs and not from_logs:
         raise UsageError(f"unexpected argument {logs[0]} (saved logs go after --from-logs)")

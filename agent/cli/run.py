@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from .. import session
-from ..errors import ExitCode, UsageError
+from ..base.errors import ExitCode, UsageError
+from ..run import session
 from .options import report_options, source_options
 from .output import emit, is_terminal, terminal_width, write
 
 if TYPE_CHECKING:
-    from ...reports.node import NodeReport
-    from ..config import Config
+    from ...reports.model.node import NodeReport
+    from ..settings.config import Config
 
 
 @click.command("run")
@@ -44,7 +44,7 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         via: str | None, from_snapshot: Path | None, previous: Path | None) -> None:
     """Check this node, or gather every node of --nodes, and print the report."""
     from ..cluster.judge import run_cluster
-    from ..runner import run_node
+    from ..run.runner import run_node
 
     session.budget_flag(budget)
     session.check_patterns(patterns)
@@ -72,8 +72,8 @@ def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[s
              budget: float | None, patterns: str | None) -> tuple[Config, NodeReport]:
     """A saved snapshot judged again, as of when it was taken (DESIGN §3 --from-snapshot):
     the source flags say where a node is read from, so none of them applies."""
-    from ..runner import evaluate
-    from ..snapshot_file import load_pair
+    from ..run.runner import evaluate
+    from ..run.snapshot_file import load_pair
 
     if from_snapshot is None:
         raise UsageError("--previous needs --from-snapshot")
@@ -92,9 +92,9 @@ def _emit_node(config: Config, report: NodeReport, fmt: str, output: Path | None
     """Write one node's report as the report options say, and exit with its verdict."""
     import json
 
-    from ...checks.finding import Status
-    from ...reports.line import node_line
-    from ...reports.table import render_table
+    from ...checks.core.finding import Status
+    from ...reports.render.line import node_line
+    from ...reports.render.table import render_table
     from ..cluster.judge import one_node_report
 
     if fmt in ("md", "html") or exclude_file is not None or need is not None:

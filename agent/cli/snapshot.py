@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .. import session
+from ..run import session
 from .options import source_options
 
 
@@ -21,8 +21,8 @@ def snapshot(config_path: Path | None, root: Path | None, kernel_log: Path | Non
     import json
     import time
 
-    from ..collect import SOURCES, collect_snapshot
-    from ..runner import collector_params, plan
+    from ..run.collect import SOURCES, collect_snapshot
+    from ..run.runner import collector_params, plan
     from .run import exit_if_nothing_read
 
     config, env = session.setup(config_path, root, kernel_log, simulate, node)

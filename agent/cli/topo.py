@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from .. import session
+from ..run import session
 from .options import source_options
 
 TOPO_SOURCES = ("pci", "nvml", "infiniband")
@@ -28,10 +28,10 @@ def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
     import json
     import time
 
-    from ...reports.topo import build, render_text, render_wrapped
-    from ..collect import SOURCES, collect_snapshot
-    from ..errors import CollectError
-    from ..runner import assign_roles, resolve_profile
+    from ...reports.render.topo import build, render_text, render_wrapped
+    from ..base.errors import CollectError
+    from ..run.collect import SOURCES, collect_snapshot
+    from ..run.runner import assign_roles, resolve_profile
 
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     options = session.run_options(config, level, profile, budget, None)

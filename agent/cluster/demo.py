@@ -17,13 +17,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from .. import session
-from ..config import Config
-from ..errors import ExitCode, UsageError
+from ..base.errors import ExitCode, UsageError
+from ..run import session
+from ..settings.config import Config
 from .judge import gather_and_judge
 
 if TYPE_CHECKING:
-    from ...reports.cluster import ClusterReport
+    from ...reports.model.cluster import ClusterReport
 
 DEMO_SPEC = Path(__file__).parents[1] / "sim" / "demo-cluster.yaml"
 

@@ -31,12 +31,12 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import generate_latest
 
-from ...checks.levels import Level, Mode
-from ..config import Config
+from ...checks.core.levels import Level, Mode
 from ..daemon import cycle
 from ..daemon.metrics import AgentView, registry_for
 from ..daemon.server import Served, make_app, serve
-from ..runner import RunOptions, evaluate
+from ..run.runner import RunOptions, evaluate
+from ..settings.config import Config
 from ..sim.faults.catalog import FAULTS
 from ..sim.node import build, env_for
 from ..sim.spec import ClusterSpec, NodeSpec
@@ -72,7 +72,7 @@ class _Node:
             dict(self.snapshot, node=self.report["node"])).encode()
 
     def metrics_body(self) -> bytes:
-        from ...reports.node import NodeReport
+        from ...reports.model.node import NodeReport
 
         view = AgentView(report=NodeReport.from_dict(self.report), collections=1)
         return generate_latest(registry_for(lambda: view))

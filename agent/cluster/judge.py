@@ -9,16 +9,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import session
-from ..errors import UsageError
+from ..base.errors import UsageError
+from ..run import session
 from .nodes import resolve_nodes
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from ...reports.cluster import ClusterReport
     from ...reports.cluster_checks import ClusterSettings
-    from ...reports.node import NodeReport
-    from ..config import Config
+    from ...reports.model.cluster import ClusterReport
+    from ...reports.model.node import NodeReport
+    from ..settings.config import Config
 
 
 def cluster_settings(config: Config) -> ClusterSettings:
@@ -31,8 +31,8 @@ def cluster_settings(config: Config) -> ClusterSettings:
 def gather_and_judge(config: Config, nodes: Sequence[str], via: str, need: int | None,
                      urls: dict[str, str] | None = None, token: str | None = None
                      ) -> ClusterReport:
-    from ...reports import gather
     from ...reports.cluster_checks import judge
+    from ...reports.fleet import gather
 
     checks = cluster_settings(config)
     settings = gather.settings_from(config.section("cluster"),
@@ -55,7 +55,7 @@ def one_node_report(config: Config, node_report: NodeReport, need: int | None
     """This node alone as a cluster report: md/html and ``--exclude-file`` without
     ``--nodes`` render the same way as for a cluster."""
     from ...reports.cluster_checks import judge
-    from ...reports.summary import summarize
+    from ...reports.model.summary import summarize
 
     return judge([summarize(node_report.to_dict())], [], cluster_settings(config),
                  via="local", need=need)
@@ -66,7 +66,7 @@ def merge_reports(config_path: Path | None, files: tuple[str, ...], need: int | 
     """``report merge``: saved node reports (files, or directories of *.json) judged as a
     cluster; a file that is not a node report is a cluster.reachability finding."""
     from ...reports.cluster_checks import judge
-    from ...reports.merge import expand, merge_files
+    from ...reports.fleet.merge import expand, merge_files
 
     settings = cluster_settings(session.load(config_path))
     paths = expand(files)
@@ -101,7 +101,7 @@ def run_cluster(config_path: Path | None, nodes_arg: str | None, via: str | None
     if extra:
         section = dict(config.section("cluster"))
         section["remote_command"] = " ".join([section["remote_command"], *extra])
-        from ..config import Config
+        from ..settings.config import Config
 
         config = Config({**config.data, "cluster": section}, config.path)
     return gather_and_judge(config, names, via, need)

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 
 
 def _read_nodes(text: str, where: str) -> list[str]:

@@ -12,8 +12,8 @@ import time
 
 from ..model import SourceStats
 from ..model.nccl import AllreduceRun
-from ..sources import SourceEnv
-from ..sysfs import list_dir, under
+from ..read.sources import SourceEnv
+from ..read.sysfs import list_dir, under
 
 DEFAULT_ARGS = ("-b", "512M", "-e", "1G", "-f", "2", "-w", "5", "-n", "20")
 _ROW_FIELDS = 13  # size count type redop root + 2 x (time algbw busbw #wrong)

@@ -26,8 +26,8 @@ from ..model.host import (
     ServiceState,
     StuckProcess,
 )
-from ..sources import CommandResult, SourceEnv
-from ..sysfs import (
+from ..read.sources import CommandResult, SourceEnv
+from ..read.sysfs import (
     FileCounter,
     list_dir,
     parse_int,

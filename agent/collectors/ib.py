@@ -1,6 +1,6 @@
 """The InfiniBand/RoCE source: every device in /sys/class/infiniband and its ports, as facts.
 
-Roles (compute rail, storage, management) are not decided here: checks/ib/roles.py
+Roles (compute rail, storage, management) are not decided here: checks/core/rails.py
 decides them when judging, from these facts and the profile, so a snapshot re-judged
 under another profile re-derives them. What the collector records for that: each port's
 link layer, the PCIe hops to every GPU the device shares a bridge with, model, GUID and
@@ -36,8 +36,8 @@ from pathlib import Path
 from ..model import SourceStats
 from ..model.ib import DPU_TYPES, IbDevice, nvswitch_management
 from ..model.pci import NVIDIA_VENDOR
-from ..sources import SourceEnv
-from ..sysfs import (
+from ..read.sources import SourceEnv
+from ..read.sysfs import (
     FileCounter,
     bdf_path,
     link_target,

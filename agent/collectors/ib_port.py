@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..model.ib import COUNTER_MAX, DATA_COUNTERS, IbPort
-from ..sysfs import FileCounter, list_dir, parse_int, read_decimals, read_int, read_text
+from ..read.sysfs import FileCounter, list_dir, parse_int, read_decimals, read_int, read_text
 from .roce import read_gids
 
 # "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)", "0 GB/sec" (procfs TestParseSlowRate).

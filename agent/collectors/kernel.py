@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
-from ..kernel_log import read_file, read_kmsg
 from ..model import SourceStats
 from ..model.kernel import KernelLog
-from ..sources import SourceEnv
+from ..read.sources import SourceEnv
+from .kernel_log import read_file, read_kmsg
 
 # Stop reading this long before the source's deadline, so the thread hands back what it
 # read instead of being abandoned (and reported as a timeout) while it parses on.

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ..model import SourceStats
 from ..model.nccl import HcaPort, NcclInfo, NcclLibrary
-from ..sources import SourceEnv
-from ..sysfs import FileCounter, list_dir, read_text, under
+from ..read.sources import SourceEnv
+from ..read.sysfs import FileCounter, list_dir, read_text, under
 from .nccl_host import read_gpudirect, read_iommu, read_limits
 
 LIBRARY = "libnccl.so.2"

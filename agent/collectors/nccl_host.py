@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..model.nccl import Gpudirect, HostLimits, Iommu, MemlockSource
-from ..sysfs import FileCounter, list_readable, present, read_text, under, unreadable
+from ..read.sysfs import FileCounter, list_readable, present, read_text, under, unreadable
 
 # The files NCCL itself tests for a peer-memory client (transport/net_ib/gdr.cc).
 PEERMEM_FILES = ("/sys/kernel/mm/memory_peers/nv_mem/version",

@@ -19,14 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..lazy_re import LazyPattern
+from ..base.lazy_re import LazyPattern
 from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
 from ..model.record import field, record
-from ..serde import from_jsonable, to_jsonable
-from ..sources import SourceEnv
-from ..sysfs import read_text
-from ..worker import fork_worker, stop_worker
+from ..model.serde import from_jsonable, to_jsonable
+from ..read.sources import SourceEnv
+from ..read.sysfs import read_text
+from ..read.worker import fork_worker, stop_worker
 from .nvml_budget import ThreadTimes, from_dict, own_deadline, thread_times
 from .nvml_read import (
     CountingNvml,
@@ -169,9 +169,9 @@ NO_WORKER = 0  # PendingNvml.pid when there was nothing for a worker to ask
 def _library_missing(env: SourceEnv) -> PendingNvml | None:
     """What the worker would say when the real pynvml cannot load NVML's library: its
     ``nvmlInit`` failed, nothing else was asked. Said without importing pynvml (about
-    four interpreter starts) or forking: agent/nvml_library.py makes pynvml's dlopen."""
-    from .. import nvml_library
-    from ..sources import real_nvml
+    four interpreter starts) or forking: agent/read/nvml_library.py makes pynvml's dlopen."""
+    from ..read import nvml_library
+    from ..read.sources import real_nvml
 
     if env.nvml is not real_nvml or not nvml_library.missing():
         return None

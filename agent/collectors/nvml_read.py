@@ -22,7 +22,7 @@ from typing import Any
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
 from ..model.pci import pci_address
 from ..model.record import MISSING, fields
-from ..serde import SerdeError, from_jsonable, to_jsonable
+from ..model.serde import SerdeError, from_jsonable, to_jsonable
 from .nvml_budget import CallClock
 
 TYPE_CHECKING = False

@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 from ..model import SourceStats
 from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice, normalize_bdf
-from ..sources import SourceEnv
-from ..sysfs import (
+from ..read.sources import SourceEnv
+from ..read.sysfs import (
     FileCounter,
     bdf_path,
     link_target,

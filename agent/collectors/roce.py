@@ -28,10 +28,10 @@ import time
 from functools import partial
 from pathlib import Path
 
-from ..lazy_re import LazyPattern
+from ..base.lazy_re import LazyPattern
 from ..model.ib import IbPort, RoceGid, RoceQos
-from ..sources import SourceEnv
-from ..sysfs import FileCounter, list_dir, read_text, under
+from ..read.sources import SourceEnv
+from ..read.sysfs import FileCounter, list_dir, read_text, under
 from .kept import kept
 
 GID_SCAN = 32

@@ -3,7 +3,7 @@
 Why: on HGX/DGX B200 and B300 baseboards the NVSwitches are no PCI functions; the host
 manages them through ConnectX-7 functions on the baseboard that appear as ``mlx5_*``
 InfiniBand devices and say so only in their VPD (``SMDL=SW_MNG`` in the ``VA`` keyword:
-agent/model/ib.py). Detection counts them and checks/ib/roles.py keeps them out of the
+agent/model/ib.py). Detection counts them and checks/core/rails.py keeps them out of the
 rails; this module only records what the VPD says.
 
 Format (PCI Local Bus spec §6.4, as the kernel's include/linux/pci.h encodes it): a
@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..sysfs import MISSING, read_bytes
+from ..read.sysfs import MISSING, read_bytes
 
 # A ConnectX VPD is ~350 bytes (a ~140-byte identifier string, then VPD-R); VPD-R ends
 # well inside this, and the kernel stops at the VPD's own size.

@@ -34,7 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ..sources import CommandResult, CommandRunner
+from ..read.sources import CommandResult, CommandRunner
 
 KEPT_PROGRAMS = frozenset({"timedatectl", "chronyc", "ntpq", "dcb", "mlnx_qos"})
 MAX_KEPT = 256  # a node asks ~20 questions: the clock, two per netdev

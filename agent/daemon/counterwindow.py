@@ -1,4 +1,4 @@
-"""The agent's hour of event-counter checkpoints, for checks/window.py.
+"""The agent's hour of event-counter checkpoints, for checks/core/window.py.
 
 "Two link downs within an hour fail" and "three NVLink recoveries in an hour fail" need a
 sample up to an hour old; the previous snapshot is one interval (~30 s) old. Keeping
@@ -17,8 +17,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...checks.registry import History
-from ...checks.window import (
+from ...checks.core.registry import History
+from ...checks.core.window import (
     IB_WINDOW_COUNTERS,
     NVLINK_WINDOW_COUNTERS,
     WINDOW_S,

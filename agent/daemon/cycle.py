@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 
-from ...checks.registry import History
-from ...reports.node import NodeReport
-from ..collect import collect_snapshot
-from ..config import Config
+from ...checks.core.registry import History
+from ...reports.model.node import NodeReport
 from ..model import Snapshot
-from ..runner import RunOptions, evaluate, plan, sources_for
-from ..sources import SourceEnv
+from ..read.sources import SourceEnv
+from ..run.collect import collect_snapshot
+from ..run.runner import RunOptions, evaluate, plan, sources_for
+from ..settings.config import Config
 from .counterwindow import CounterWindow
 from .state import Events
 from .sticky import add_sticky, inject
@@ -31,7 +31,7 @@ def judge(snap: Snapshot, config: Config, options: RunOptions, previous: Snapsho
           events: Events, started: float, window: CounterWindow | None = None) -> NodeReport:
     """Evaluate with the previous sample (rate checks report the window they judged:
     the time between the two samples), the active events and the hour of event counters
-    (checks/window.py); then add sticky findings."""
+    (checks/core/window.py); then add sticky findings."""
     if previous is not None and previous.node != snap.node:
         previous = None
     inject(snap, events)

@@ -25,17 +25,18 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from ...checks.levels import Level, Mode
-from ...reports.node import NodeReport
-from .. import nvml_library, session
-from ..collect import one_line
+from ...checks.core.levels import Level, Mode
+from ...reports.model.node import NodeReport
+from ..base.errors import ClusterdiagError, CollectError, ExitCode
 from ..collectors.kept import keep
-from ..config import Config
-from ..errors import ClusterdiagError, CollectError, ExitCode
 from ..model import Snapshot
-from ..runner import RunOptions
-from ..serde import SerdeError
-from ..sources import SourceEnv, real_nvml
+from ..model.serde import SerdeError
+from ..read import nvml_library
+from ..read.sources import SourceEnv, real_nvml
+from ..run import session
+from ..run.collect import one_line
+from ..run.runner import RunOptions
+from ..settings.config import Config
 from . import cycle, xid
 from .commands import KeptRunner
 from .counterwindow import COUNTER_WINDOW_FILE, CounterWindow

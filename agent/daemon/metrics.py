@@ -19,10 +19,10 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ...checks.finding import Status, worst
-from ...reports.node import NodeReport
-from .. import __version__
+from ...checks.core.finding import Status, worst
+from ...reports.model.node import NodeReport
 from ..model import Snapshot
+from ..model.version import VERSION
 from .metric_labels import (
     IB_LABELS,
     IB_SETTING_FILES,
@@ -70,7 +70,7 @@ class SnapshotCollector(Collector):
         view = self.view()
         build = _gauge("build_info", "Always 1: the clusterdiag version serving these metrics.",
                        ["version", "python_version"])
-        build.add_metric([__version__, platform.python_version()], 1)
+        build.add_metric([VERSION, platform.python_version()], 1)
         yield build
         yield from self._agent(view)
         if view.report is not None:

@@ -18,8 +18,8 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ...checks.finding import Action, Finding, Status
-from ...reports.node import NodeReport, iso
+from ...checks.core.finding import Action, Finding, Status
+from ...reports.model.node import NodeReport, iso
 from .metrics import AgentView
 from .state import StateDir
 

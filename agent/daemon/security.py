@@ -15,8 +15,8 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from ...reports.tokenfile import read_token
-from ..errors import ConfigError
+from ..base.errors import ConfigError
+from ..base.tokenfile import read_token
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...reports.safefile import describe, read_regular
-from ..errors import CollectError
+from ..base.atomic import TMP_PREFIX, write_atomic, write_in
+from ..base.errors import CollectError
+from ..base.safefile import describe, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,6 @@ REPORT, AGENT, SNAPSHOT, EVENTS, CLEAR_DIR = (
 MAX_EVENTS = 1000  # the oldest cleared events go first beyond this
 # Ids name files under clear/: "." and ".." would name the directory or its parent.
 ID_RE = re.compile(r"^(?!\.+$)[A-Za-z0-9._-]{1,80}$")
-_TMP_PREFIX = ".tmp-"
 # How long after a change of ``clear/`` it is listed every time all the same (take_clear_requests).
 _SETTLE_NS = 2_000_000_000
 # The largest state file read back: a dgx-h100 snapshot is ~0.2 MB, 1,000 events ~0.2 MB.
@@ -42,53 +42,6 @@ MAX_STATE_BYTES = 32 << 20
 
 def write_json_atomic(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
-
-
-def write_atomic(path: Path, body: bytes) -> None:
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        write_in(dir_fd, path.name, body)
-    finally:
-        os.close(dir_fd)
-
-
-def write_in(dir_fd: int, name: str, body: bytes) -> None:
-    """``name`` in the directory ``dir_fd`` replaced whole by ``body``.
-
-    The temp file has an unpredictable name and is created with ``O_EXCL|O_NOFOLLOW``: a
-    link or file planted under any name we could pick is never opened, so root (``agent
-    --clear``) can neither truncate nor give away a file the link points at."""
-    tmp = f"{_TMP_PREFIX}{name}.{secrets.token_hex(8)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o640, dir_fd=dir_fd)
-    try:
-        try:
-            _own_like_directory(fd, dir_fd)
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:
-        # A full disk fails mid-write: the partial temp file would hold on to the very
-        # space the next attempt needs (and a tiny tmpfs would stay full for good).
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-    os.fsync(dir_fd)
-
-
-def _own_like_directory(fd: int, dir_fd: int) -> None:
-    """Root (``clusterdiag agent --clear`` with the agent stopped) writes the agent's files
-    for it: owned by root, mode 0640, the agent (``User=clusterdiag``) could no longer read
-    them. So a root writer gives each file it just created to whoever owns the directory."""
-    if os.geteuid() != 0:
-        return
-    info = os.fstat(dir_fd)
-    if (info.st_uid, info.st_gid) != (0, 0):
-        os.fchown(fd, info.st_uid, info.st_gid)
 
 
 def read_json(path: Path, must_read: bool = False) -> Any | None:
@@ -196,7 +149,7 @@ class StateDir:
             self._make_clear_dir(fd, info)
             with self._clear_fd(fd):
                 pass
-            probe = f"{_TMP_PREFIX}probe.{secrets.token_hex(8)}"
+            probe = f"{TMP_PREFIX}probe.{secrets.token_hex(8)}"
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                              | os.O_CLOEXEC, 0o600, dir_fd=fd))
             os.unlink(probe, dir_fd=fd)
@@ -243,7 +196,7 @@ class StateDir:
 
     def sweep(self) -> None:
         """Temp files a killed writer left behind: never read, so only removed."""
-        for tmp in self.path.glob(f"{_TMP_PREFIX}*"):
+        for tmp in self.path.glob(f"{TMP_PREFIX}*"):
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
@@ -317,7 +270,7 @@ class StateDir:
         try:
             with self._dir_fd() as fd, self._clear_fd(fd) as clear_fd:
                 for name in sorted(os.listdir(clear_fd)):
-                    if name.startswith(_TMP_PREFIX) or not ID_RE.match(name):
+                    if name.startswith(TMP_PREFIX) or not ID_RE.match(name):
                         continue
                     info = os.stat(name, dir_fd=clear_fd, follow_symlinks=False)
                     if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 \

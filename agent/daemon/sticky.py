@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...checks.finding import Action, Finding, Status
-from ...checks.xid_catalog import xid_info
-from ...reports.node import NodeReport, iso
+from ...checks.catalogs.xid_catalog import xid_info
+from ...checks.core.finding import Action, Finding, Status
+from ...reports.model.node import NodeReport, iso
 from ..model import Snapshot
 from ..model.gpu import NvmlEvent
 from .state import Events

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..sources import SourceEnv
-from ..worker import fork_worker, stop_worker
+from ..read.sources import SourceEnv
+from ..read.worker import fork_worker, stop_worker
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from .upgrade import SNAPSHOT_SCHEMA_V1, SNAPSHOT_SCHEMA_V2, upgrade
 SNAPSHOT_SCHEMA = SNAPSHOT_SCHEMA_V2
 # What a saved snapshot may be tagged: the current schema, and those upgrade() brings to it.
 READABLE_SCHEMAS = (SNAPSHOT_SCHEMA_V1, SNAPSHOT_SCHEMA_V2)
-# The Snapshot fields that one source each fills (agent/collect.py SOURCES, one entry per
+# The Snapshot fields that one source each fills (agent/run/collect.py SOURCES, one entry per
 # name): what a check's ``needs`` may name, checked when the check registers.
 SOURCE_FIELDS = frozenset({"host", "pci", "nvml", "kernel_log", "infiniband", "nccl",
                            "allreduce"})
@@ -63,7 +63,7 @@ class Snapshot:
     schema: str = SNAPSHOT_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
-        from ..serde import to_jsonable  # serde reads records through this package
+        from .serde import to_jsonable  # serde reads records through this package
 
         result: dict[str, Any] = to_jsonable(self)
         return result
@@ -71,7 +71,7 @@ class Snapshot:
     @classmethod
     def from_dict(cls, data: Any) -> Snapshot:
         """The snapshot ``data`` describes, in the current schema whatever it was saved in."""
-        from ..serde import from_jsonable
+        from .serde import from_jsonable
 
         snap: Snapshot = from_jsonable(cls, upgrade(data))
         return snap

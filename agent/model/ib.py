@@ -122,7 +122,7 @@ class IbDevice:
     board_id: str | None = None
     node_desc: str | None = None
     pci_bdf: str | None = None
-    # Decided when judging (checks/ib/roles.py) from the facts here and the profile: a
+    # Decided when judging (checks/core/rails.py) from the facts here and the profile: a
     # snapshot as collected says "unknown".
     role: str = "unknown"  # compute | storage | management | unknown (ROLES)
     role_reason: str = ""

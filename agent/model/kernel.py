@@ -63,7 +63,7 @@ class KernelEvent:
 
     Kinds: ``mce``, ``hung_task``, ``soft_lockup``, ``hard_lockup``, ``nmi``,
     ``gpu_reset``, ``mlx5_health``, ``pcie_slot_power``, ``module_temperature``, ``aer``
-    (see ``agent/kernel_log.py`` for the line formats and where each comes from).
+    (see ``agent/collectors/kernel_log.py`` for the line formats and where each comes from).
     ``message`` is the text after the timestamp/host prefix; ``device`` is the normalised
     PCI bus id the line names (for ``aer``, the device that reported the error), or the
     GPU UUID for a ``gpu_reset`` acknowledgement that names only a UUID.
@@ -86,7 +86,7 @@ class KernelLog:
     a part that could not be read (``file``, ``kmsg``) to the reason, so an empty event
     list is never mistaken for a clean log. ``dropped`` counts matching lines not kept:
     dated before the look-back window, or past the most a windowed read keeps of a kind
-    (``agent/kernel_log.py``), so memory follows the window, not the log's length.
+    (``agent/collectors/kernel_log.py``), so memory follows the window, not the log's length.
     """
 
     source: str

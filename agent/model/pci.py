@@ -8,6 +8,8 @@ from .record import field, record
 
 NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3
+GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+"""A PCIe generation's transfer rate per lane (GT/s), as sysfs's ``*_link_speed`` gives it."""
 
 
 @record

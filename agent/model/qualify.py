@@ -2,7 +2,7 @@
 
 ``clusterdiag qualify`` runs the standard tools (nccl-tests, perftest, nvbandwidth, dcgmi
 diag, gpu_burn) or reads their saved output; the parsers in ``agent/qualify/parsers`` turn
-what the tools print into :class:`ToolRun` and the judging in ``checks/qualify.py`` reads
+what the tools print into :class:`ToolRun` and the judging in ``checks/qualify/judge.py`` reads
 only this module. Nothing here says whether a figure is good.
 """
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...checks.qualify import Judged
-from ..errors import UsageError
+from ...checks.qualify.judge import Judged
+from ..base.errors import UsageError
 
 SCHEMA = "clusterdiag/qualify-baseline/v1"
 MAX_BYTES = 64 << 20

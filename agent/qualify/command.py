@@ -15,15 +15,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ...checks.finding import Action, Finding, Status
-from ...checks.levels import Level
-from ...checks.profile import Profile, UnknownProfileError, load_profile
-from ...checks.qualify import StragglerRule
-from ...reports.cluster import ClusterFinding, ClusterReport
-from ...reports.qualify import QualifyReport, node_summary
-from ..config import Config
-from ..errors import CollectError, UsageError
+from ...checks.core.finding import Action, Finding, Status
+from ...checks.core.levels import Level
+from ...checks.profiles.profile import Profile, UnknownProfileError, load_profile
+from ...checks.qualify.judge import StragglerRule
+from ...reports.model.cluster import ClusterFinding, ClusterReport
+from ...reports.model.qualify import QualifyReport, node_summary
+from ..base.errors import CollectError, UsageError
 from ..model.qualify import CROSS_TESTS
+from ..settings.config import Config
 from . import baseline
 from .cross import Cross
 from .launch import VIAS, GroupRunner, ToolRunner, command_runner, group_runner
@@ -57,9 +57,9 @@ def _version() -> str:
 
 def load_site_profile(config: Config, arg: str) -> Profile:
     """A built-in or site profile by name, or a site profile file, through the validated
-    loader every command uses (agent/site_profiles.py: ``extends``, types, did-you-mean);
+    loader every command uses (agent/settings/site_profiles.py: ``extends``, types, did-you-mean);
     a bad one is a one-line ConfigError/UsageError (exit 2)."""
-    from ..session import site_profile
+    from ..run.session import site_profile
 
     try:
         return load_profile(site_profile(config, arg))

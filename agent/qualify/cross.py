@@ -1,5 +1,5 @@
 """The tests between nodes, round by round (the schedule is in schedule.py, the judging in
-checks/qualify_cross.py).
+checks/qualify/cross.py).
 
 ``pairs``: all_reduce_perf over two nodes, every GPU of each, ``NCCL_ALGO=Ring`` (on two
 nodes NCCL's default picks Tree/NVLSTree, whose busbw goes beyond the network: nccl-tests
@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from ...checks.finding import Action, Finding, Status
-from ...checks.levels import Level
-from ...checks.profile import Profile
-from ...checks.qualify import TEST_NAMES, expectations
-from ...checks.qualify_cross import (
+from ...checks.core.finding import Action, Finding, Status
+from ...checks.core.levels import Level
+from ...checks.profiles.profile import Profile
+from ...checks.qualify.cross import (
     Graded,
     ScalingPoint,
     attribute,
@@ -38,6 +37,7 @@ from ...checks.qualify_cross import (
     rack_findings,
     scaling_curve,
 )
+from ...checks.qualify.judge import TEST_NAMES, expectations
 from ..model.qualify import CrossRun, Expectation, ToolRun
 from .launch import GroupRunner, ToolRunner
 from .plan import DEADLINES, NIC_PORT_BASE, Inventory, Step, program

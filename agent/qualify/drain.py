@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ...checks.finding import Finding, Status
-from ...checks.qualify import COLLECTIVES
+from ...checks.core.finding import Finding, Status
+from ...checks.qualify.judge import COLLECTIVES
 from ..slurm.reason import PREFIX, clip, owned
 from ..slurm.scontrol import Scontrol, SlurmError
 

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from ..sources import CommandResult, run_command
+from ..read.sources import CommandResult, run_command
 
 VIAS = ("local", "srun", "ssh")
 _GRACE_S = 10.0  # the local kill comes this long after the remote timeout's

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...checks.finding import Action, Finding, Status
-from ...checks.profile import Profile
-from ...checks.qualify import Judgement, StragglerRule, expectations, judge
+from ...checks.core.finding import Action, Finding, Status
+from ...checks.profiles.profile import Profile
+from ...checks.qualify.judge import Judgement, StragglerRule, expectations, judge
 from ..model.qualify import ToolRun
 from . import parsers
 from .parsers import nccl

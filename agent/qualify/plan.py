@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...checks.levels import Level
+from ...checks.core.levels import Level
 
 # How to get each tool: what a skipped test says.
 INSTALL = {

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...checks.levels import Level
-from ...checks.profile import Profile
-from ...checks.qualify import (
+from ...checks.core.levels import Level
+from ...checks.profiles.profile import Profile
+from ...checks.qualify.judge import (
     Judgement,
     StragglerRule,
     expectations,
@@ -26,7 +26,7 @@ from ...checks.qualify import (
     suspects,
 )
 from ..model.qualify import ToolRun
-from ..sources import CommandResult
+from ..read.sources import CommandResult
 from . import parsers
 from .launch import ToolRunner, missing
 from .plan import DEADLINES, INSTALL, Inventory, Step, node_steps, parse_gpus, parse_ibstat

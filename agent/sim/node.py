@@ -12,10 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ...checks.profile import load_profile
-from ..config import Config
-from ..errors import UsageError
-from ..sources import SourceEnv
+from ...checks.profiles.profile import load_profile
+from ..base.errors import UsageError
+from ..read.sources import SourceEnv
+from ..settings.config import Config
 from .faults.catalog import FAULTS
 from .schedule import Schedule, present, timed
 from .spec import ClusterSpec, NodeSpec, load_spec

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from ClusterShell.NodeSet import NodeSetParseError
 
-from ...checks.profile import UnknownProfileError, load_profile
-from ..errors import UsageError
+from ...checks.profiles.profile import UnknownProfileError, load_profile
+from ..base.errors import UsageError
 from ..model.nodeset import MAX_NODES, expand, short
 from .faults.catalog import FAULTS
 from .faults.ib import hca_problem

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..sources import CommandResult, run_command
+from ..read.sources import CommandResult, run_command
 from . import bandwidth as bw
 from .state.hardware import SimGpu, SimNode
 from .state.ib import LANE_GBPS

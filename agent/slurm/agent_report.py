@@ -23,15 +23,15 @@ import os
 import re
 import time
 
-from ...checks.finding import Finding
-from ...reports.hostname import same_host
-from ...reports.safefile import read_regular
+from ...checks.core.finding import Finding
+from ..base.hostname import same_host
+from ..base.safefile import read_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..config import Config
+    from ..settings.config import Config
 
 
 class AgentReport:
@@ -94,7 +94,7 @@ def _interval(state_dir: str, default_s: float) -> float:
     return default_s
 
 
-# The reports' timestamps (reports/node.py writes ``datetime.isoformat()`` of a UTC time):
+# The reports' timestamps (reports/model/node.py writes ``datetime.isoformat()`` of a UTC time):
 # date, time, optional fraction, and a UTC offset ("Z" too, which 3.10's fromisoformat
 # cannot read).
 _STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,6})?"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import time
 
-from ...checks.finding import Status
-from ..errors import ClusterdiagError, ExitCode
+from ...checks.core.finding import Status
+from ..base.errors import ClusterdiagError, ExitCode
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
 from .reason import EPILOG, OWN_ERROR, PREFIX, clip, drain_reason, owned, parse
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from ...checks.finding import Finding
-    from ..config import Config
-    from ..sources import SourceEnv
+    from ...checks.core.finding import Finding
+    from ..read.sources import SourceEnv
+    from ..settings.config import Config
     from .scontrol import Scontrol
 
     Body = Callable[["Run"], "Outcome"]
@@ -91,7 +91,7 @@ class Run:
     @property
     def env(self) -> SourceEnv:
         if self._env is None:
-            from .. import session
+            from ..run import session
 
             self._env = session.source_env(self.config, self.inputs.root,
                                            self.inputs.kernel_log, None, self.node)
@@ -108,7 +108,7 @@ class Run:
         """Whether NVML is read through the real pynvml (not the simulator's)."""
         if self._env is None:
             return True  # the sources made for this run will be the host's
-        from ..sources import real_nvml
+        from ..read.sources import real_nvml
 
         return self._env.nvml is real_nvml
 
@@ -159,7 +159,7 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
 def _setup(inputs: Inputs, job: JobEnv) -> tuple[Config, str, SourceEnv | None]:
     """The config, the node's name, and the simulator's sources when simulating (else
     the sources are made when a check needs them: ``Run.env``)."""
-    from .. import session
+    from ..run import session
 
     node = inputs.node or job.node
     if inputs.simulate is not None:

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...checks.finding import Finding, Status
-from ..config import Config
-from ..runner import run_node
+from ...checks.core.finding import Finding, Status
+from ..run.runner import run_node
+from ..settings.config import Config
 from .entry import Inputs, Outcome, Run, execute
 from .prolog import job_config, options
 from .scontrol import SlurmError
@@ -96,6 +96,6 @@ def check_job_end(run: Run) -> Outcome:
 def _stamp(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    from ...reports.node import iso
+    from ...reports.model.node import iso
 
     return iso(epoch)

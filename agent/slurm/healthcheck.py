@@ -12,9 +12,9 @@ is smaller (``healthcheck.budget_s``) and the wrapper must export SLURM_CONF.
 
 from __future__ import annotations
 
-from ...checks.finding import Finding, Status
-from ..errors import ExitCode
-from ..runner import run_node
+from ...checks.core.finding import Finding, Status
+from ..base.errors import ExitCode
+from ..run.runner import run_node
 from .agent_report import Cached, load_trusted
 from .entry import Inputs, Outcome, Run, decide, execute
 from .prolog import JOB_DEPENDENT, options

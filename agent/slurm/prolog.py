@@ -13,15 +13,15 @@ commands off the passing path as SchedMD asks.
 
 from __future__ import annotations
 
-from ...checks import index
-from ..config import Config
+from ...checks.core import index
+from ..settings.config import Config
 from .agent_report import AgentReport, load_trusted
 from .entry import Inputs, Outcome, Run, execute
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ...checks.finding import Finding
-    from ..runner import RunOptions
+    from ...checks.core.finding import Finding
+    from ..run.runner import RunOptions
     from .job import JobEnv
 
 # The agent's verdict on these does not hold for the job. gpu.processes only notes
@@ -49,8 +49,8 @@ def job_config(config: Config, job: JobEnv) -> Config:
 
 
 def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
-    from .. import session
     from ..model.record import replace
+    from ..run import session
 
     opts = session.run_options(run.config, run.inputs.level or "quick", run.inputs.profile,
                                 run.collect_budget(), None, mode=run.program)
@@ -61,7 +61,7 @@ def check_node(run: Run) -> Outcome:
     run.config = job_config(run.config, run.job)
     cached = load_trusted(run.config, run.node)
     if cached.report is None:
-        from ..runner import run_node
+        from ..run.runner import run_node
 
         run.log("running the quick checks", why=cached.why)
         report = run_node(run.env, run.config, options(run))
@@ -77,16 +77,16 @@ def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Find
     """The checks the prolog runs on top of the agent's report. When they all need NVML
     and its library cannot be loaded, each would skip pointing at gpu.responsive (the
     runner's rule, ``index.nvml_down_skip``): said without importing pynvml and the
-    collectors (agent/nvml_library.py)."""
+    collectors (agent/read/nvml_library.py)."""
     known = index.known()
     entries = [known[c] for c in sorted(checks)]
     if run.uses_real_nvml() and all("nvml" in e.needs and e.id not in index.NVML_DOWN_JUDGES
                                     for e in entries):
-        from .. import nvml_library
+        from ..read import nvml_library
 
         if nvml_library.missing():
             return [index.nvml_down_skip(e.id, nvml_library.NOT_FOUND) for e in entries]
-    from ..runner import run_node
+    from ..run.runner import run_node
 
     return run_node(run.env, run.config, rerun_options(run, report, checks)).findings
 
@@ -95,7 +95,7 @@ def rerun_options(run: Run, report: AgentReport, checks: set[str]) -> RunOptions
     """Options for the checks run on top of the agent's report. The agent's resolved
     profile replaces ``auto``: detecting it again would collect PCI and host data too,
     where gpu.processes needs NVML alone."""
-    from ...checks.profile import UnknownProfileError, load_profile
+    from ...checks.profiles.profile import UnknownProfileError, load_profile
     from ..model.record import replace
 
     opts = options(run, tuple(sorted(checks)))
@@ -114,7 +114,7 @@ def from_agent(config: Config, report: AgentReport) -> tuple[list[Finding], set[
     """The agent's findings for the checks a prolog runs, and the checks the prolog must
     run itself: privileged ones the agent skipped, and every job-dependent one. Planned
     from the catalog's manifest: no check family is imported."""
-    from ...checks.finding import Status
+    from ...checks.core.finding import Status
 
     entries, not_run = index.plan((), config.disabled(), report.level, "prolog")
     wanted = {entry.id: entry for entry in entries}

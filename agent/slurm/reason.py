@@ -16,13 +16,13 @@ error ...``).
 
 from __future__ import annotations
 
-from ...checks.finding import Status
+from ...checks.core.finding import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ...checks.finding import Finding
+    from ...checks.core.finding import Finding
 
 PREFIX = "clusterdiag:"
 # Slurm 22.05 stored a 2,000-character reason in our test, but `sinfo -R` shows 20 by

@@ -15,9 +15,9 @@ import os
 import time
 from collections.abc import Mapping
 
-from ..lazy_re import LazyPattern
+from ..base.lazy_re import LazyPattern
 from ..model.record import record
-from ..sources import find_program, run_command
+from ..read.sources import find_program, run_command
 
 DEFAULT_TIMEOUT_S = 3.0
 _EXTRA_DIRS = ("/opt/slurm/bin", "/usr/local/slurm/bin")

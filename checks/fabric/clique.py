@@ -6,9 +6,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 from ...agent.model.gpu import FabricInfo, Gpu
-from ..common import gpu_component
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.common import gpu_component
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 from .helpers import NODE, STATE_COMPLETED, fabric_gpus
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"

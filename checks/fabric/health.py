@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..common import gpu_component
-from ..finding import Action, Finding, Status
-from ..registry import CheckContext, check
+from ..core.common import gpu_component
+from ..core.finding import Action, Finding, Status
+from ..core.registry import CheckContext, check
 from .helpers import NODE, fabric_gpus
 
 # healthMask fields (nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*): name -> (shift, width).

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ...agent.model.gpu import FabricInfo, Gpu
 from ...agent.model.host import HostInfo, ServiceState
-from ..common import gpu_component, nvml_gpus, unanswered_skip
-from ..finding import Action, Finding
-from ..registry import CheckContext
+from ..core.common import gpu_component, nvml_gpus, unanswered_skip
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext
 
 NODE = "node"
 

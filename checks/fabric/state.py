@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..common import gpu_component
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.common import gpu_component
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 from .helpers import STATE_COMPLETED, fabric_gpus, status_name
 
 STATE_NAMES = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}

@@ -1,13 +1,13 @@
 """What the gpu.* checks share: which GPUs a per-GPU check can judge, and why a value
 is missing (the component name, a GPU's earlier sample and whether NVML answers are
-checks/common.py's)."""
+checks/core/common.py's)."""
 
 from __future__ import annotations
 
 from ...agent.model.gpu import Gpu
-from ..common import NODE, gpu_component, nvml_down
-from ..finding import Finding
-from ..registry import CheckContext
+from ..core.common import NODE, gpu_component, nvml_down
+from ..core.finding import Finding
+from ..core.registry import CheckContext
 
 FIELDS = "fields"  # the collector's key when the whole field-value batch failed
 

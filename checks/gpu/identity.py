@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..common import NODE, gpu_component
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.common import NODE, gpu_component
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 from .helpers import answering_gpus, missing
 
 

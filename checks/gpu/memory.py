@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterator
 
 from ...agent.model.gpu import Gpu
-from ..common import NODE, gpu_component, previous_gpu
-from ..finding import Action, Finding
-from ..params import Params, param, parameters
-from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
-from ..registry import CheckContext, check
+from ..core.common import NODE, gpu_component, previous_gpu
+from ..core.finding import Action, Finding
+from ..core.params import Params, param, parameters
+from ..core.rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
+from ..core.registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
 GIB = 1 << 30

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..common import NODE, gpu_component
-from ..finding import Action, Finding
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
+from ..core.common import NODE, gpu_component
+from ..core.finding import Action, Finding
+from ..core.params import Params, param, parameters
+from ..core.registry import CheckContext, check
 from .helpers import answering_gpus, missing
 
 

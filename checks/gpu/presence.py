@@ -8,9 +8,9 @@ from typing import Any
 
 from ...agent.model.gpu import Gpu, NvmlInfo
 from ...agent.model.pci import PciDevice, normalize_bdf, unidentified
-from ..common import NODE, gpu_component, nvml_usable
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.common import NODE, gpu_component, nvml_usable
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 
 # --- gpu.responsive --------------------------------------------------------------------
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..common import gpu_component
-from ..finding import Action, Finding, Status
-from ..registry import CheckContext, check
+from ..core.common import gpu_component
+from ..core.finding import Action, Finding, Status
+from ..core.registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
 # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) values (nvml.h; 6 and 7 from pynvml

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...agent.model.gpu import Gpu
-from ..common import gpu_component, previous_gpu
-from ..finding import Action, Finding, Status
-from ..params import Params, param, parameters
-from ..rates import sample_interval
-from ..registry import CheckContext, check
+from ..core.common import gpu_component, previous_gpu
+from ..core.finding import Action, Finding, Status
+from ..core.params import Params, param, parameters
+from ..core.rates import sample_interval
+from ..core.registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
 
 

@@ -13,11 +13,11 @@ from ...agent.model.gpu import Gpu
 from ...agent.model.kernel import KernelLog
 from ...agent.model.pci import normalize_bdf
 from ...agent.model.record import record
-from ..common import NODE, gpu_component, nvml_usable
-from ..finding import Action, Finding
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
-from ..xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
+from ..catalogs.xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
+from ..core.common import NODE, gpu_component, nvml_usable
+from ..core.finding import Action, Finding
+from ..core.params import Params, param, parameters
+from ..core.registry import CheckContext, check
 from .recovery import RECOVERY_ACTIONS, recovery_finding
 
 # The severity word of a 144-150 line ("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (...)",
@@ -64,14 +64,14 @@ class XidParams(Params):
 
 @check("gpu.xid", needs=("kernel_log", "nvml"), params=XidParams,
        remedy="Act on NVIDIA's immediate action for the code (its Xid Catalog, "
-              "checks/xid_catalog.tsv): RESET_GPU / WORKFLOW_XID_48 / WORKFLOW_NVLINK_ERR: "
-              "reset the GPU (`nvidia-smi -r -i N`, no processes on it) and check ECC, row "
-              "remapping and NVLink state after it; RESTART_BM / RESTART_VM: reboot the "
-              "node; CHECK_MECHANICALS (Xid 54): connect or reseat the GPU board's auxiliary "
-              "power cable; a Fatal NVLink5 Xid (144-150): reset the GPU, then check the "
-              "link's peer and cable; Xid 154: do what the new recovery action says. A GPU "
-              "that repeats the same Xid after a reset goes to RMA. RESTART_APP codes point "
-              "at the job and only warn when one GPU produces them across jobs.",
+              "checks/catalogs/xid_catalog.tsv): RESET_GPU / WORKFLOW_XID_48 / "
+              "WORKFLOW_NVLINK_ERR: reset the GPU (`nvidia-smi -r -i N`, no processes on it) and "
+              "check ECC, row remapping and NVLink state after it; RESTART_BM / RESTART_VM: reboot"
+              " the node; CHECK_MECHANICALS (Xid 54): connect or reseat the GPU board's auxiliary "
+              "power cable; a Fatal NVLink5 Xid (144-150): reset the GPU, then check the link's "
+              "peer and cable; Xid 154: do what the new recovery action says. A GPU that repeats "
+              "the same Xid after a reset goes to RMA. RESTART_APP codes point at the job and only"
+              " warn when one GPU produces them across jobs.",
        actions=_XID_ACTIONS)
 def xid(ctx: CheckContext) -> Iterator[Finding]:
     """Recent Xid errors per GPU, classified by code; older ones are only mentioned.

@@ -1,7 +1,8 @@
 """Host checks: CPUs and memory (``resources``), disks and mounts (``storage``), systemd
 units (``services``), the clock (``clock``), the kernel command line (``cmdline``), kernel-log
-errors (``kernel_errors``), stuck processes (``processes``) and PCIe AER (``pcie``), a module
-per concern; ``helpers`` holds what they share.
+errors (``kernel_errors``), stuck processes (``processes``), PCIe AER (``pcie``), the profile
+the node was judged against (``profile``) and the versions it expects (``versions``), a
+module per concern; ``helpers`` holds what they share.
 
 Each check judges what the host, PCI and kernel-log collectors put in the snapshot and
 nothing else. Messages are stable text so one problem on many nodes groups into one line
@@ -11,7 +12,18 @@ Importing the package registers every host.* check.
 
 from __future__ import annotations
 
-from . import clock, cmdline, kernel_errors, pcie, processes, resources, services, storage
+from . import (
+               clock,
+               cmdline,
+               kernel_errors,
+               pcie,
+               processes,
+               profile,
+               resources,
+               services,
+               storage,
+               versions,
+)
 
-__all__ = ["clock", "cmdline", "kernel_errors", "pcie", "processes", "resources", "services",
-           "storage"]
+__all__ = ["clock", "cmdline", "kernel_errors", "pcie", "processes", "profile", "resources",
+           "services", "storage", "versions"]

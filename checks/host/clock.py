@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 from .helpers import NODE, host_info
 
 

@@ -4,8 +4,8 @@ finding saying why there are none) and the time between two samples."""
 from __future__ import annotations
 
 from ...agent.model.host import HostInfo
-from ..finding import Finding
-from ..registry import CheckContext
+from ..core.finding import Finding
+from ..core.registry import CheckContext
 
 GIB = 1 << 30
 NODE = "node"

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterator
 
 from ...agent.model.kernel import KernelEvent
-from ..finding import Action, Finding, Status
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding, Status
+from ..core.params import Params, param, parameters
+from ..core.registry import CheckContext, check
 from .helpers import NODE
 
 _MCE_BANK = r"Bank \d+: ([0-9a-f]{16})\b"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from ...agent.model.pci import PciDevice
-from ..finding import Action, Finding, Status
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding, Status
+from ..core.params import Params, param, parameters
+from ..core.registry import CheckContext, check
 from .helpers import NODE, since_previous
 
 _AER_TOTALS = {"correctable": "TOTAL_ERR_COR", "nonfatal": "TOTAL_ERR_NONFATAL",

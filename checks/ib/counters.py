@@ -3,7 +3,7 @@
 Rules (issue 4, from public practice): one ``link_downed`` on an ACTIVE port warns, two
 within an hour (or one on a port that is no longer ACTIVE) fail; a growing
 ``link_error_recovery`` warns, five within an hour fail (the agent counts both over its
-last hour, checks/window.py, not just the last interval); the physical-error counters
+last hour, checks/core/window.py, not just the last interval); the physical-error counters
 have per-minute warn/fail
 thresholds. A per-minute threshold needs a minute of history to be judged as a rate
 (the daemon provides it); over a shorter one-shot window only a count that alone reaches
@@ -20,11 +20,11 @@ from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.ib import IbDevice, IbPort
-from ..finding import Action, Finding, Status
-from ..params import Params, param, parameters
-from ..rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, Rate, counter_rate, sample_interval
-from ..registry import CheckContext, check
-from ..window import IB_WINDOW_COUNTERS, window_base
+from ..core.finding import Action, Finding, Status
+from ..core.params import Params, param, parameters
+from ..core.rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, Rate, counter_rate, sample_interval
+from ..core.registry import CheckContext, check
+from ..core.window import IB_WINDOW_COUNTERS, window_base
 from .helpers import NODE, no_compute, port_component
 
 _PER_MIN = ("symbol_error", "port_rcv_errors", "port_rcv_remote_physical_errors",
@@ -97,7 +97,7 @@ ROUTINE_SATURATION = frozenset({"port_xmit_wait"})
 
 
 def _windows(ctx: CheckContext) -> dict[tuple[str, str], Rate]:
-    """(port component, counter) -> growth over the agent's long window (checks/window.py)
+    """(port component, counter) -> growth over the agent's long window (checks/core/window.py)
     for the link-flap counters; empty without a usable window (one-shot runs)."""
     base = window_base(ctx)
     if base is None:
@@ -216,7 +216,7 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
     """Compute ports' error counters grow slower than their limits (see module doc).
 
     In the agent, ``link_downed`` and ``link_error_recovery`` are judged over its last
-    hour (checks/window.py), so flaps minutes apart add up."""
+    hour (checks/core/window.py), so flaps minutes apart add up."""
     windows = _windows(ctx)
     names = {id(port): port_component(dev, port)
              for dev in ctx.snapshot.infiniband or [] for port in dev.ports}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 
-from ..finding import Action, Finding
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding
+from ..core.params import Params, param, parameters
+from ..core.registry import CheckContext, check
 from .helpers import devices, no_compute, unknown_finding
 
 # -- ib.firmware ------------------------------------------------------------------------

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...agent.model.ib import IbDevice, IbPort
-from ..finding import Finding
-from ..registry import CheckContext
+from ..core.finding import Finding
+from ..core.registry import CheckContext
 
 NODE = "node"
-GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 LINKED = ("ACTIVE", "INIT", "ARMED", "ACTIVE_DEFER")
 
 

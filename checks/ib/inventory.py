@@ -8,9 +8,9 @@ from typing import Any
 
 from ...agent.model.ib import DPU_TYPES, IbDevice
 from ...agent.model.pci import MELLANOX_VENDOR
-from ..finding import Action, Finding
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding
+from ..core.rails import HcaCountParams
+from ..core.registry import CheckContext, check
 from .helpers import NODE, devices
 
 # -- ib.hca_count -----------------------------------------------------------------------
@@ -45,14 +45,6 @@ def _gpus_without_a_rail(ctx: CheckContext, compute: list[IbDevice]) -> list[str
     return sorted(d.bdf for d in ctx.snapshot.pci or [] if d.is_nvidia_gpu and d.bdf not in near)
 
 
-@parameters
-class HcaCountParams(Params):
-    compute_hcas: tuple[str, ...] = param(
-        (), doc="the compute rails by RDMA device name, overriding the profile's "
-        "recognition (checks/ib/roles.py)")
-    storage_hcas: tuple[str, ...] = param((), doc="the storage NICs by RDMA device name")
-    management_hcas: tuple[str, ...] = param(
-        (), doc="the management NICs by RDMA device name")
 
 
 @check("ib.hca_count", needs=("infiniband",), params=HcaCountParams,
@@ -67,7 +59,7 @@ class HcaCountParams(Params):
        actions=(Action.REBOOT, Action.FIX_CONFIG, Action.INVESTIGATE))
 def hca_count(ctx: CheckContext) -> Iterator[Finding]:
     """The node has as many compute HCAs as its platform (8 on DGX H100, 4 on GB200);
-    roles come from checks/ib/roles.py, each with its reason in the inventory."""
+    roles come from checks/core/rails.py, each with its reason in the inventory."""
     expected = ctx.profile.compute_hcas
     if expected is None:
         yield Finding.skip(NODE, "profile expects no compute HCAs")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...agent.model.ib import IbDevice
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
-from .helpers import GEN_GTS, NODE, devices, no_compute, unknown_finding
+from ...agent.model.pci import GEN_GTS
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
+from .helpers import NODE, devices, no_compute, unknown_finding
 
 # -- ib.pcie_link -----------------------------------------------------------------------
 

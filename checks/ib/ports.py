@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Literal
 
 from ...agent.model.ib import IbDevice, IbPort
-from ..finding import Action, Finding
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding
+from ..core.params import Params, param, parameters
+from ..core.registry import CheckContext, check
 from .helpers import (
     LINKED,
     NODE,

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...agent.model.ib import IbDevice, IbPort, RoceQos
-from ..finding import Action, Finding
-from ..params import Params, param, parameters
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding
+from ..core.params import Params, param, parameters
+from ..core.registry import CheckContext, check
 from .helpers import NODE, compute_ports, devices, port_component, unknown_finding
 
 FIX = Action.FIX_CONFIG

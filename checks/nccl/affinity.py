@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
-from ..topology import Endpoint, gpus, nics, pair, pci_nics, rank
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
+from ..core.topology import Endpoint, gpus, nics, pair, pci_nics, rank
 from .helpers import NODE
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 from .helpers import NODE, nccl_info, rdma_present, unread
 
 DMABUF_KERNEL = (5, 12)  # RDMA dma-buf import (drivers/infiniband/core/umem_dmabuf.c)

@@ -8,8 +8,8 @@ from typing import Any
 from ...agent.model import Snapshot
 from ...agent.model.nccl import NcclInfo
 from ...agent.model.pci import MELLANOX_VENDOR
-from ..finding import Action, Finding, Status
-from ..topology import Endpoint, gpus, nics
+from ..core.finding import Action, Finding, Status
+from ..core.topology import Endpoint, gpus, nics
 
 NODE = "node"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ...agent.model.pci import PciDevice
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 from .helpers import NODE, gpus_and_nics, nccl_info, rdma_present, unread
 
 # ACS Control bits that send peer-to-peer TLPs up to the root complex (pci_regs.h,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from ...agent.model.nccl import HcaPort, NcclInfo
 from ...agent.model.record import record
-from ..finding import Action, Finding
+from ..core.finding import Action, Finding
 
 NODE = "node"
 FIX = Action.FIX_CONFIG

@@ -1,6 +1,6 @@
 """NVLink checks: links up and their version (``links``), GPU-pair reachability and link
 endpoints (``topology``), error rates (``error_rate``); ``helpers`` holds what they share.
-The NVSwitch chips have their own family, ``checks/nvswitch.py``.
+The NVSwitch chips have their own family, ``checks/nvswitch/switches.py``.
 
 The NVLink checks judge what NVML reported per GPU and per link. A GPU without NVLink
 (a PCIe card, or a profile that expects none) skips every one of them: an NVLink verdict

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..common import NODE, gpu_component, previous_gpu
-from ..finding import Action, Finding, Status
-from ..params import Params, param, parameters
-from ..rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
-from ..registry import CheckContext, check
-from ..window import NVLINK_WINDOW_COUNTERS, window_base
+from ..core.common import NODE, gpu_component, previous_gpu
+from ..core.finding import Action, Finding, Status
+from ..core.params import Params, param, parameters
+from ..core.rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
+from ..core.registry import CheckContext, check
+from ..core.window import NVLINK_WINDOW_COUNTERS, window_base
 from .helpers import nvlink_gpus
 
 # How each generation's counters are judged (names as the NVML collector stores them),
@@ -90,7 +90,7 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
     increase below ``min_events`` is not a verdict. A counter that went down was reset
     (GPU reset, driver reload): what it counted since is a lower bound (rates.py). In the
     agent, replays, recoveries and failed recoveries are judged over its last hour
-    (checks/window.py), so a trickle of one every few minutes adds up to a verdict.
+    (checks/core/window.py), so a trickle of one every few minutes adds up to a verdict.
     """
     findings, judged = nvlink_gpus(ctx)
     yield from findings

@@ -1,14 +1,14 @@
 """What the nvlink.* checks share: which GPUs an NVLink check judges and how links are
-named (the GPUs NVML answered for are checks/common.py's)."""
+named (the GPUs NVML answered for are checks/core/common.py's)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from ...agent.model.gpu import Gpu
-from ..common import NODE, gpu_component, nvml_gpus, unanswered_skip
-from ..finding import Finding
-from ..registry import CheckContext
+from ..core.common import NODE, gpu_component, nvml_gpus, unanswered_skip
+from ..core.finding import Finding
+from ..core.registry import CheckContext
 
 
 def links_text(links: Iterable[int]) -> str:

@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ...agent.model.gpu import Gpu
-from ..common import NODE, gpu_component
-from ..finding import Action, Finding
-from ..registry import CheckContext, check
+from ..core.common import NODE, gpu_component
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
 from .helpers import link_errors, links_text, nvlink_gpus
 
 # NVML_NVLINK_VERSION_*: the enum value is not the generation (nvml.h).

@@ -8,10 +8,10 @@ from itertools import combinations
 
 from ...agent.model.gpu import Gpu, NvLink
 from ...agent.model.pci import normalize_bdf
-from ..common import NODE, gpu_component
-from ..finding import Action, Finding
-from ..profile import Profile
-from ..registry import CheckContext, check
+from ..core.common import NODE, gpu_component
+from ..core.finding import Action, Finding
+from ..core.registry import CheckContext, check
+from ..profiles.profile import Profile
 from .helpers import links_text, nvlink_gpus
 
 

@@ -1,1 +1,1 @@
-"""Platform profiles as YAML data (one file each), loaded by clusterdiag.checks.profile."""
+"""Platform profiles as YAML data (one file each), loaded by clusterdiag.checks.profiles.profile."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...agent.model.version import VERSION
-from ..cluster import ClusterFinding, ClusterReport
-from ..summary import NodeSummary, unanswered
+from ..model.cluster import ClusterFinding, ClusterReport
+from ..model.summary import NodeSummary, unanswered
 from .capacity import capacity
 from .ib_rails import ib_rails
 from .nvl_domain import nvl_domain

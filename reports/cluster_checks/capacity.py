@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...checks.finding import Action, Finding
-from ..cluster import ClusterFinding, fold
-from ..summary import NodeSummary
+from ...checks.core.finding import Action, Finding
+from ..model.cluster import ClusterFinding, fold
+from ..model.summary import NodeSummary
 from .common import tagged
 
 CHECK = "cluster.capacity"

@@ -6,9 +6,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TypeVar
 
-from ...checks.finding import Finding
-from ..cluster import ClusterFinding, fold
-from ..summary import NodeSummary
+from ...checks.core.finding import Finding
+from ..model.cluster import ClusterFinding, fold
+from ..model.summary import NodeSummary
 
 T = TypeVar("T", bound=Hashable)
 

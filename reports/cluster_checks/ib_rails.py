@@ -13,9 +13,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from ...checks.finding import Action, Finding, Status
-from ..cluster import ClusterFinding
-from ..summary import NodeSummary
+from ...checks.core.finding import Action, Finding, Status
+from ..model.cluster import ClusterFinding
+from ..model.summary import NodeSummary
 from .common import by_profile, majority, minority_by_value, observed_sets, tagged
 
 CHECK = "cluster.ib_rails"

@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from functools import cache
 
-from ...checks.finding import Action, Finding
-from ...checks.profile import UnknownProfileError, load_profile
-from ..cluster import ClusterFinding, fold
-from ..summary import NodeSummary
+from ...checks.core.finding import Action, Finding
+from ...checks.profiles.profile import UnknownProfileError, load_profile
+from ..model.cluster import ClusterFinding, fold
+from ..model.summary import NodeSummary
 from .common import majority, minority_by_value, observed_sets, tagged
 from .settings import ClusterSettings
 

@@ -13,9 +13,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ...checks.finding import Action, Finding
-from ..cluster import ClusterFinding
-from ..summary import NodeSummary
+from ...checks.core.finding import Action, Finding
+from ..model.cluster import ClusterFinding
+from ..model.summary import NodeSummary
 from .common import by_profile, tagged
 from .settings import ClusterSettings
 

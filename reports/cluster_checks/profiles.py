@@ -12,9 +12,9 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ...checks.finding import Action, Finding
-from ..cluster import ClusterFinding
-from ..summary import NodeSummary
+from ...checks.core.finding import Action, Finding
+from ..model.cluster import ClusterFinding
+from ..model.summary import NodeSummary
 from .common import majority, minority_by_value, observed_sets, tagged
 
 CHECK = "cluster.profiles"

@@ -15,8 +15,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...checks.finding import Action, Finding, Status
-from ..cluster import ClusterFinding, fold
+from ...checks.core.finding import Action, Finding, Status
+from ..model.cluster import ClusterFinding, fold
 from .common import tagged
 
 CHECK = "cluster.reachability"

@@ -8,7 +8,7 @@ from typing import Any
 
 from ClusterShell.NodeSet import NodeSetParseError
 
-from ...agent.errors import ConfigError
+from ...agent.base.errors import ConfigError
 from ...agent.model.nodeset import expand
 
 # What cluster.versions compares, and how each is called in findings and in ``pinned``.

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...checks.finding import Action, Finding
-from ..cluster import ClusterFinding
-from ..summary import NodeSummary
+from ...checks.core.finding import Action, Finding
+from ..model.cluster import ClusterFinding
+from ..model.summary import NodeSummary
 from .common import by_profile, majority, minority_by_value, observed_sets, tagged
 from .settings import VERSION_FIELDS, ClusterSettings
 

@@ -1,6 +1,6 @@
 """``run_check``: one check judged as the runner judges it, for every family's tests.
 
-Its parameters are bound the runner's way (agent/runner.py ``bound_params``: the check's
+Its parameters are bound the runner's way (agent/run/runner.py ``bound_params``: the check's
 defaults, under the profile's ``thresholds``, under the overrides as a config's
 ``checks.<id>``), after the overrides are validated as a config file's are, so a test
 cannot hand a check a value no config could. Every finding is held to the check's
@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from clusterdiag.agent.config import Config, validate_check_params
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.runner import bound_params
+from clusterdiag.agent.run.runner import bound_params
+from clusterdiag.agent.settings.config import Config, validate_check_params
 from clusterdiag.checks import REGISTRY  # reading it loads every family
-from clusterdiag.checks.finding import Action, Finding, Status
-from clusterdiag.checks.index import schemas
-from clusterdiag.checks.levels import Level, Mode
-from clusterdiag.checks.profile import Profile, load_profile
-from clusterdiag.checks.registry import CheckContext, History
+from clusterdiag.checks.core.finding import Action, Finding, Status
+from clusterdiag.checks.core.index import schemas
+from clusterdiag.checks.core.levels import Level, Mode
+from clusterdiag.checks.core.registry import CheckContext, History
+from clusterdiag.checks.profiles.profile import Profile, load_profile
 
 
 def run_check(check_id: str, snapshot: Snapshot, *, profile: Profile | str | None = None,

@@ -17,8 +17,8 @@ import pytest
 
 from clusterdiag.agent.model.gpu import NvLink
 from clusterdiag.agent.model.pci import normalize_bdf, pci_address
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.profile import load_profile
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.profiles.profile import load_profile
 from tests.checks.gpu.factory import (
     GENERIC,
     bridge,

@@ -1,5 +1,5 @@
 """A healthy simulated node of every platform the simulator lays out passes every check
-that runs at its level: judged through the real runner (agent/runner.py ``evaluate``,
+that runs at its level: judged through the real runner (agent/run/runner.py ``evaluate``,
 the path a live run and a saved snapshot share) from what the real collectors read
 (tests/snapshots.py). A fail, warn or error here is a simulator bug or a check bug."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, assign_roles, evaluate, plan
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.levels import Level
-from clusterdiag.checks.profile import load_profile
+from clusterdiag.agent.run.runner import RunOptions, assign_roles, evaluate, plan
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.core.levels import Level
+from clusterdiag.checks.profiles.profile import load_profile
 from tests.snapshots import healthy_samples, healthy_snapshot, simulated_profiles
 
 PROFILES = simulated_profiles()

@@ -1,4 +1,4 @@
-"""Check parameters (checks/params.py): each check's frozen dataclass is the one place of
+"""Check parameters (checks/core/params.py): each check's frozen dataclass is the one place of
 its defaults, types, bounds and docs; the config's ``checks:`` and a site profile's
 ``thresholds:`` are validated against the schema derived from it (carried by the
 manifest), and the runner binds the merged values into it."""
@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from clusterdiag.agent.base.errors import ConfigError
 from clusterdiag.agent.cli.checks import checks_group
-from clusterdiag.agent.config import Config, load_config
-from clusterdiag.agent.errors import ConfigError
 from clusterdiag.agent.model.record import is_frozen, record
-from clusterdiag.agent.runner import RunOptions, bound_params, evaluate
-from clusterdiag.agent.site_profiles import load_site_profiles
+from clusterdiag.agent.run.runner import RunOptions, bound_params, evaluate
+from clusterdiag.agent.settings.config import Config, load_config
+from clusterdiag.agent.settings.site_profiles import load_site_profiles
 from clusterdiag.checks import REGISTRY
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.index import schemas
-from clusterdiag.checks.params import (
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.core.index import schemas
+from clusterdiag.checks.core.params import (
     NoParams,
     Params,
     ParamsError,
@@ -30,8 +30,8 @@ from clusterdiag.checks.params import (
     parameters,
     schema_of,
 )
-from clusterdiag.checks.profile import builtin_names, load_builtin, load_profile
-from clusterdiag.checks.registry import CheckContext, check
+from clusterdiag.checks.core.registry import CheckContext, check
+from clusterdiag.checks.profiles.profile import builtin_names, load_builtin, load_profile
 from tests.checks.gpu.factory import NOW, make_snap
 
 
@@ -234,7 +234,7 @@ def test_null_is_taken_where_the_dataclass_says_optional(tmp_path: Path) -> None
 
 
 def test_the_built_in_profiles_thresholds_are_valid() -> None:
-    from clusterdiag.agent.config import validate_check_params
+    from clusterdiag.agent.settings.config import validate_check_params
 
     for name in builtin_names():
         validate_check_params(load_builtin(name).thresholds, f"profile {name}", schemas(),

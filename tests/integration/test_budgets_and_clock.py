@@ -1,6 +1,6 @@
 """Our own configuration or clock must not blame the hardware (issue 12, defect 6).
 
-A budget or interval below its floor (agent/config.py: MIN_BUDGET_S, SLURM_MIN_BUDGET_S,
+A budget or interval below its floor (agent/settings/config.py: MIN_BUDGET_S, SLURM_MIN_BUDGET_S,
 MIN_INTERVAL_S) is a usage error for ``run``, ``snapshot`` and ``agent`` (exit 2, one
 line) and one loud line with exit 0 for the Slurm entry points, never a GPU timeout, a
 reboot action or a drain. Rate checks measure the interval on the boot clock, so a wall

@@ -146,7 +146,7 @@ def test_explain_names_the_line_that_registers_each_check() -> None:
     ("gpu.ecc_mode", "checks/gpu/memory.py"), ("gpu.xid", "checks/gpu/xid.py"),
     ("nvlink.links_up", "checks/nvlink/links.py"),
     ("nvlink.remote", "checks/nvlink/topology.py"),
-    ("nvswitch.sxid", "checks/nvswitch.py"), ("host.profile", "checks/host_profile.py"),
+    ("nvswitch.sxid", "checks/nvswitch/switches.py"), ("host.profile", "checks/host/profile.py"),
     ("host.disk", "checks/host/storage.py"), ("host.pcie_aer", "checks/host/pcie.py"),
     ("ib.port_state", "checks/ib/ports.py"), ("ib.error_rate", "checks/ib/counters.py"),
     ("roce.pfc", "checks/ib/roce.py"), ("fabric.imex", "checks/fabric/services.py"),

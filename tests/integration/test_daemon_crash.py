@@ -192,7 +192,7 @@ OUTAGE_XID_AT_S = 20.0
 
 
 def _iso(timestamp: float) -> str:
-    from clusterdiag.reports.node import iso
+    from clusterdiag.reports.model.node import iso
 
     return iso(int(timestamp))
 

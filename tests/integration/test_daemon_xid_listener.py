@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import nvml_library
 from clusterdiag.agent.daemon.loop import LISTENER_RESTART_S
+from clusterdiag.agent.read import nvml_library
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.writers.tree import write_tree

@@ -10,24 +10,24 @@ from pathlib import Path
 import pytest
 
 from clusterdiag import checks
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.daemon import cycle
 from clusterdiag.agent.daemon.counterwindow import CounterWindow
 from clusterdiag.agent.daemon.state import Events
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.agent.settings.site_profiles import load_site_profiles
 from clusterdiag.agent.sim.faults.catalog import FAULTS, FaultKind
 from clusterdiag.agent.sim.faults.ib import example_hca
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state import counter as sim_counter
 from clusterdiag.agent.sim.state.layout import LAYOUTS
-from clusterdiag.agent.site_profiles import load_site_profiles
-from clusterdiag.checks import profile as profile_module
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.profile import add_site_profiles
-from clusterdiag.checks.qualify import CATALOG as QUALIFY_CATALOG
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.profiles import profile as profile_module
+from clusterdiag.checks.profiles.profile import add_site_profiles
+from clusterdiag.checks.qualify.judge import CATALOG as QUALIFY_CATALOG
 from clusterdiag.reports.cluster_checks import CATALOG as CLUSTER_CATALOG
-from clusterdiag.reports.node import NodeReport
+from clusterdiag.reports.model.node import NodeReport
 
 # The families whose failures the simulator must be able to produce.
 SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.", "ib.", "nccl.", "roce.")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from tests.conftest import run_cli

@@ -18,19 +18,19 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.errors import ClusterdiagError
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.base.errors import ClusterdiagError
+from clusterdiag.agent.base.tokenfile import read_token
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.reports.gather import (
+from clusterdiag.reports.fleet.gather import (
     GatherSettings,
     gather_agent,
     gather_srun,
     gather_ssh,
     settings_from,
 )
-from clusterdiag.reports.tokenfile import read_token
 from tests.conftest import run_cli
 
 TOKEN = "s3cret-token"

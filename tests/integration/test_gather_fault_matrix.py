@@ -11,9 +11,9 @@ from clusterdiag.agent.cluster.fleet import Fleet
 from clusterdiag.agent.sim.cluster import present, racks
 from clusterdiag.agent.sim.faults.catalog import FAULTS, FaultKind
 from clusterdiag.agent.sim.spec import parse_spec
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from clusterdiag.reports.cluster_checks import judge, settings_from
-from clusterdiag.reports.gather import GatherSettings, gather_agent
+from clusterdiag.reports.fleet.gather import GatherSettings, gather_agent
 
 CLUSTER_KINDS = sorted(k for k, f in FAULTS.items() if f.cluster)
 TOKEN = "matrix-token"

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import run_cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-NOT_READY_RED = (0xC6, 0x28, 0x28)  # header.bad in render_html.CSS
+NOT_READY_RED = (0xC6, 0x28, 0x28)  # header.bad in reports/render/html.py CSS
 WHITE = (0xFF, 0xFF, 0xFF)
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-extensions", "--disable-dev-shm-usage", "--disable-sync",

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.errors import UsageError
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.base.errors import UsageError
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.agent.settings.site_profiles import load_site_profiles
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec, parse_spec
-from clusterdiag.agent.site_profiles import load_site_profiles
-from clusterdiag.checks import profile as profile_module
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import add_site_profiles
-from clusterdiag.reports.node import NodeReport
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.profiles import profile as profile_module
+from clusterdiag.checks.profiles.profile import add_site_profiles
+from clusterdiag.reports.model.node import NodeReport
 from tests.conftest import run_cli
 
 SITE_PROFILES = Path(__file__).parent.parent / "fixtures" / "profiles"

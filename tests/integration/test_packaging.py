@@ -25,7 +25,7 @@ def test_wheel_contains_profiles_schema_and_no_generic_top_level(tmp_path: Path)
         assert f"clusterdiag/checks/profiles/{profile}.yaml" in names
     assert "clusterdiag/reports/schema/node-report.v1.json" in names
     assert "clusterdiag/reports/schema/qualify-report.v1.json" in names
-    assert "clusterdiag/checks/xid_catalog.tsv" in names
+    assert "clusterdiag/checks/catalogs/xid_catalog.tsv" in names
     # every module of the tree ships: a package missing from pyproject's list works in an
     # editable install and breaks only the installed form
     for folder in ("agent", "checks", "reports"):

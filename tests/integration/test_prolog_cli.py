@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import cli, session
-from clusterdiag.agent.errors import UsageError
-from clusterdiag.checks.finding import Action, Finding, Status
+from clusterdiag.agent import cli
+from clusterdiag.agent.base.errors import UsageError
+from clusterdiag.agent.run import session
+from clusterdiag.checks.core.finding import Action, Finding, Status
 from tests.conftest import REPO
 from tests.unit.test_prolog_inputs import write_report
 

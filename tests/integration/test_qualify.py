@@ -13,16 +13,16 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.qualify.command import Request, run
 from clusterdiag.agent.qualify.drain import qualify_reason
 from clusterdiag.agent.qualify.plan import NODE_TESTS
 from clusterdiag.agent.qualify.run import QualifyOptions, qualify
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.faults.catalog import FAULTS
 from clusterdiag.agent.sim.faults.ib import example_hca
 from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.agent.sim.tools import SimTools, simulated_cluster
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.conftest import REPO, run_cli
 from tests.integration.test_html_render import CHROMIUM, FLAGS, NOT_READY_RED, png_rows
 from tests.integration.test_prolog_cli import Slurm
@@ -243,7 +243,7 @@ def test_drain_names_test_and_part_and_spares_an_operator_reason(tmp_path: Path)
 
 
 def test_reason_is_one_short_line() -> None:
-    from clusterdiag.checks.finding import Action, Finding
+    from clusterdiag.checks.core.finding import Action, Finding
 
     reason = qualify_reason([Finding(Status.FAIL, "gpu3", "x", {"value": 297.9},
                                      {"unit": "GB/s"}, Action.DRAIN, "qualify.d2d")])
@@ -290,7 +290,7 @@ def test_from_logs_cli_reports_every_file(tmp_path: Path) -> None:
     ("extends: dgx-h99\n", "key 'extends': unknown profile 'dgx-h99' (did you mean"),
 ])
 def test_bad_site_profile_is_one_line_exit_2(tmp_path: Path, text: str, said: str) -> None:
-    """qualify reads --profile FILE with the validated loader of agent/site_profiles.py,
+    """qualify reads --profile FILE with the validated loader of agent/settings/site_profiles.py,
     like every other command (both for a run and for --from-logs)."""
     profile = tmp_path / "mysite.yaml"
     profile.write_text(text)

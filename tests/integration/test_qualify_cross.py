@@ -16,14 +16,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.qualify.command import Request, run
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.faults.catalog import FAULTS
 from clusterdiag.agent.sim.faults.ib import example_hca
-from clusterdiag.checks.finding import Status
-from clusterdiag.reports import render_qualify_svg as svg
-from clusterdiag.reports.qualify import QualifyReport
-from clusterdiag.reports.render_qualify import render_md, render_terminal
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.reports.model.qualify import QualifyReport
+from clusterdiag.reports.render import qualify_svg as svg
+from clusterdiag.reports.render.qualify import render_md, render_terminal
 from tests.conftest import REPO, run_cli
 from tests.integration.test_html_render import CHROMIUM, FLAGS, png_rows
 
@@ -316,7 +316,7 @@ def test_the_odd_node_with_no_known_good_partner_is_skipped_not_unlistable(
 def test_markup_in_node_names_is_inert_in_every_report(tmp_path: Path) -> None:
     """Node names come from the cluster (a nodeset, a spec, a log file): in the Markdown
     report (rendered to HTML by whatever shows it) and the HTML one they are text."""
-    from clusterdiag.reports.render_qualify import render_html
+    from clusterdiag.reports.render.qualify import render_html
 
     names = ["<img src=x onerror=alert(1)>1", "<img src=x onerror=alert(1)>2", "q3", "q4"]
     nodes = [{"names": n, "profile": "dgx-h100"} for n in names]

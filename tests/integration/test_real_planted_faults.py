@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from clusterdiag.agent.collectors import ib as ib_collector
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.kernel import XidEvent
-from clusterdiag.agent.runner import RunOptions, evaluate
-from clusterdiag.agent.sources import SourceEnv
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.registry import History
+from clusterdiag.agent.read.sources import SourceEnv
+from clusterdiag.agent.run.runner import RunOptions, evaluate
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.core.registry import History
 from tests.conftest import REPO
 
 H200 = REPO / "tests/fixtures/real/h200-vm-580.159.04.snapshot.json"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import time
 
-from clusterdiag.agent.collect import collect_snapshot
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.runner import RunOptions, evaluate
+from clusterdiag.agent.run.collect import collect_snapshot
+from clusterdiag.agent.run.runner import RunOptions, evaluate
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.conftest import REPO
 
 REAL = REPO / "tests/fixtures/real/h200-vm-580.159.04.snapshot.json"

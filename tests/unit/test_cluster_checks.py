@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.agent.errors import ConfigError
-from clusterdiag.checks.finding import Action, Finding, Status
+from clusterdiag.agent.base.errors import ConfigError
+from clusterdiag.checks.core.finding import Action, Finding, Status
 from clusterdiag.reports.cluster_checks import Unreachable, judge, settings_from
 from clusterdiag.reports.cluster_checks.capacity import capacity
 from clusterdiag.reports.cluster_checks.ib_rails import ib_rails
@@ -18,7 +18,7 @@ from clusterdiag.reports.cluster_checks.profiles import node_sets, profiles
 from clusterdiag.reports.cluster_checks.reachability import reachability
 from clusterdiag.reports.cluster_checks.settings import ClusterSettings
 from clusterdiag.reports.cluster_checks.versions import versions
-from clusterdiag.reports.summary import NodeFacts, NodeSummary, unanswered
+from clusterdiag.reports.model.summary import NodeFacts, NodeSummary, unanswered
 
 UUID_A = "0cb9fff3-b336-5f08-b48e-8f30ff6ad12c"
 UUID_B = "77777777-b336-5f08-b48e-8f30ff6ad12c"
@@ -329,7 +329,7 @@ def test_settings_reject_unknown_pins_and_bad_racks() -> None:
 
 
 def test_config_cluster_section_is_validated(tmp_path: Any) -> None:
-    from clusterdiag.agent.config import load_config
+    from clusterdiag.agent.settings.config import load_config
 
     path = tmp_path / "config.yaml"
     path.write_text("cluster:\n  concurrency: 64\n  racks: {nvl1: 'nvl1-tray[01-18]'}\n")

@@ -6,14 +6,14 @@ import time
 
 import pytest
 
-from clusterdiag.agent.collect import collect_snapshot
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.runner import assign_roles
+from clusterdiag.agent.run.collect import collect_snapshot
+from clusterdiag.agent.run.runner import assign_roles
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.reports.facts import cluster_facts
+from clusterdiag.checks.profiles.profile import load_profile
+from clusterdiag.reports.model.facts import cluster_facts
 
 
 @pytest.fixture(scope="module")

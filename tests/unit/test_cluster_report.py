@@ -13,18 +13,18 @@ from typing import Any
 import jsonschema
 import pytest
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.checks.finding import Status
-from clusterdiag.reports.cluster import ClusterReport
+from clusterdiag.checks.core.finding import Status
 from clusterdiag.reports.cluster_checks import ClusterSettings, judge
-from clusterdiag.reports.merge import expand, merge_files, read_report
-from clusterdiag.reports.render_html import render_html
-from clusterdiag.reports.render_md import render_md
-from clusterdiag.reports.render_terminal import render_terminal
-from clusterdiag.reports.summary import BadReport, summarize
+from clusterdiag.reports.fleet.merge import expand, merge_files, read_report
+from clusterdiag.reports.model.cluster import ClusterReport
+from clusterdiag.reports.model.summary import BadReport, summarize
+from clusterdiag.reports.render.html import render_html
+from clusterdiag.reports.render.md import render_md
+from clusterdiag.reports.render.terminal import render_terminal
 
 SCHEMA = Path(__file__).resolve().parents[2] / "reports/schema/cluster-report.v1.json"
 

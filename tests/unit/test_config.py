@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from clusterdiag import checks
-from clusterdiag.agent.config import load_config
-from clusterdiag.agent.errors import ConfigError
+from clusterdiag.agent.base.errors import ConfigError
+from clusterdiag.agent.settings.config import load_config
 
 CATALOG = {spec.id: spec.schema for spec in checks.REGISTRY.values()}
 

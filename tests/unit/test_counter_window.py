@@ -1,5 +1,5 @@
 """The agent's long window of event counters (agent/daemon/counterwindow.py, handed to the
-checks through ctx.history, checks/window.py), judged by feeding the agent many intervals:
+checks through ctx.history, checks/core/window.py), judged by feeding the agent many intervals:
 InfiniBand link downs and link error recoveries, NVLink recoveries and replays."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from clusterdiag.agent.daemon.counterwindow import CHECKPOINT_S, CounterWindow
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.registry import History
-from clusterdiag.checks.window import WINDOW_S
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.core.registry import History
+from clusterdiag.checks.core.window import WINDOW_S
 from tests.checks.harness import run_check
 from tests.checks.ib.factory import eight_hcas, make_snap
 from tests.checks.nvlink.factory import make_gpu, make_snapshot

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.base.errors import ConfigError
 from clusterdiag.agent.daemon.security import (
     Listen,
     Security,
@@ -15,7 +16,6 @@ from clusterdiag.agent.daemon.security import (
     security_from,
     token_matches,
 )
-from clusterdiag.agent.errors import ConfigError
 
 TOKEN = "0123456789abcdef-token"
 

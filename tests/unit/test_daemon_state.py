@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.base.errors import CollectError, UsageError
 from clusterdiag.agent.daemon import state as state_module
 from clusterdiag.agent.daemon.main import clear
 from clusterdiag.agent.daemon.state import (
@@ -20,7 +21,6 @@ from clusterdiag.agent.daemon.state import (
     StateDir,
     write_json_atomic,
 )
-from clusterdiag.agent.errors import CollectError, UsageError
 
 
 def _event(n: int, cleared: bool = False) -> dict[str, object]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.daemon.cycle import judge
 from clusterdiag.agent.daemon.state import Events
 from clusterdiag.agent.daemon.sticky import add_sticky, event_from, inject, resolved
@@ -10,9 +9,10 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.gpu import Gpu, NvmlInfo
 from clusterdiag.agent.model.host import HostInfo
 from clusterdiag.agent.model.kernel import KernelEvent, KernelLog
-from clusterdiag.agent.runner import RunOptions
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.reports.node import NodeReport
+from clusterdiag.agent.run.runner import RunOptions
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.reports.model.node import NodeReport
 
 T = 1_800_000_000.0
 

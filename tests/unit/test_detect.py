@@ -7,16 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from clusterdiag.agent.collect import collect_snapshot
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.runner import RunOptions, evaluate
+from clusterdiag.agent.run.collect import collect_snapshot
+from clusterdiag.agent.run.runner import RunOptions, evaluate
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.checks import profile as profile_module
-from clusterdiag.checks.detect import detect_profile
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.profile import add_site_profiles, load_builtin
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.profiles import profile as profile_module
+from clusterdiag.checks.profiles.detect import detect_profile
+from clusterdiag.checks.profiles.profile import add_site_profiles, load_builtin
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.reports.gather import GatherSettings, gather_agent
+from clusterdiag.reports.fleet.gather import GatherSettings, gather_agent
 
 NODES = 200
 

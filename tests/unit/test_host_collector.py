@@ -15,7 +15,7 @@ import pytest
 from clusterdiag.agent.collectors import host
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.host import HostInfo
-from clusterdiag.agent.sources import CommandResult, SourceEnv
+from clusterdiag.agent.read.sources import CommandResult, SourceEnv
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "host"
 

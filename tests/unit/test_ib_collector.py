@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import sysfs
 from clusterdiag.agent.collectors import ib
 from clusterdiag.agent.collectors.ib_port import parse_rate, parse_state
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.ib import IbDevice
-from clusterdiag.agent.sources import SourceEnv
-from clusterdiag.checks.ib.inventory import HcaCountParams
-from clusterdiag.checks.ib.roles import assign
-from clusterdiag.checks.profile import load_profile
+from clusterdiag.agent.read import sysfs
+from clusterdiag.agent.read.sources import SourceEnv
+from clusterdiag.checks.core.rails import HcaCountParams, assign
+from clusterdiag.checks.profiles.profile import load_profile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ib"
 H100 = FIXTURES / "gpud-h100"
@@ -121,7 +120,7 @@ def test_h100_tree_values_and_saturation() -> None:
 
 def _roles(devs: dict[str, IbDevice], profile: str,
            params: dict[str, list[str]] | None = None) -> None:
-    """Judge-time roles (checks/ib/roles.py) over the collected facts."""
+    """Judge-time roles (checks/core/rails.py) over the collected facts."""
     named = {key: tuple(value) for key, value in (params or {}).items()}
     assign(Snapshot(node="n1", taken_at=1.0, infiniband=list(devs.values())),
            load_profile(profile), HcaCountParams(**named))

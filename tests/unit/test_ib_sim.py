@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from clusterdiag.agent.collect import collect_snapshot
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.errors import UsageError
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.base.errors import UsageError
+from clusterdiag.agent.run.collect import collect_snapshot
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec, parse_spec
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 
 
 def test_tree_links_like_the_kernel() -> None:

@@ -17,10 +17,10 @@ from clusterdiag.agent.collectors import ib, kept, pci
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.pci import PciDevice
+from clusterdiag.agent.read.sources import CommandResult, SourceEnv
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.writers.tree import write_tree
-from clusterdiag.agent.sources import CommandResult, SourceEnv
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from clusterdiag.agent.daemon.commands import MAX_KEPT, KeptRunner
-from clusterdiag.agent.sources import CommandResult
+from clusterdiag.agent.read.sources import CommandResult
 
 SHOW = ["timedatectl", "show", "-p", "NTPSynchronized", "--value"]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.kernel_log import parse_lines, read_file, read_kmsg
+from clusterdiag.agent.collectors.kernel_log import parse_lines, read_file, read_kmsg
 from clusterdiag.agent.model.kernel import KernelLog, XidEvent
 from clusterdiag.agent.model.pci import normalize_bdf
-from clusterdiag.agent.serde import from_jsonable, to_jsonable
+from clusterdiag.agent.model.serde import from_jsonable, to_jsonable
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernel_log"
 REAL_XID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "xid"

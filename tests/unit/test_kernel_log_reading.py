@@ -1,5 +1,5 @@
 """How the kernel log is read: the substring prefilter, blocks, the look-back window, the
-cap on kept events and the source deadline (agent/kernel_log.py's reading half).
+cap on kept events and the source deadline (agent/collectors/kernel_log.py's reading half).
 
 The prefilter is held to the parser itself: every line of every corpus the tests know
 gives the same events read through the prefilter and blocks as fed to the parser one by
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import kernel_log
-from clusterdiag.agent.kernel_log import read_file, read_kmsg
+from clusterdiag.agent.collectors import kernel_log
+from clusterdiag.agent.collectors.kernel_log import read_file, read_kmsg
 from clusterdiag.agent.model.kernel import KernelLog
-from clusterdiag.agent.serde import to_jsonable
+from clusterdiag.agent.model.serde import to_jsonable
 from tests.unit import test_kernel_log
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernel_log"

@@ -1,10 +1,10 @@
-"""agent/lazy_re.py: a pattern costs nothing until used, then answers as re's would."""
+"""agent/base/lazy_re.py: a pattern costs nothing until used, then answers as re's would."""
 
 from __future__ import annotations
 
 import re
 
-from clusterdiag.agent.lazy_re import LazyPattern
+from clusterdiag.agent.base.lazy_re import LazyPattern
 
 
 def test_nothing_is_compiled_until_first_use() -> None:

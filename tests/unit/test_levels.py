@@ -1,4 +1,4 @@
-"""Levels and modes are enums (checks/levels.py): the catalog, the runner, the config and
+"""Levels and modes are enums (checks/core/levels.py): the catalog, the runner, the config and
 the command line agree on them, and a word that is neither is refused where it enters."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from clusterdiag.agent import launch
-from clusterdiag.agent.config import Config, load_config
-from clusterdiag.agent.errors import ConfigError
-from clusterdiag.agent.session import run_options
-from clusterdiag.checks import REGISTRY, index
-from clusterdiag.checks.levels import LEVEL_NAMES, Level, Mode
-from clusterdiag.checks.manifest import CHECKS
-from clusterdiag.checks.registry import check
+from clusterdiag.agent.base.errors import ConfigError
+from clusterdiag.agent.run.session import run_options
+from clusterdiag.agent.settings.config import Config, load_config
+from clusterdiag.checks import REGISTRY
+from clusterdiag.checks.catalogs.manifest import CHECKS
+from clusterdiag.checks.core import index
+from clusterdiag.checks.core.levels import LEVEL_NAMES, Level, Mode
+from clusterdiag.checks.core.registry import check
 
 CATALOG = {spec.id: spec.schema for spec in REGISTRY.values()}
 

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from clusterdiag.agent.collect import SOURCES, collect_snapshot
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.daemon.metric_labels import (
     NODE_EXPORTER_IB_COUNTERS,
     MetricSettings,
@@ -23,10 +21,12 @@ from clusterdiag.agent.daemon.metric_labels import (
 )
 from clusterdiag.agent.daemon.metrics import AgentView, registry_for
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.runner import RunOptions, evaluate
+from clusterdiag.agent.run.collect import SOURCES, collect_snapshot
+from clusterdiag.agent.run.runner import RunOptions, evaluate
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.reports.node import NodeReport
+from clusterdiag.reports.model.node import NodeReport
 
 DCGM_EXPORTER_GPU_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"}
 SERIES = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')

@@ -10,7 +10,7 @@ from pathlib import Path
 from clusterdiag.agent.collectors import allreduce as collector
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.nccl import AllreduceRun
-from clusterdiag.agent.sources import CommandResult, SourceEnv
+from clusterdiag.agent.read.sources import CommandResult, SourceEnv
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures/nccl/all_reduce_perf_h100_2x8.txt"
 

@@ -1,4 +1,4 @@
-"""The NCCL version cache kept in the state directory (agent/nccl_cache.py): a run after
+"""The NCCL version cache kept in the state directory (agent/run/nccl_cache.py): a run after
 the first loads no library while the file is unchanged, probes again once it changes, and
 takes nothing from a cache file that is not one it wrote.
 
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import nccl_cache, sources
-from clusterdiag.agent.nccl_cache import PersistedVersions
+from clusterdiag.agent.read import sources
+from clusterdiag.agent.run import nccl_cache
+from clusterdiag.agent.run.nccl_cache import PersistedVersions
 
 CODE = 22105  # 2.21.5
 

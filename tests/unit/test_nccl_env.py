@@ -9,7 +9,7 @@ from pathlib import Path
 
 from clusterdiag.agent.collectors import nccl as collector
 from clusterdiag.agent.model import SourceStats
-from clusterdiag.agent.sources import SourceEnv
+from clusterdiag.agent.read.sources import SourceEnv
 
 
 def test_env_file_parsing_follows_each_format() -> None:

@@ -13,7 +13,7 @@ from clusterdiag.agent.collectors.nccl_host import (
     read_limits,
 )
 from clusterdiag.agent.collectors.pci import read_acs_ctrl
-from clusterdiag.agent.sysfs import FileCounter
+from clusterdiag.agent.read.sysfs import FileCounter
 from tests.checks.nccl.factory import PROPRIETARY
 
 

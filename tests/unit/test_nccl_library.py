@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import sources
 from clusterdiag.agent.collectors import nccl as collector
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.nccl import NcclInfo, NcclLibrary
+from clusterdiag.agent.read import sources
+from clusterdiag.agent.read.sources import SourceEnv, nccl_versions, python_site_dirs
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.agent.sources import SourceEnv, nccl_versions, python_site_dirs
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.harness import run_check
 
 

@@ -10,7 +10,7 @@ from clusterdiag.agent.collectors.allreduce import parse_output
 from clusterdiag.agent.collectors.nccl import parse_env_file
 from clusterdiag.agent.collectors.nccl_host import parse_limits_conf, parse_limits_file
 from clusterdiag.agent.model.nccl import AllreduceRun, HcaPort, NcclInfo
-from clusterdiag.checks.finding import Finding
+from clusterdiag.checks.core.finding import Finding
 from clusterdiag.checks.nccl.settings import validate
 
 LINES = st.lists(st.text(max_size=60), max_size=8).map("\n".join)

@@ -13,18 +13,18 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from clusterdiag.agent import nvml_library
 from clusterdiag.agent.collectors.nvml import collect
 from clusterdiag.agent.collectors.nvml_read import error_name
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import SourceStats
-from clusterdiag.agent.runner import RunOptions, run_node
-from clusterdiag.agent.serde import to_jsonable
+from clusterdiag.agent.model.serde import to_jsonable
+from clusterdiag.agent.read import nvml_library
+from clusterdiag.agent.read.sources import SourceEnv
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.slurm.entry import Inputs, Run
 from clusterdiag.agent.slurm.job import JobEnv
 from clusterdiag.agent.slurm.log import Log
 from clusterdiag.agent.slurm.prolog import AgentReport, rerun_findings
-from clusterdiag.agent.sources import SourceEnv
 
 
 def test_the_probe_loads_the_library_pynvml_loads() -> None:
@@ -54,7 +54,7 @@ def test_without_the_library_the_collector_says_what_its_worker_would(
 def test_out_of_descriptors_is_not_a_missing_library() -> None:
     """dlopen cannot open even an absent library's directory entries without descriptors:
     that must not read as "no driver" (the collection names EMFILE instead)."""
-    code = ("import os, resource, sys; from clusterdiag.agent import nvml_library; "
+    code = ("import os, resource, sys; from clusterdiag.agent.read import nvml_library; "
             "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)); held = []\n"
             "try:\n    while True: held.append(os.open(os.devnull, os.O_RDONLY))\n"
             "except OSError: pass\n"

@@ -1,10 +1,10 @@
-"""The majority of a fleet's captures (agent/profile_majority.py): ties are left to the
+"""The majority of a fleet's captures (agent/capture/majority.py): ties are left to the
 base, a node that could not read a value deviates as 'not read'."""
 
 from __future__ import annotations
 
-from clusterdiag.agent.profile_capture import Capture
-from clusterdiag.agent.profile_majority import majority
+from clusterdiag.agent.capture.majority import majority
+from clusterdiag.agent.capture.profile import Capture
 
 
 def _cap(**values: object) -> Capture:

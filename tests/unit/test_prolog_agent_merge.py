@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, plan, run_node, sources_for
+from clusterdiag.agent.run.runner import RunOptions, plan, run_node, sources_for
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import simulated_env
 from clusterdiag.agent.slurm.entry import Inputs, Run
 from clusterdiag.agent.slurm.job import JobEnv
 from clusterdiag.agent.slurm.log import Log, format_line
 from clusterdiag.agent.slurm.prolog import JOB_DEPENDENT, check_node, from_agent, rerun_options
 from clusterdiag.checks import REGISTRY
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.index import ENTRIES
-from clusterdiag.reports.node import NodeReport, iso
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.core.index import ENTRIES
+from clusterdiag.reports.model.node import NodeReport, iso
 
 PRIVILEGED = "gpu.pcie_link"  # stands in for a check that reads PCI config space
 

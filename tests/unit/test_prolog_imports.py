@@ -1,5 +1,5 @@
 """What the Slurm prolog imports, in a fresh interpreter: its start is paid on every node for
-every job, so the set may shrink but must not grow unnoticed (issue 15).
+every job, so the set may shrink but must not grow unnoticed.
 
 The launcher (agent/launch.py) must reach the prolog without click or any other
 command's module. With a fresh agent report (the common path) the prolog reads the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import nvml_library
+from clusterdiag.agent.read import nvml_library
 
 _PROLOG = """
 import json, sys
@@ -35,61 +35,60 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 LAUNCHER = frozenset({
-    "clusterdiag", "clusterdiag.agent", "clusterdiag.agent.errors", "clusterdiag.agent.launch",
-    "clusterdiag.agent.slurm", "clusterdiag.agent.slurm.trouble",
+    "clusterdiag", "clusterdiag.agent", "clusterdiag.agent.base", "clusterdiag.agent.base.errors",
+    "clusterdiag.agent.launch", "clusterdiag.agent.slurm", "clusterdiag.agent.slurm.trouble",
 })
+# The folders (packages) of the layers both paths cross; their __init__ holds a docstring.
+LAYERS = frozenset({f"clusterdiag.{name}" for name in (
+    "agent.read", "agent.run", "agent.settings", "checks.catalogs", "checks.core")})
 
-FRESH_REPORT = LAUNCHER | {f"clusterdiag.{name}" for name in (
-    "agent.config", "agent.nvml_library", "agent.session", "agent.slurm.agent_report",
-    "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log", "agent.slurm.prolog",
-    "agent.slurm.reason", "checks", "checks.finding", "checks.index", "checks.levels",
-    "checks.manifest", "checks.plain",
-    "reports", "reports.hostname", "reports.safefile")}
+FRESH_REPORT = LAUNCHER | LAYERS | {f"clusterdiag.{name}" for name in (
+    "agent.base.hostname", "agent.base.plain", "agent.base.safefile", "agent.read.nvml_library",
+    "agent.run.session", "agent.settings.config", "agent.slurm.agent_report", "agent.slurm.entry",
+    "agent.slurm.job", "agent.slurm.log", "agent.slurm.prolog", "agent.slurm.reason", "checks",
+    "checks.catalogs.manifest", "checks.core.finding", "checks.core.index", "checks.core.levels")}
 # What the fresh-report path must not load: each costs a sizeable part of an interpreter
 # start, or stands for a whole layer it does not need.
 NOT_ON_THE_FRESH_PATH = frozenset({
     "dataclasses", "typing", "pathlib", "inspect", "yaml", "pynvml", "click", "socket", "copy",
-    "subprocess", "clusterdiag.agent.model", "clusterdiag.checks.registry",
-    "clusterdiag.agent.collect", "clusterdiag.reports.node"})
+    "subprocess", "clusterdiag.agent.model", "clusterdiag.checks.core.registry",
+    "clusterdiag.agent.run.collect", "clusterdiag.reports.model.node"})
 
-PROLOG = LAUNCHER | {f"clusterdiag.{name}" for name in (
-    "agent.collect", "agent.collectors", "agent.collectors.allreduce", "agent.collectors.host",
-    "agent.collectors.ib", "agent.collectors.ib_port", "agent.collectors.roce",
-    "agent.collectors.vpd", "checks.ib.roce", "checks.ib.roles", "checks.versions",
-    "agent.collectors.kernel", "agent.collectors.nccl", "agent.collectors.nccl_host",
-    "agent.collectors.nvml", "agent.collectors.nvml_budget", "agent.collectors.nvml_read",
-    "agent.collectors.kept", "agent.collectors.pci", "agent.model.upgrade",
-    "agent.config", "agent.kernel_log", "agent.lazy_re", "agent.model", "agent.model.gpu",
-    "agent.model.host",
-    "agent.nccl_cache",
+PROLOG = LAUNCHER | LAYERS | {f"clusterdiag.{name}" for name in (
+    "agent.base.hostname", "agent.base.lazy_re", "agent.base.plain", "agent.base.safefile",
+    "agent.collectors", "agent.collectors.allreduce", "agent.collectors.host",
+    "agent.collectors.ib", "agent.collectors.ib_port", "agent.collectors.kept",
+    "agent.collectors.kernel", "agent.collectors.kernel_log", "agent.collectors.nccl",
+    "agent.collectors.nccl_host", "agent.collectors.nvml", "agent.collectors.nvml_budget",
+    "agent.collectors.nvml_read", "agent.collectors.pci", "agent.collectors.roce",
+    "agent.collectors.vpd", "agent.model", "agent.model.gpu", "agent.model.host",
     "agent.model.ib", "agent.model.kernel", "agent.model.nccl", "agent.model.pci",
-    "agent.model.record",
-    "agent.model.version", "agent.runner", "agent.serde", "agent.session",
-    "agent.slurm.agent_report", "agent.slurm.entry", "agent.slurm.job", "agent.slurm.log",
-    "agent.slurm.prolog", "agent.slurm.reason", "agent.slurm.scontrol", "agent.sources",
-    "agent.sysfs", "agent.worker", "checks", "checks.detect", "checks.fabric",
-    "checks.fabric.clique", "checks.fabric.health", "checks.fabric.helpers",
-    "checks.fabric.services", "checks.fabric.state",
-    "checks.finding", "checks.gpu", "checks.gpu.helpers", "checks.gpu.identity",
-    "checks.gpu.memory", "checks.gpu.modes", "checks.gpu.pcie", "checks.gpu.presence",
-    "checks.gpu.processes", "checks.gpu.recovery", "checks.gpu.thermal", "checks.gpu.xid",
-    "checks.host", "checks.host.clock", "checks.host.cmdline", "checks.host.helpers",
-    "checks.host.kernel_errors", "checks.host.pcie", "checks.host.processes",
-    "checks.host.resources", "checks.host.services", "checks.host.storage", "checks.ib",
-    "checks.ib.firmware", "checks.ib.helpers", "checks.ib.inventory", "checks.ib.kernel_errors",
-    "checks.ib.pcie", "checks.ib.ports", "checks.ib.subnet_manager",
-    "checks.index", "checks.levels", "checks.manifest", "checks.profile_data",
-    "agent.nvml_library",
-    "checks.ib.counters", "checks.nccl", "checks.nccl.affinity", "checks.nccl.allreduce",
+    "agent.model.record", "agent.model.serde", "agent.model.upgrade", "agent.model.version",
+    "agent.read.nvml_library", "agent.read.sources", "agent.read.sysfs", "agent.read.worker",
+    "agent.run.collect", "agent.run.nccl_cache", "agent.run.runner", "agent.run.session",
+    "agent.settings.config", "agent.slurm.agent_report", "agent.slurm.entry", "agent.slurm.job",
+    "agent.slurm.log", "agent.slurm.prolog", "agent.slurm.reason", "agent.slurm.scontrol",
+    "checks", "checks.catalogs.manifest", "checks.catalogs.profile_data",
+    "checks.catalogs.xid_catalog", "checks.core.common", "checks.core.finding",
+    "checks.core.index", "checks.core.levels", "checks.core.params", "checks.core.rails",
+    "checks.core.rates", "checks.core.registry", "checks.core.topology", "checks.core.window",
+    "checks.fabric", "checks.fabric.clique", "checks.fabric.health", "checks.fabric.helpers",
+    "checks.fabric.services", "checks.fabric.state", "checks.gpu", "checks.gpu.helpers",
+    "checks.gpu.identity", "checks.gpu.memory", "checks.gpu.modes", "checks.gpu.pcie",
+    "checks.gpu.presence", "checks.gpu.processes", "checks.gpu.recovery", "checks.gpu.thermal",
+    "checks.gpu.xid", "checks.host", "checks.host.clock", "checks.host.cmdline",
+    "checks.host.helpers", "checks.host.kernel_errors", "checks.host.pcie",
+    "checks.host.processes", "checks.host.profile", "checks.host.resources",
+    "checks.host.services", "checks.host.storage", "checks.host.versions", "checks.ib",
+    "checks.ib.counters", "checks.ib.firmware", "checks.ib.helpers", "checks.ib.inventory",
+    "checks.ib.kernel_errors", "checks.ib.pcie", "checks.ib.ports", "checks.ib.roce",
+    "checks.ib.subnet_manager", "checks.nccl", "checks.nccl.affinity", "checks.nccl.allreduce",
     "checks.nccl.env", "checks.nccl.gpudirect", "checks.nccl.helpers", "checks.nccl.library",
     "checks.nccl.limits", "checks.nccl.pcie", "checks.nccl.settings", "checks.nvlink",
     "checks.nvlink.error_rate", "checks.nvlink.helpers", "checks.nvlink.links",
-    "checks.nvlink.topology", "checks.nvswitch", "checks.host_profile", "checks.common",
-    "checks.params",
-    "checks.plain", "checks.profile", "checks.profiles", "checks.rates", "checks.registry",
-    "checks.topology",
-    "checks.window", "checks.xid_catalog", "reports", "reports.facts", "reports.hostname",
-    "reports.node", "reports.safefile")}
+    "checks.nvlink.topology", "checks.nvswitch", "checks.nvswitch.switches", "checks.profiles",
+    "checks.profiles.detect", "checks.profiles.profile", "reports", "reports.model",
+    "reports.model.facts", "reports.model.node")}
 # Third-party packages the prolog may load: NVML's bindings, where the library loads.
 THIRD_PARTY = frozenset({"pynvml"})
 
@@ -142,8 +141,8 @@ def test_the_prolog_imports_only_the_allowed_modules(tmp_path: Path) -> None:
     ours = {m for m in got if m.startswith("clusterdiag")}
     assert ours - PROLOG == set(), "new modules on the prolog's path"
     # Its records are read through agent/model/record.py: dataclasses would bring inspect,
-    # ast, dis and tokenize, a tenth of the whole run (issue 15); times are written and
-    # plain data copied without datetime and copy (reports/node.py, checks/plain.py).
+    # ast, dis and tokenize, a tenth of the whole run; times are written and
+    # plain data copied without datetime and copy (reports/model/node.py, agent/base/plain.py).
     assert got & {"dataclasses", "inspect", "datetime", "copy"} == set()
     stdlib = set(sys.stdlib_module_names)
     others = {m.split(".")[0] for m in got if not m.startswith("clusterdiag")}

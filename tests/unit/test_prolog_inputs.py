@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusterdiag.agent.config import Config
+from clusterdiag.agent.base.hostname import same_host
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.slurm import agent_report
 from clusterdiag.agent.slurm.agent_report import load_fresh, utc_seconds
 from clusterdiag.agent.slurm.epilog import poll_until_clean, xid_config
 from clusterdiag.agent.slurm.job import JobEnv, seconds_since_process_start
 from clusterdiag.agent.slurm.prolog import job_config
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.reports.hostname import same_host
-from clusterdiag.reports.node import NodeReport, iso
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.reports.model.node import NodeReport, iso
 
 
 def write_report(state: Path, node: str = "n1", age_s: float = 1.0, duration_s: float = 0.5,
@@ -149,7 +149,7 @@ def test_job_environment() -> None:
 
 
 def test_one_same_host_rule_for_the_prolog_and_the_gather() -> None:
-    from clusterdiag.reports import gather
+    from clusterdiag.reports.fleet import gather
 
     assert gather.same_host is agent_report.same_host is same_host
     assert same_host("n1", "n1.cluster.example")

@@ -24,7 +24,7 @@ from clusterdiag.agent.slurm.scontrol import (
     parse_job_start,
     parse_node,
 )
-from clusterdiag.checks.finding import Action, Finding, Status
+from clusterdiag.checks.core.finding import Action, Finding, Status
 from tests.processes import still_running
 
 # `scontrol show node n1 -o` after `scontrol update nodename=n1 state=drain

@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterdiag import checks
+from clusterdiag.agent.base.errors import ConfigError
 from clusterdiag.agent.collectors.host import parse_cpu_list, split_cmdline
-from clusterdiag.agent.config import load_config
-from clusterdiag.agent.errors import ConfigError
-from clusterdiag.agent.kernel_log import parse_lines
+from clusterdiag.agent.collectors.kernel_log import parse_lines
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.serde import SerdeError
-from clusterdiag.agent.sysfs import parse_int, read_int, read_text
+from clusterdiag.agent.model.serde import SerdeError
+from clusterdiag.agent.read.sysfs import parse_int, read_int, read_text
+from clusterdiag.agent.settings.config import load_config
 
 CATALOG = {spec.id: spec.schema for spec in checks.REGISTRY.values()}
 XID_LINE = "NVRM: Xid (PCI:0000:1b:00): 79, pid=1234, name=python3, GPU has fallen off the bus."

@@ -23,16 +23,15 @@ from clusterdiag.agent.collectors.ib import read_device
 from clusterdiag.agent.collectors.ib_port import parse_rate, parse_state, read_port
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.ib import ROLES, IbDevice, IbPort
-from clusterdiag.agent.serde import to_jsonable
+from clusterdiag.agent.model.serde import to_jsonable
+from clusterdiag.agent.read.sources import CommandResult, SourceEnv
+from clusterdiag.agent.read.sysfs import FileCounter
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state.hardware import SimNode
 from clusterdiag.agent.sim.writers.nvml import build_module
-from clusterdiag.agent.sources import CommandResult, SourceEnv
-from clusterdiag.agent.sysfs import FileCounter
-from clusterdiag.checks.ib.inventory import HcaCountParams
-from clusterdiag.checks.ib.roles import decide
-from clusterdiag.checks.profile import load_profile
+from clusterdiag.checks.core.rails import HcaCountParams, decide
+from clusterdiag.checks.profiles.profile import load_profile
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

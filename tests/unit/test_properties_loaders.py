@@ -16,8 +16,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterdiag.agent.base.errors import UsageError
 from clusterdiag.agent.daemon.state import EVENTS, SNAPSHOT, StateDir
-from clusterdiag.agent.errors import UsageError
 from clusterdiag.agent.sim.spec import ClusterSpec, load_spec
 from tests.conftest import run_cli
 

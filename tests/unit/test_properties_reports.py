@@ -19,17 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.reports.cluster_checks import ClusterSettings, Unreachable, judge
-from clusterdiag.reports.gather import parse_answer
-from clusterdiag.reports.merge import merge_files
-from clusterdiag.reports.render_html import render_html
-from clusterdiag.reports.render_md import render_md
-from clusterdiag.reports.render_terminal import render_terminal
-from clusterdiag.reports.summary import NodeSummary
+from clusterdiag.reports.fleet.gather import parse_answer
+from clusterdiag.reports.fleet.merge import merge_files
+from clusterdiag.reports.model.summary import NodeSummary
+from clusterdiag.reports.render.html import render_html
+from clusterdiag.reports.render.md import render_md
+from clusterdiag.reports.render.terminal import render_terminal
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

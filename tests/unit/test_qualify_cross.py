@@ -1,5 +1,5 @@
 """The pairing schedule (agent/qualify/schedule.py) and the second pass's attribution
-(checks/qualify_cross.py), on plain data."""
+(checks/qualify/cross.py), on plain data."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from clusterdiag.agent.model.qualify import CrossRun, Expectation, Figure, ToolRun
 from clusterdiag.agent.qualify.launch import group_argv
 from clusterdiag.agent.qualify.schedule import first_pairing, scaling_sizes, second_pass
-from clusterdiag.checks.finding import Action, Status
-from clusterdiag.checks.qualify import StragglerRule
-from clusterdiag.checks.qualify_cross import attribute, grade, scaling_curve
+from clusterdiag.checks.core.finding import Action, Status
+from clusterdiag.checks.qualify.cross import attribute, grade, scaling_curve
+from clusterdiag.checks.qualify.judge import StragglerRule
 
 RULE = StragglerRule()
 
@@ -138,7 +138,7 @@ def test_group_commands_run_one_task_per_node_under_a_timeout() -> None:
 
 
 def test_heatmap_escapes_node_names_and_draws_each_pair_both_ways() -> None:
-    from clusterdiag.reports.render_qualify_svg import HEAT_FAIL, pair_heatmap
+    from clusterdiag.reports.render.qualify_svg import HEAT_FAIL, pair_heatmap
 
     hostile = "<script>x</script>"
     runs = [_run(("a", hostile), "first", 290.0), *FIRST[:3]]

@@ -1,4 +1,4 @@
-"""The straggler rule and the hard-failure rules of checks/qualify.py, on plain data."""
+"""The straggler rule and the hard-failure rules of checks/qualify/judge.py, on plain data."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from clusterdiag.agent.model.qualify import Evidence, Expectation, Figure, ToolRun
 from clusterdiag.agent.qualify.launch import remote_argv
-from clusterdiag.checks.finding import Action, Status
-from clusterdiag.checks.qualify import StragglerRule, judge, per_gpu_d2d, suspects
+from clusterdiag.checks.core.finding import Action, Status
+from clusterdiag.checks.qualify.judge import StragglerRule, judge, per_gpu_d2d, suspects
 
 RULE = StragglerRule()  # warn above 5 %, fail above 10 % below the median
 

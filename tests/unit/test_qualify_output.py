@@ -13,8 +13,8 @@ import pytest
 from clusterdiag.agent.qualify.launch import command_runner, group_runner
 from clusterdiag.agent.qualify.plan import Step
 from clusterdiag.agent.qualify.run import result_run
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.qualify import run_findings
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.qualify.judge import run_findings
 
 FLOOD_MIB = 320  # well over the cap; finite, so that the test ends even where it is red
 

@@ -14,9 +14,9 @@ from clusterdiag.agent.qualify.logs import judge_logs
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.tools import SimTools
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.qualify import StragglerRule
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.profiles.profile import load_profile
+from clusterdiag.checks.qualify.judge import StragglerRule
 
 ACTIVE = Path(__file__).resolve().parents[2] / "../shared/data/real/active"
 FILES = sorted(p.name for p in ACTIVE.glob("*.txt")) if ACTIVE.is_dir() else []

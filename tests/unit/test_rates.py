@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.checks.rates import (
+from clusterdiag.checks.core.rates import (
     Rate,
     counter_growth,
     counter_rate,

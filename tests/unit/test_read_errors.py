@@ -32,8 +32,8 @@ except OSError:
 # them again.
 EXHAUST = """
 import json, os, resource, sys
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.agent.run.runner import RunOptions, run_node
 from clusterdiag.agent.sim.node import simulated_env
 env = simulated_env("dgx-h100", None, Config())
 options = RunOptions(budget_s=20.0, profile="dgx-h100")
@@ -74,8 +74,8 @@ def test_a_pci_directory_that_cannot_be_listed_is_an_error_not_missing_gpus(
         tmp_path: Path) -> None:
     script = """
 import json, os, sys
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.agent.run.runner import RunOptions, run_node
 from clusterdiag.agent.sim.node import simulated_env
 env = simulated_env("dgx-h100", None, Config())
 devices = env.root / "sys/bus/pci/devices"
@@ -136,8 +136,8 @@ EIO_FILES = ("proc/meminfo", "proc/driver/nvidia/version", "etc/security/limits.
 
 
 def test_eio_on_host_files_is_an_error_naming_errno_and_path() -> None:
-    from clusterdiag.agent.config import Config
-    from clusterdiag.agent.runner import RunOptions, run_node
+    from clusterdiag.agent.run.runner import RunOptions, run_node
+    from clusterdiag.agent.settings.config import Config
     from clusterdiag.agent.sim.node import simulated_env
 
     env = simulated_env("dgx-h100", None, Config())
@@ -172,7 +172,7 @@ SNAPSHOT_EXHAUSTED = """
 import contextlib, io, os, resource, sys
 import pynvml  # imported while files can still be opened, as any module the run needs
 from clusterdiag.agent.cli import main
-from clusterdiag.agent.config import Config
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import simulated_env
 env = simulated_env("dgx-h100", None, Config())
 sys.argv = ["clusterdiag", "snapshot", "--root", str(env.root), "--profile", "dgx-h100"]

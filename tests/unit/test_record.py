@@ -227,7 +227,7 @@ def test_records_do_not_import_dataclasses() -> None:
     """The point of the module: the model, the catalog and the registry load without it
     (nor inspect, which it imports)."""
     code = ("import sys; import clusterdiag.agent.model, clusterdiag.checks, "
-            "clusterdiag.agent.runner, clusterdiag.agent.serde; "
+            "clusterdiag.agent.run.runner, clusterdiag.agent.model.serde; "
             "print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
@@ -235,7 +235,7 @@ def test_records_do_not_import_dataclasses() -> None:
 
 
 def test_a_dataclass_extending_a_record_is_read_as_the_dataclass_it_is() -> None:
-    from clusterdiag.agent.serde import from_jsonable, to_jsonable
+    from clusterdiag.agent.model.serde import from_jsonable, to_jsonable
 
     @record(frozen=True)
     class Base:

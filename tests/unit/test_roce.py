@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from clusterdiag.agent.base.errors import ConfigError, UsageError
 from clusterdiag.agent.collectors import ib as ib_collector
 from clusterdiag.agent.collectors.roce import (
     parse_dcb_dscp,
@@ -20,13 +21,12 @@ from clusterdiag.agent.collectors.roce import (
     read_ecn,
     read_qos,
 )
-from clusterdiag.agent.errors import ConfigError, UsageError
 from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.ib import RoceQos
+from clusterdiag.agent.read.sources import CommandResult, SourceEnv
+from clusterdiag.agent.read.sysfs import FileCounter
+from clusterdiag.agent.settings.site_profiles import load_site_profiles
 from clusterdiag.agent.sim.spec import parse_spec
-from clusterdiag.agent.site_profiles import load_site_profiles
-from clusterdiag.agent.sources import CommandResult, SourceEnv
-from clusterdiag.agent.sysfs import FileCounter
 from tests.checks.ib.factory import command_runner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

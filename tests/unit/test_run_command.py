@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from clusterdiag.agent.sources import run_command
+from clusterdiag.agent.read.sources import run_command
 from tests.processes import still_running
 
 

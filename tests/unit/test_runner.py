@@ -9,16 +9,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusterdiag.agent import collect
-from clusterdiag.agent.collect import SourceSpec
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import SOURCE_FIELDS, Snapshot
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.run import collect
+from clusterdiag.agent.run.collect import SourceSpec
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.checks import index, registry
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.registry import CheckContext, DuplicateCheckError, UnknownNeedError, check
+from clusterdiag.checks.core import index, registry
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.core.registry import (
+    CheckContext,
+    DuplicateCheckError,
+    UnknownNeedError,
+    check,
+)
 
 
 def test_a_source_that_blocks_forever_becomes_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:

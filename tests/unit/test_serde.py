@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from clusterdiag.agent.collect import SOURCES, collect_snapshot
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.agent.serde import SerdeError, from_jsonable
+from clusterdiag.agent.model.serde import SerdeError, from_jsonable
+from clusterdiag.agent.run.collect import SOURCES, collect_snapshot
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 

@@ -19,8 +19,8 @@ from clusterdiag.agent.sim.state.platforms import (
     simulated_as,
     unsimulated,
 )
-from clusterdiag.checks.profile import builtin_names
-from clusterdiag.checks.profile_data import PROFILES
+from clusterdiag.checks.catalogs.profile_data import PROFILES
+from clusterdiag.checks.profiles.profile import builtin_names
 
 
 def test_every_profile_but_generic_is_simulated() -> None:

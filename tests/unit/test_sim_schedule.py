@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.agent.errors import UsageError
+from clusterdiag.agent.base.errors import UsageError
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.schedule import Schedule
 from clusterdiag.agent.sim.spec import parse_spec

@@ -1,4 +1,4 @@
-"""Site profiles (agent/site_profiles.py): extends and overrides merged with where each
+"""Site profiles (agent/settings/site_profiles.py): extends and overrides merged with where each
 value came from, and every malformed file refused in one line naming the file and key."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.errors import ConfigError
-from clusterdiag.agent.site_profiles import load_site_profiles
-from clusterdiag.checks.profile import load_builtin
+from clusterdiag.agent.base.errors import ConfigError
+from clusterdiag.agent.settings.site_profiles import load_site_profiles
+from clusterdiag.checks.profiles.profile import load_builtin
 
 
 def _write(directory: Path, name: str, text: str) -> Path:

@@ -16,18 +16,18 @@ from typing import Any
 import pynvml
 import pytest
 
-from clusterdiag.agent.collect import collect_snapshot
+from clusterdiag.agent.base.errors import UsageError
 from clusterdiag.agent.collectors.nvml_read import GpuReader
-from clusterdiag.agent.config import Config
-from clusterdiag.agent.errors import UsageError
 from clusterdiag.agent.model import SNAPSHOT_SCHEMA, Snapshot
 from clusterdiag.agent.model.gpu import Gpu, NvLink
-from clusterdiag.agent.runner import RunOptions, evaluate
+from clusterdiag.agent.run.collect import collect_snapshot
+from clusterdiag.agent.run.runner import RunOptions, evaluate
+from clusterdiag.agent.run.snapshot_file import load_snapshot
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import build, env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.writers.nvml import build_module
-from clusterdiag.agent.snapshot_file import load_snapshot
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.conftest import REPO
 
 REAL_V1 = REPO / "tests/fixtures/real/h200-vm-580.159.04.snapshot.json"

@@ -7,15 +7,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from clusterdiag.agent import session
 from clusterdiag.agent.collectors import ib, pci
 from clusterdiag.agent.model import SourceStats
+from clusterdiag.agent.read.sources import SourceEnv
+from clusterdiag.agent.run import session
 from clusterdiag.agent.sim.node import build, make_root
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.slurm.entry import Inputs, Run
 from clusterdiag.agent.slurm.job import JobEnv
 from clusterdiag.agent.slurm.log import Log
-from clusterdiag.agent.sources import SourceEnv
 
 REAL_H100 = Path(__file__).resolve().parents[1] / "fixtures/ib/gpud-h100"
 

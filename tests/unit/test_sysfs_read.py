@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent import sysfs
-from clusterdiag.agent.sysfs import FileCounter, read_text
+from clusterdiag.agent.read import sysfs
+from clusterdiag.agent.read.sysfs import FileCounter, read_text
 
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:

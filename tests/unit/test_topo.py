@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.collect import collect_snapshot
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.pci import PciDevice
-from clusterdiag.agent.runner import assign_roles
+from clusterdiag.agent.run.collect import collect_snapshot
+from clusterdiag.agent.run.runner import assign_roles
+from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state.layout import LAYOUTS
-from clusterdiag.checks.profile import load_profile
-from clusterdiag.checks.topology import pci_distance
-from clusterdiag.reports.topo import TopoMatrix, build, render_text
+from clusterdiag.checks.core.topology import pci_distance
+from clusterdiag.checks.profiles.profile import load_profile
+from clusterdiag.reports.render.topo import TopoMatrix, build, render_text
 from tests.conftest import SHARED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/topo"
@@ -214,7 +214,7 @@ def test_empty_snapshot_gives_an_empty_matrix() -> None:
 
 
 def test_terminal_table_shows_the_same_classes() -> None:
-    from clusterdiag.reports.topo import nic_legend, render_wrapped
+    from clusterdiag.reports.render.topo import nic_legend, render_wrapped
 
     matrix = _sim("dgx-h100")
     text = render_wrapped(matrix, 300)
@@ -231,7 +231,7 @@ def test_terminal_table_shows_the_same_classes() -> None:
 @pytest.mark.parametrize("profile", ["dgx-h100", "gb200-nvl72", "hgx-h100-pcie"])
 def test_terminal_table_wraps_whole_columns_at_80(profile: str) -> None:
     """Every cell of the matrix appears whole, in blocks that fit 80 columns."""
-    from clusterdiag.reports.topo import render_wrapped
+    from clusterdiag.reports.render.topo import render_wrapped
 
     matrix = _sim(profile)
     text = render_wrapped(matrix, 80)

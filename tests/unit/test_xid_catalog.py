@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.kernel_log import read_file
-from clusterdiag.checks.finding import Action
-from clusterdiag.checks.xid_catalog import (
+from clusterdiag.agent.collectors.kernel_log import read_file
+from clusterdiag.checks.catalogs.xid_catalog import (
     SXID_CATALOG,
     XID_CATALOG,
     XidInfo,
     sxid_info,
     xid_info,
 )
+from clusterdiag.checks.core.finding import Action
 
 REAL_XID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "xid"
 needs_real = pytest.mark.skipif(
@@ -23,7 +23,7 @@ needs_real = pytest.mark.skipif(
     reason=f"real Xid corpus not found at {REAL_XID} (CI checks out shared/ beside the repo)",
 )
 
-DATA = Path(__file__).resolve().parents[2] / "checks" / "xid_catalog.tsv"
+DATA = Path(__file__).resolve().parents[2] / "checks" / "catalogs" / "xid_catalog.tsv"
 # The codes whose immediate action in NVIDIA's catalog is a reset, a reboot or a check of
 # the mechanicals (issue 14), and the bucketless codes fatal to the GPU, with the action
 # each must fail with.

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ....checks.levels import Level
+from ....checks.core.levels import Level
 from ..state.counter import Counter
 from ..state.hardware import SimGpu, SimNode
 from ..state.platforms import Capability, platforms_with
@@ -84,7 +84,7 @@ class FaultKind:
     # Only traffic between nodes shows it: caught by qualify's pairs, rails, scaling or
     # rack tests; the node tests pass (tests/integration/test_qualify_cross.py).
     cross: bool = False
-    # A trickle only the agent's long window sees (checks/window.py): one event every few
+    # A trickle only the agent's long window sees (checks/core/window.py): one event every few
     # minutes, never enough in one interval. Tests drive agent cycles over simulated time.
     trend: bool = False
     # roce: applies to a node whose compute rails are RoCE (NodeSpec fabric), judged with a
@@ -427,7 +427,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("ib_width_degraded", "ib.rate", "fail", "reseat_cable", "{hca}/{port}",
               ("hca",), width_degraded, options=("port",), needs=_IB),
     # A rail whose port was set to Ethernet is not the compute fabric: it loses its role,
-    # and ib.hca_count names it where the rail is missing (checks/ib/roles.py).
+    # and ib.hca_count names it where the rail is missing (checks/core/rails.py).
     FaultKind("ib_link_layer_ethernet", "ib.hca_count", "fail", "fix_config", "node",
               ("hca",), link_layer_ethernet, options=("port",), needs=_RAILS),
     # The same port where config names the compute rails: it stays a rail, on the wrong

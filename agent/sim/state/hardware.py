@@ -12,7 +12,7 @@ import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
 
-from ....checks.profile import Profile
+from ....checks.profiles.profile import Profile
 from .counter import Counter
 from .ib import SimHca, build_hcas
 from .layout import LAYOUTS, Layout

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from functools import cache
 
-from ....checks.finding import StrEnum
-from ....checks.profile import builtin_names, load_profile
-from ....checks.profile_data import PROFILES
+from ....checks.catalogs.profile_data import PROFILES
+from ....checks.core.finding import StrEnum
+from ....checks.profiles.profile import builtin_names, load_profile
 from .layout import HCA_LAYOUTS, LAYOUTS, OEM_HCA_LAYOUTS
 
 # NVML_DEVICE_ARCH_HOPPER: GPU fabric info and SRAM ECC status start with it.

@@ -3,7 +3,7 @@ states, iproute2's dcb, timedatectl, and nccl-tests' all_reduce_perf where insta
 
 from __future__ import annotations
 
-from ...sources import CommandResult, CommandRunner
+from ...read.sources import CommandResult, CommandRunner
 from ..state.hardware import SimNode
 from .dcb import dcb
 from .nccl import allreduce_output

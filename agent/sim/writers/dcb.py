@@ -7,7 +7,7 @@ dscp-prio`` prints ``dscp-prio 26:3 48:6`` (nothing when there is no DSCP entry)
 
 from __future__ import annotations
 
-from ...sources import CommandResult
+from ...read.sources import CommandResult
 from ..state.hardware import SimNode
 from ..state.ib import SimIbPort
 

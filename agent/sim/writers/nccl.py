@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ...sources import NcclVersions
+from ...read.sources import NcclVersions
 from ..state.hardware import SimNode
 from .pci_tree import ACS_CTRL_OFFSET
 

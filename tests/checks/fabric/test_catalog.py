@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from clusterdiag.checks import fabric as fabric_checks
-from clusterdiag.checks.finding import Action
-from clusterdiag.checks.registry import REGISTRY
+from clusterdiag.checks.core.finding import Action
+from clusterdiag.checks.core.registry import REGISTRY
 
 
 def test_catalog_declares_the_contract() -> None:

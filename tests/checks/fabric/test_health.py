@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from clusterdiag.checks.core.finding import Action, Status
 from clusterdiag.checks.fabric.health import decode_health_mask
-from clusterdiag.checks.finding import Action, Status
 from tests.checks.fabric.factory import (
     HEALTHY_MASK,
     by_status,

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model.host import ServiceState
-from clusterdiag.agent.runner import RunOptions, plan
-from clusterdiag.checks.finding import Action, Status
-from clusterdiag.checks.profile import load_profile
+from clusterdiag.agent.run.runner import RunOptions, plan
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.checks.core.finding import Action, Status
+from clusterdiag.checks.profiles.profile import load_profile
 from tests.checks.fabric.factory import judge, make_snapshot, one
 from tests.checks.harness import run_check
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clusterdiag.agent.model.gpu import FabricInfo
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.fabric.factory import (
     GPUS,
     ZERO,

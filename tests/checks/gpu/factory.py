@@ -11,8 +11,8 @@ from clusterdiag.agent.model.gpu import Gpu, NvmlInfo
 from clusterdiag.agent.model.kernel import KernelEvent, KernelLog, XidEvent
 from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.checks import REGISTRY  # reading it loads every family
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import Profile
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.profiles.profile import Profile
 from tests.checks.harness import run_check
 
 NOW = 1_800_000_000.0

@@ -9,7 +9,7 @@ import pytest
 
 from clusterdiag.agent.model.gpu import Gpu
 from clusterdiag.checks import REGISTRY  # reading it loads every family
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.gpu.factory import GENERIC, GPU_IDS, NOW, bad, make_gpu, make_snap, run
 
 

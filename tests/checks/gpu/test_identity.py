@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.gpu.factory import GENERIC, make_gpu, make_snap, run
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.gpu.factory import bad, make_gpu, make_snap, run
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.gpu.factory import GENERIC, NOW, bad, bridge, make_gpu, make_snap, pci_gpu, run
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.gpu import Gpu
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.gpu.factory import (
     GENERIC,
     NOW,

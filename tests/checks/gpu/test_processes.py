@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusterdiag.agent.model.gpu import Gpu, GpuProcess
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.gpu.factory import bad, make_gpu, make_snap, only, run
 
 

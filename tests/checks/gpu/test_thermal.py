@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.gpu.factory import GENERIC, NOW, bad, make_gpu, make_snap, only, run
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from clusterdiag.agent.kernel_log import parse_lines
+from clusterdiag.agent.collectors.kernel_log import parse_lines
 from clusterdiag.agent.model.gpu import Gpu, NvmlEvent
 from clusterdiag.agent.model.kernel import KernelEvent, KernelLog
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.gpu.factory import (
     NOW,
     bad,

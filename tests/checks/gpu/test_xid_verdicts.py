@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.checks.finding import Action, Finding, Status
-from clusterdiag.checks.xid_catalog import XID_CATALOG
+from clusterdiag.checks.catalogs.xid_catalog import XID_CATALOG
+from clusterdiag.checks.core.finding import Action, Finding, Status
 from tests.checks.gpu.factory import bad, xid_line, xid_run
 from tests.unit.test_xid_catalog import FAILING
 

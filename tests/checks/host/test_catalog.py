@@ -11,9 +11,9 @@ from clusterdiag.agent.collectors import host as host_collector
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.host import HostInfo
 from clusterdiag.agent.model.kernel import KernelLog
-from clusterdiag.agent.sources import CommandResult, SourceEnv
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.registry import REGISTRY
+from clusterdiag.agent.read.sources import CommandResult, SourceEnv
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.core.registry import REGISTRY
 from tests.checks.host.factory import FIXTURES, HOST_CHECKS, NOW, judge, one, statuses
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from clusterdiag.agent.model.kernel import KernelEvent, KernelLog
-from clusterdiag.checks.finding import Action, Finding, Status
+from clusterdiag.checks.core.finding import Action, Finding, Status
 from clusterdiag.checks.host.kernel_errors import mce_severity
 from tests.checks.host.factory import NOW, judge, one, statuses
 

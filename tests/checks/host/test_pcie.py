@@ -6,7 +6,7 @@ from typing import Any
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.pci import PciDevice
-from clusterdiag.checks.finding import Action, Finding, Status
+from clusterdiag.checks.core.finding import Action, Finding, Status
 from clusterdiag.checks.host.pcie import aer_growth
 from tests.checks.host.factory import NOW, judge, one
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.host import HostInfo, StuckProcess
-from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.core.finding import Finding, Status
 from tests.checks.host.factory import NOW, judge, one
 
 

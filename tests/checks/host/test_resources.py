@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterdiag.agent.model.host import EdacController, HostInfo
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.host.factory import judge, one, statuses
 
 # --- cpu_count ------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusterdiag.agent.model.host import HostInfo, ServiceState
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.host.factory import judge, one
 
 

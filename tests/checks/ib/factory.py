@@ -8,8 +8,8 @@ from typing import Any
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice, IbPort
 from clusterdiag.agent.model.kernel import KernelLog
-from clusterdiag.agent.sources import CommandResult
-from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.agent.read.sources import CommandResult
+from clusterdiag.checks.core.finding import Finding, Status
 from tests.checks.harness import run_check
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice
-from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.core.finding import Finding, Status
 from tests.checks.ib.factory import eight_hcas, make_snap, run, statuses
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.ib.factory import eight_hcas, make_dev, make_snap, run, statuses
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusterdiag.agent.model.kernel import KernelEvent, KernelLog
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.ib.factory import eight_hcas, make_snap, run, statuses
 
 

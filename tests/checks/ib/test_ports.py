@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.ib.factory import eight_hcas, make_dev, make_port, make_snap, run, statuses
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from clusterdiag.agent.collectors import ib as ib_collector
 from clusterdiag.agent.model import SourceStats
-from clusterdiag.agent.sources import SourceEnv
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.ib.roles import assign
-from clusterdiag.checks.profile import load_profile
+from clusterdiag.agent.read.sources import SourceEnv
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.core.rails import assign
+from clusterdiag.checks.profiles.profile import load_profile
 from tests.checks.ib.factory import make_snap, run, statuses
 
 H100 = Path(__file__).resolve().parents[2] / "fixtures" / "ib" / "gpud-h100"

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.agent.config import Config
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice, IbPort, RoceGid, RoceQos
 from clusterdiag.agent.model.nccl import NcclInfo
-from clusterdiag.agent.runner import RunOptions, run_node
+from clusterdiag.agent.read.sources import SourceEnv
+from clusterdiag.agent.run.runner import RunOptions, run_node
+from clusterdiag.agent.settings.config import Config
+from clusterdiag.agent.settings.site_profiles import load_site_profiles
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.agent.site_profiles import load_site_profiles
-from clusterdiag.agent.sources import SourceEnv
-from clusterdiag.checks import profile as profile_module
-from clusterdiag.checks.finding import Finding, Status
-from clusterdiag.checks.profile import add_site_profiles
-from clusterdiag.reports.node import NodeReport
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.profiles import profile as profile_module
+from clusterdiag.checks.profiles.profile import add_site_profiles
+from clusterdiag.reports.model.node import NodeReport
 from tests.checks.harness import run_check
 from tests.checks.ib.factory import command_runner
 

@@ -1,4 +1,4 @@
-"""Compute-rail roles decided when judging (checks/ib/roles.py, issue 13 item 4): from the
+"""Compute-rail roles decided when judging (checks/core/rails.py, issue 13 item 4): from the
 facts a snapshot holds, under the profile's compute fabric, its recognition keys and the
 config lists; the collector records the PCIe hops they rest on."""
 
@@ -9,9 +9,8 @@ from typing import Any
 
 from clusterdiag.agent.collectors.ib import gpu_hops
 from clusterdiag.agent.model.ib import IbDevice, IbPort
-from clusterdiag.checks.ib.inventory import HcaCountParams
-from clusterdiag.checks.ib.roles import Role, decide
-from clusterdiag.checks.profile import Profile, load_profile
+from clusterdiag.checks.core.rails import HcaCountParams, Role, decide
+from clusterdiag.checks.profiles.profile import Profile, load_profile
 
 GPU0 = ("0000:14:01.0", "0000:15:00.0", "0000:1a:00.0", "0000:1b:00.0")
 NIC0 = ("0000:14:01.0", "0000:15:00.0", "0000:17:00.0", "0000:18:00.0")

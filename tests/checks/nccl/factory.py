@@ -7,7 +7,7 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.nccl import HcaPort, NcclInfo
 from clusterdiag.agent.model.pci import PciDevice
-from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.core.finding import Finding, Status
 from tests.checks.harness import run_check
 
 GPU, NIC = 0x030200, 0x020700

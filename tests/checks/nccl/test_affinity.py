@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.pci import PciDevice
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.nccl.factory import NIC, judge, make_pci, statuses
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.nccl import AllreduceRun
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.harness import run_check
 
 

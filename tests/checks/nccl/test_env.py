@@ -6,7 +6,7 @@ import pytest
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.nccl import HcaPort, NcclInfo
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.harness import run_check
 from tests.checks.nccl.factory import PORTS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterdiag.agent.model.nccl import Gpudirect, HcaPort, NcclInfo
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.nccl.factory import PROPRIETARY, judge, make_pci, statuses
 
 OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  555.58.02  Release Build  (x)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusterdiag.agent.model.nccl import HostLimits, MemlockSource, NcclInfo
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from tests.checks.nccl.factory import judge, statuses
 
 

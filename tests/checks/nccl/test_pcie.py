@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterdiag.agent.model.nccl import Iommu, NcclInfo
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from clusterdiag.checks.nccl.pcie import acs
 from tests.checks.nccl.factory import DG, RP, judge, make_bridge, make_pci, statuses
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.checks.finding import Status
+from clusterdiag.checks.core.finding import Status
 from clusterdiag.checks.nccl.settings import check_ib_hca, gdr_level, parse_list
 from tests.checks.nccl.factory import PORTS
 

@@ -8,7 +8,7 @@ from typing import Any
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.gpu import Gpu, NvLink, NvmlInfo
 from clusterdiag.agent.model.pci import NVIDIA_VENDOR, PciDevice
-from clusterdiag.checks.finding import Finding, Status
+from clusterdiag.checks.core.finding import Finding, Status
 from tests.checks.harness import run_check
 
 NOW = 1_700_000_000.0

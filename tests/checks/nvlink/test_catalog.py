@@ -10,8 +10,8 @@ import pytest
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.gpu import Gpu, NvmlInfo
 from clusterdiag.checks import nvlink as nvlink_checks
-from clusterdiag.checks.finding import Status
-from clusterdiag.checks.registry import REGISTRY
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.checks.core.registry import REGISTRY
 from tests.checks.nvlink.factory import (
     NOW,
     NVLINK_CHECKS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from clusterdiag.agent.model import Snapshot
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.nvlink.factory import NOW, by_status, judge, make_snapshot, one
 
 # --- nvlink.error_rate ----------------------------------------------------------------

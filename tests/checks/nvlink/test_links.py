@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.checks.finding import Action, Status
+from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.nvlink.factory import PLATFORMS, by_status, judge, make_gpu, make_snapshot, one
 
 # --- nvlink.links_up ------------------------------------------------------------------

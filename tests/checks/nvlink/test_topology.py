@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from clusterdiag.checks.finding import Action, Status
-from clusterdiag.checks.profile import load_profile
+from clusterdiag.checks.core.finding import Action, Status
+from clusterdiag.checks.profiles.profile import load_profile
 from tests.checks.harness import run_check
 from tests.checks.nvlink.factory import by_status, judge, make_gpu, make_snapshot, one
 

@@ -1,0 +1,653 @@
+"""Read the kernel log and pick out the lines the checks judge: Xids, SXids and a few others.
+
+The same Xid line reaches us in many wrappers: a bare ``/dev/kmsg`` record, ``dmesg`` with
+``[uptime]``, ``dmesg -T`` (ctime), ``dmesg --time-format iso`` (optionally with
+``--decode``'s ``kern  :warn  :``), syslog and ``journalctl`` (``Mon DD hh:mm:ss host
+kernel:``, the month in whatever locale the box runs). Instead of one regex per wrapper,
+each line is split into (timestamp prefix, kernel message) and the message is matched by
+driver-specific patterns. The formats come from the NVIDIA Xid catalog, gpud's xid/kmsg.go
+and the open-source nvswitch driver; the real lines the tests hold us to are under
+``shared/data/real/xid``.
+
+This module is on the Slurm prolog path, so it imports only the standard library.
+Nothing here raises on bad input: undecodable bytes are replaced, lines that match
+nothing are skipped, and a source that cannot be read is recorded in
+``KernelLog.unknown``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import BinaryIO
+
+from ..base.lazy_re import LazyPattern
+from ..model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
+from ..model.pci import normalize_bdf
+from ..model.record import record
+from ..read.sysfs import open_regular, raise_if_exhausted
+
+# domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (gpud's GB200
+# xid tests show PCI:0008:01:00).
+_BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+_BDF_FN = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+
+# --- prefixes --------------------------------------------------------------------------
+# /dev/kmsg: "PRIO,SEQ,USEC_SINCE_BOOT,FLAGS[,...];MESSAGE" (Documentation/ABI/testing/dev-kmsg).
+_KMSG_RE = LazyPattern(r"\d+,\d+,(?P<usec>\d+),[^;]*;")
+# `dmesg -r` keeps the console priority: "<4>[  12.345678] ...".
+_PRIO_RE = LazyPattern(r"<\d+>")
+# `dmesg --decode`: "kern  :warn  : ".
+_DECODE_RE = LazyPattern(r"[a-z]+ *:[a-z]+ *: ")
+# `dmesg --time-format iso` (comma fraction), journalctl -o short-iso(-precise), RFC 3339 syslog.
+_ISO_RE = LazyPattern(
+    r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
+    r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?\s+"
+)
+# `dmesg -T`: "[Sun Feb 23 16:24:18 2025] ".
+_CTIME_RE = LazyPattern(
+    r"\[[A-Z][a-z]{2} (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) "
+    r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) (?P<y>\d{4})\]\s*"
+)
+# syslog / journalctl short: "Apr  6 15:47:19 host kernel: " -- any locale's month ("kwi").
+# The kernel tag is tried first so "Apr  6 15:47:19 kernel: NVRM: ..." (no host) keeps its
+# "NVRM:"; other tags (a logger-written line) need the host.
+_SYSLOG_RE = LazyPattern(
+    r"(?P<mon>[^\W\d_]{3,5}\.?) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
+    r"(?:\.\d+)? +(?:(?:\S+ )?kernel: |\S+ [^\s:\[]+(?:\[\d+\])?: )"
+)
+# After an ISO stamp only a kernel tag is stripped, so "watchdog: BUG: ..." stays whole.
+_KERNEL_TAG_RE = LazyPattern(r"(?:\S+ )?kernel: ")
+_UPTIME_RE = LazyPattern(r"\[\s*(?P<up>\d+\.\d+)\]\s*")
+_MONTHS = {m: i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+# --- NVIDIA ----------------------------------------------------------------------------
+# gpud's Xid regex (xid/kmsg.go), with the bdf allowed a function and the MIG instance kept;
+# a code cut off by truncation ("79>") has no comma after it and is not trusted.
+_XID_RE = LazyPattern(
+    r"NVRM: Xid \((?:PCI:)?(?P<bdf>" + _BDF + r")(?: GPU-I:(?P<gi>\d+))?[^)]*\): "
+    r"(?P<xid>\d+)(?:, ?(?P<rest>.*))?$"
+)
+_FIELDS_RE = LazyPattern(
+    r"pid=(?P<pid>'<unknown>'|<unknown>|\d+)"
+    r"(?:, name=(?P<name><unknown>|[^,]*))?"
+    r"(?:, (?P<msg>.*))?$"
+)
+# Xid 79 printed without an Xid token (gpud PR #1209; NVSentinel issue #155): one line,
+# or three records "The NVIDIA GPU <bdf>" / "(PCI ID: ...) installed in this system has" /
+# "fallen off the bus and is not responding to commands."
+_FALLEN_ONE_RE = LazyPattern(
+    r"NVRM: GPU (?P<bdf>" + _BDF + r"): (?P<msg>GPU has fallen off the bus.*)")
+_FALLEN_HEAD_RE = LazyPattern(r"NVRM: The NVIDIA GPU (?P<bdf>" + _BDF + r")")
+_FALLEN_TAIL = "fallen off the bus"
+_FALLEN_SPAN = 3  # records the three-record form may take, counted from its head
+_NVRM_PREFIX_RE = LazyPattern(r"NVRM: ?")
+_SXID_RE = LazyPattern(
+    r"(?P<dev>nvidia-nvswitch\d+): SXid \((?:PCI:)?(?P<bdf>" + _BDF + r")\): "
+    r"(?P<sxid>\d+)(?:, ?(?P<msg>.*))?$"
+)
+# journalctl/less cut a long line and mark it; the cut field cannot be trusted.
+_CUT_MARKS = (">", "\u2026")
+
+# --- other kernel events ---------------------------------------------------------------
+# (kind, pattern). First match wins, so the specific mlx5 lines precede mlx5_health.
+_EVENT_PATTERNS: tuple[tuple[str, LazyPattern], ...] = (
+    # arch/x86/kernel/cpu/mce: "mce: [Hardware Error]: Machine check events logged".
+    ("mce", LazyPattern(r"\bmce: (?:\[Hardware Error\]|Uncorrected hardware memory error)"
+                       r"|Machine check events logged")),
+    # kernel/hung_task.c: "INFO: task %s:%d blocked for more than %ld seconds."
+    ("hung_task", LazyPattern(r"INFO: task .+:\d+ blocked for more than \d+ seconds")),
+    # kernel/watchdog.c: "watchdog: BUG: soft lockup - CPU#%d stuck for %us! [%s:%d]"
+    ("soft_lockup", LazyPattern(r"BUG: soft lockup - CPU#\d+ stuck for")),
+    # kernel/watchdog(_perf).c: "Watchdog detected hard LOCKUP on cpu %d"; panic variant.
+    ("hard_lockup", LazyPattern(r"Watchdog detected hard LOCKUP on cpu \d+"
+                               r"|Kernel panic - not syncing: Hard LOCKUP")),
+    # arch/x86/kernel/nmi.c: unknown_nmi_error, pci_serr_error, io_check_error.
+    ("nmi", LazyPattern(r"Uhhuh\. NMI received for unknown reason"
+                       r"|NMI: (?:PCI system error \(SERR\)|IOCK error)")),
+    # The NVIDIA driver does not log a GPU reset as such. What shows one happened: the
+    # kernel module being loaded again ("NVRM: loading NVIDIA UNIX ... Kernel Module") and
+    # NVSentinel's reset acknowledgement ("GPU reset executed: GPU-<uuid>", written with
+    # logger by its reset script). "NVRM: GPU at PCI:...: GPU-<uuid>" is NOT one: the
+    # driver prints it as the header of a GPU's first Xid report (raw_logs/
+    # gpud_dmesg-with-xid-119.log; NVSentinel uses it only to map bus id -> UUID).
+    ("gpu_reset", LazyPattern(r"NVRM: loading NVIDIA UNIX .*Kernel Module"
+                             r"|GPU reset executed: (?P<uuid>GPU-[0-9a-fA-F-]+)")),
+    # drivers/pci/hotplug/pciehp: "Slot(%s): Power fault"; mlx5 events.c mlx5_pcie_event.
+    ("pcie_slot_power", LazyPattern(r"Slot\([^)]*\): Power fault"
+                                   r"|Detected insufficient power on the PCIe slot")),
+    # mlx5 events.c: port_module "Port module event[error]: module %u, %s, %s" with error
+    # "High Temperature"; temp_warn "High temperature on sensors with bit set %llx %llx".
+    ("module_temperature", LazyPattern(r"Port module event.*High Temperature"
+                                      r"|High temperature on sensors")),
+    # mlx5 health.c / cmd.c: lost heartbeat, fatal sensors, syndromes, recovery, cmd leak.
+    ("mlx5_health", LazyPattern(
+        r"mlx5.*(?:health compromised|Fatal error \d+ detected|synd 0x[0-9a-fA-F]+:"
+        r"|unrecoverable hardware error|health recovery|handling bad device"
+        r"|Driver is in error state|Will cause a leak of a command resource)")),
+    # drivers/pci/pcie/aer.c: "AER: [Multiple ]<severity> error received: <bdf>" and, since
+    # 6.x, "AER: Correctable error message received from <bdf>".
+    ("aer", LazyPattern(
+        r"AER: (?:Multiple )?(?:Corrected|Correctable|Uncorrected \((?:Non-)?Fatal\)) "
+        r"error (?:message )?received(?: from)?:? ?(?P<src>" + _BDF_FN + r")?")),
+)
+_DEVICE_RE = LazyPattern(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
+
+
+# --- one line --------------------------------------------------------------------------
+
+
+@record
+class _Stamp:
+    """Where a line's kernel message starts, and the times its prefix carried."""
+
+    message: str
+    time: float | None = None
+    uptime_s: float | None = None
+
+
+@cache
+def _datetime() -> ModuleType:
+    """``datetime``, imported when a line first prints a wall time: a node's own log
+    (/dev/kmsg) counts from boot, and the import costs the prolog ~2 ms (issue 15)."""
+    import datetime
+
+    return datetime
+
+
+def _wall_time(year: int, month: int, day: int, clock: tuple[int, int, int],
+               frac: str | None = None, tz: str | None = None) -> float | None:
+    """Epoch seconds of a printed wall time; local time when no zone is printed (what
+    ``dmesg -T`` and syslog print). None for an impossible date rather than an error."""
+    dt = _datetime()
+    datetime, timedelta, timezone = dt.datetime, dt.timedelta, dt.timezone
+    try:
+        stamp = datetime(year, month, day, *clock)
+        if frac:
+            stamp += timedelta(microseconds=int(frac[:6].ljust(6, "0")))
+        if tz:
+            offset = timedelta(0)
+            if tz != "Z":
+                digits = tz[1:].replace(":", "")
+                offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+                if tz[0] == "-":
+                    offset = -offset
+            stamp = stamp.replace(tzinfo=timezone(offset))
+        return float(stamp.timestamp())
+    except (ValueError, OverflowError):
+        return None
+
+
+def _syslog_time(mon: str, day: int, clock: tuple[int, int, int], now: float) -> float | None:
+    """Syslog omits the year: take ``now``'s, or the one before when that would put the
+    line more than a day in the future (a December line read in January)."""
+    month = _MONTHS.get(mon)
+    if month is None:  # a localised month name ("kwi"): the line still counts, untimed
+        return None
+    year = time.localtime(now).tm_year
+    stamp = _wall_time(year, month, day, clock)
+    if stamp is not None and stamp > now + 86400:
+        stamp = _wall_time(year - 1, month, day, clock)
+    return stamp
+
+
+def _clock(match: re.Match[str]) -> tuple[int, int, int]:
+    return int(match["h"]), int(match["mi"]), int(match["s"])
+
+
+def _strip_prefix(line: str, boot_time: float | None, now: float) -> _Stamp:
+    """Split a line into its timestamp/host prefix and the kernel message."""
+    text = line.strip()
+    kmsg = _KMSG_RE.match(text)
+    if kmsg:
+        uptime = int(kmsg["usec"]) / 1e6
+        wall = boot_time + uptime if boot_time is not None else None
+        return _Stamp(text[kmsg.end():], wall, uptime)
+    stamp = _Stamp(text)
+    pos = 0
+    if m := _PRIO_RE.match(text):
+        pos = m.end()
+    if m := _DECODE_RE.match(text, pos):
+        pos = m.end()
+    if m := _ISO_RE.match(text, pos):
+        stamp.time = _wall_time(int(m["y"]), int(m["mo"]), int(m["d"]), _clock(m),
+                                m["frac"], m["tz"])
+        pos = m.end()
+        if k := _KERNEL_TAG_RE.match(text, pos):
+            pos = k.end()
+    elif m := _CTIME_RE.match(text, pos):
+        month = _MONTHS.get(m["mon"])
+        if month is not None:
+            stamp.time = _wall_time(int(m["y"]), month, int(m["d"]), _clock(m))
+        pos = m.end()
+    elif m := _SYSLOG_RE.match(text, pos):
+        stamp.time = _syslog_time(m["mon"], int(m["d"]), _clock(m), now)
+        pos = m.end()
+    elif k := _KERNEL_TAG_RE.match(text, pos):
+        pos = k.end()
+    if m := _UPTIME_RE.match(text, pos):
+        stamp.uptime_s = float(m["up"])
+        pos = m.end()
+    stamp.message = text[pos:]
+    return stamp
+
+
+def _xid_fields(rest: str) -> tuple[int | None, str | None, str]:
+    """``pid=…, name=…, message`` -> (pid, process, message); each part optional.
+
+    A field cut short by journal truncation (``name=pt_main_th>``) is dropped rather than
+    reported half-read; the message keeps whatever survived.
+    """
+    m = _FIELDS_RE.match(rest)
+    if m is None:
+        if rest.startswith("pid="):  # cut inside the pid itself
+            return None, None, ""
+        return None, None, rest
+    pid_text, name, message = m["pid"], m["name"], m["msg"]
+    pid = int(pid_text) if pid_text.isdigit() else None
+    if message is None and name not in (None, "<unknown>") and name.endswith(_CUT_MARKS):
+        name = None
+    process = None if name in (None, "<unknown>") else name
+    return pid, process, message or ""
+
+
+@record
+class _Fallen:
+    """The head record of the three-record 'fallen off the bus' message, awaiting its tail."""
+
+    bdf: str
+    lines: list[str]
+    texts: list[str]
+    stamp: _Stamp
+    left: int = _FALLEN_SPAN - 1
+
+
+# Every pattern above needs one of these byte strings, so a line holding none of them cannot
+# match anything and is skipped before any regex runs: most of a real log is such lines.
+# The "fallen off the bus" records all carry "NVRM"; the mce, lockup, NMI, reset, power,
+# temperature, mlx5 and AER patterns each need the literal listed for them. Adding a
+# pattern means adding its literal here (tests/unit/test_kernel_log.py holds every known
+# line to the same events with and without this filter).
+_NEEDLES: tuple[str, ...] = (
+    "NVRM", "SXid", "mce: ", "Machine check", "INFO: task", "soft lockup", "LOCKUP", "NMI",
+    "GPU reset executed", "Power fault", "insufficient power", "High Temperature",
+    "High temperature", "mlx5", "AER: ",
+)
+_BYTE_NEEDLES = tuple(n.encode() for n in _NEEDLES)
+# The most events of one kind a windowed read keeps (the newest): a log whose every line is
+# an Xid the window cannot date (uptime-only lines, no boot time) stays bounded too.
+MAX_EVENTS = 4096
+
+
+def worth_parsing(line: str) -> bool:
+    """Whether ``line`` holds a literal some pattern needs (the prefilter, for text)."""
+    return any(needle in line for needle in _NEEDLES)
+
+
+class _Parser:
+    """State across lines: the pending multi-record Xid 79, and what is kept.
+
+    ``cutoff`` (epoch seconds) drops events whose line carries an older wall time, and
+    then at most ``MAX_EVENTS`` of each kind are kept, so memory follows the look-back
+    window, not the log's length; None keeps every matching line (``snapshot
+    --kernel-log``, DESIGN §8). Dropped lines are counted in ``KernelLog.dropped``.
+    """
+
+    def __init__(self, boot_time: float | None, now: float, log: KernelLog,
+                 cutoff: float | None = None) -> None:
+        self.boot_time, self.now, self.log, self.cutoff = boot_time, now, log, cutoff
+        self.fallen: _Fallen | None = None
+        self._last_index = -2
+
+    def feed(self, line: str, index: int | None = None) -> None:
+        """One line that passed the prefilter; ``index`` is its line number in the source,
+        so lines skipped in between still break a pending multi-record message."""
+        raw = line.rstrip("\r\n")
+        if index is None:
+            index = self._last_index + 1
+        elif index != self._last_index + 1:
+            self.fallen = None
+        self._last_index = index
+        stamp = _strip_prefix(raw, self.boot_time, self.now)
+        if self._continue_fallen(raw, stamp):
+            return
+        # The driver patterns are distinctive enough to search the whole line, so a prefix
+        # this module does not know cannot hide an Xid.
+        if "NVRM:" in raw:
+            self._nvrm(raw, stamp)
+        elif "SXid" in raw:
+            self._sxid(raw, stamp)
+        else:
+            self._event(raw, stamp)
+
+    def trim(self) -> None:
+        """Keep the newest ``MAX_EVENTS`` of each kind when reading with a window."""
+        if self.cutoff is None:
+            return
+        for events in (self.log.xids, self.log.sxids, self.log.events):
+            excess = len(events) - MAX_EVENTS
+            if excess > 0:
+                del events[:excess]
+                self.log.dropped += excess
+
+    def _kept(self, stamp: _Stamp) -> bool:
+        if self.cutoff is not None and stamp.time is not None and stamp.time < self.cutoff:
+            self.log.dropped += 1
+            return False
+        return True
+
+    def _continue_fallen(self, raw: str, stamp: _Stamp) -> bool:
+        """Collect the records after a 'The NVIDIA GPU <bdf>' head; True when consumed."""
+        pending = self.fallen
+        if pending is None:
+            return False
+        if ("NVRM:" not in stamp.message or "Xid" in stamp.message
+                or _FALLEN_HEAD_RE.search(stamp.message)):
+            self.fallen = None
+            return False
+        pending.lines.append(raw)
+        pending.texts.append(_NVRM_PREFIX_RE.sub("", stamp.message, count=1))
+        if _FALLEN_TAIL in stamp.message:
+            self.fallen = None
+            self._add_xid(79, pending.bdf, None, None, " ".join(pending.texts),
+                          "\n".join(pending.lines), pending.stamp)
+        else:
+            pending.left -= 1
+            if pending.left == 0:
+                self.fallen = None
+        return True
+
+    def _nvrm(self, raw: str, stamp: _Stamp) -> None:
+        if m := _XID_RE.search(raw):
+            pid, process, message = _xid_fields(m["rest"] or "")
+            gi = int(m["gi"]) if m["gi"] is not None else None
+            self._add_xid(int(m["xid"]), m["bdf"], pid, process, message, raw, stamp, gi)
+        elif m := _FALLEN_ONE_RE.search(raw):
+            self._add_xid(79, m["bdf"], None, None, m["msg"], raw, stamp)
+        elif m := _FALLEN_HEAD_RE.search(raw):
+            text = _NVRM_PREFIX_RE.sub("", raw[m.start():], count=1)
+            if _FALLEN_TAIL in raw:  # a journal entry holding all three records
+                self._add_xid(79, m["bdf"], None, None, text, raw, stamp)
+            else:
+                self.fallen = _Fallen(m["bdf"], [raw], [text], stamp)
+        else:
+            self._event(raw, stamp)
+
+    def _add_xid(self, xid: int, bdf: str, pid: int | None, process: str | None,
+                 message: str, raw: str, stamp: _Stamp, gpu_instance: int | None = None,
+                 ) -> None:
+        if self._kept(stamp):
+            self.log.xids.append(XidEvent(
+                xid=xid, pci_bdf=normalize_bdf(bdf) or bdf, pid=pid, process=process,
+                message=message, raw=raw, gpu_instance=gpu_instance, time=stamp.time,
+                uptime_s=stamp.uptime_s))
+
+    def _sxid(self, raw: str, stamp: _Stamp) -> None:
+        m = _SXID_RE.search(raw)
+        if m is None:
+            self._event(raw, stamp)
+        elif self._kept(stamp):
+            self.log.sxids.append(SxidEvent(
+                sxid=int(m["sxid"]), pci_bdf=normalize_bdf(m["bdf"]) or m["bdf"],
+                message=m["msg"] or "", raw=raw, time=stamp.time, uptime_s=stamp.uptime_s,
+                switch_device=m["dev"]))
+
+    def _event(self, raw: str, stamp: _Stamp) -> None:
+        msg = stamp.message
+        for kind, pattern in _EVENT_PATTERNS:
+            m = pattern.search(msg)
+            if m is None:
+                continue
+            if not self._kept(stamp):
+                return
+            groups = m.groupdict()
+            device: str | None
+            if groups.get("src"):
+                device = normalize_bdf(groups["src"]) or groups["src"]
+            elif groups.get("uuid"):
+                device = groups["uuid"]
+            elif d := _DEVICE_RE.search(msg):
+                device = normalize_bdf(d["bdf"]) or d["bdf"]
+            else:
+                device = None
+            self.log.events.append(KernelEvent(
+                kind=kind, message=msg, raw=raw, device=device, time=stamp.time,
+                uptime_s=stamp.uptime_s))
+            return
+
+
+# --- reading a source in blocks --------------------------------------------------------
+
+# Read this much at a time: the needles are searched in a whole block at C speed, and only
+# the lines that hold one are cut out, decoded and parsed.
+_BLOCK_BYTES = 1 << 20
+# A "line" longer than this without a newline (a binary file) is taken as it stands.
+_MAX_LINE_BYTES = 4 << 20
+
+
+def _blocks(handle: BinaryIO) -> Iterator[bytes]:
+    """The source as blocks of whole lines (the last may lack its newline)."""
+    tail = b""
+    while chunk := handle.read(_BLOCK_BYTES):
+        block = tail + chunk
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            if len(block) < _MAX_LINE_BYTES:
+                tail = block
+                continue
+            cut = len(block)
+        tail = block[cut:]
+        yield block[:cut]
+    if tail:
+        yield tail
+
+
+def _candidates(block: bytes) -> list[int]:
+    """Start offsets, in order, of the block's lines that hold a needle."""
+    starts: set[int] = set()
+    for needle in _BYTE_NEEDLES:
+        pos = block.find(needle)
+        while pos != -1:
+            starts.add(block.rfind(b"\n", 0, pos) + 1)
+            end = block.find(b"\n", pos)
+            if end == -1:
+                break
+            pos = block.find(needle, end)
+    return sorted(starts)
+
+
+def _feed_block(parser: _Parser, block: bytes, first_index: int, *,
+                kmsg: bool = False) -> int:
+    """Parse the candidate lines of one block whose first line is number ``first_index``;
+    the number of lines it held. In a file of kmsg records (``kmsg``) the " KEY=value"
+    dictionary lines under a record are neither lines nor parsed."""
+    lead = 1 if kmsg and block.startswith(b" ") else 0
+    newlines = dictionary = previous = 0
+    for start in _candidates(block):
+        newlines += block.count(b"\n", previous, start)
+        if kmsg:  # a "\n " pair starts a dictionary line; the one at `previous` included
+            dictionary += block.count(b"\n ", max(previous - 1, 0), start)
+        previous = start
+        if kmsg and block.startswith(b" ", start):
+            continue
+        end = block.find(b"\n", start)
+        line = block[start:end if end != -1 else len(block)]
+        index = first_index + newlines - (dictionary + lead if start else 0)
+        parser.feed(line.decode("utf-8", errors="replace"), index)
+    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    if kmsg:
+        lines -= block.count(b"\n ") + lead
+    return lines
+
+
+def _parse_stream(handle: BinaryIO, parser: _Parser, deadline: float | None, *,
+                  kmsg: bool = False) -> str | None:
+    """Feed ``handle`` to ``parser`` block by block; why it stopped early, or None."""
+    for block in _blocks(handle):
+        parser.log.lines_read += _feed_block(parser, block, parser.log.lines_read, kmsg=kmsg)
+        parser.trim()
+        if deadline is not None and time.monotonic() > deadline:
+            return (f"stopped at the source deadline after {parser.log.lines_read:,} lines: "
+                    "the rest was not read")
+    return None
+
+
+# --- public API ------------------------------------------------------------------------
+
+
+def parse_lines(lines: Iterable[str], *, boot_time: float | None = None,
+                now: float | None = None, source: str = "lines") -> KernelLog:
+    """Parse kernel-log lines in any of the common wrappers into one ``KernelLog``.
+
+    One event per matching line, in input order, never de-duplicated. ``boot_time``
+    (epoch seconds) turns a kmsg record's microseconds into wall time; ``now`` supplies
+    the year syslog omits (default: the current time).
+    """
+    log = KernelLog(source=source, boot_time=boot_time)
+    parser = _Parser(boot_time, time.time() if now is None else now, log)
+    for index, line in enumerate(lines):
+        log.lines_read += 1
+        if worth_parsing(line):
+            parser.feed(line, index)
+    return log
+
+
+def _cutoff(now: float, lookback_s: float | None) -> float | None:
+    return None if lookback_s is None else now - lookback_s
+
+
+def read_file(path: str | os.PathLike[str], *, now: float | None = None,
+              lookback_s: float | None = None, deadline: float | None = None) -> KernelLog:
+    """Parse a saved kernel log (``--kernel-log FILE``); never raises for a bad file, only
+    ReadFailed when the process is out of descriptors or memory (no read could succeed).
+
+    Without ``lookback_s`` every matching line is an event (what ``snapshot --kernel-log``
+    prints, DESIGN §8); with it, events dated before the window are counted in
+    ``dropped`` instead of kept (what ``run``, the agent and the prolog judge). Reading
+    stops at ``deadline`` (monotonic), saying so under ``unknown["file"]``.
+    """
+    now = time.time() if now is None else now
+    source = f"file:{path}"
+    log = KernelLog(source=source)
+    parser = _Parser(None, now, log, _cutoff(now, lookback_s))
+    try:
+        with open(path, "rb") as handle:
+            stopped = _parse_stream(handle, parser, deadline)
+    except OSError as exc:
+        raise_if_exhausted(exc, path)
+        log.unknown["file"] = _reason(exc)
+        return log
+    if stopped is not None:
+        log.unknown["file"] = stopped
+    return log
+
+
+def _reason(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "error")
+    return f"{name}: {exc.strerror or exc}"
+
+
+def _boot_time(root: Path) -> tuple[float | None, str | None]:
+    """``btime`` from ``<root>/proc/stat``: the epoch second the machine booted."""
+    try:
+        with open_regular(root / "proc" / "stat") as handle:
+            text = handle.read().decode("ascii", errors="replace")
+    except OSError as exc:
+        return None, _reason(exc)
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "btime" and parts[1].isascii() and parts[1].isdigit():
+            return float(parts[1]), None
+    return None, "no btime line in proc/stat"
+
+
+# A kmsg record is at most ~8 KiB (PRINTK_MESSAGE_MAX plus the dictionary); a read with
+# a smaller buffer fails with EINVAL, so give room.
+_KMSG_READ_SIZE = 16384
+# The largest ring buffer the kernel builds by default is 32 MiB (CONFIG_LOG_BUF_SHIFT=25).
+# A device that never runs dry (a tree whose dev/kmsg is /dev/zero) would otherwise fill
+# memory for as long as the process lives, long after the source's deadline.
+_KMSG_MAX_BYTES = 64 << 20
+
+
+def _read_kmsg_device(fd: int, parser: _Parser, deadline: float | None) -> str | None:
+    """Feed a kmsg character device to ``parser`` record by record, never blocking; why
+    it stopped early, or None once the ring is drained."""
+    total = reads = 0
+    while True:
+        reads += 1
+        if reads % 1024 == 0:
+            parser.trim()
+            if deadline is not None and time.monotonic() > deadline:
+                return "stopped at the source deadline: the rest of the ring was not read"
+        try:
+            chunk = os.read(fd, _KMSG_READ_SIZE)
+        except BlockingIOError:  # EAGAIN: no more records
+            return None
+        except BrokenPipeError:  # EPIPE: the ring overwrote the next record; go on
+            continue
+        except OSError as exc:
+            return f"read stopped: {_reason(exc)}"
+        if not chunk:
+            return None
+        total += len(chunk)
+        if total > _KMSG_MAX_BYTES:
+            return f"read stopped after {_KMSG_MAX_BYTES >> 20} MiB: not a ring buffer"
+        # One read() returns one record: header line plus " KEY=value" lines.
+        record = chunk.split(b"\n", 1)[0]
+        if not (record[:1].isdigit() and b";" in record):  # not a "PRIO,SEQ,USEC,..;" record
+            continue
+        parser.log.lines_read += 1
+        if any(needle in record for needle in _BYTE_NEEDLES):
+            parser.feed(record.decode("utf-8", errors="replace"), parser.log.lines_read - 1)
+
+
+def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
+              deadline: float | None = None) -> KernelLog:
+    """Read the live kernel ring buffer (``<root>/dev/kmsg``), keeping events from the
+    last ``lookback_s`` seconds.
+
+    Opening ``/dev/kmsg`` starts at the oldest record still in the ring, which is what a
+    one-shot run needs (no follow mode here; the daemon's listener is separate). A
+    character device is read record by record without ever blocking; a regular file of
+    records (captured trees, tests) in blocks, like ``read_file``. Without a boot time the
+    records cannot be placed in wall time, so none is filtered out and the reason is
+    recorded under ``unknown["boot_time"]``.
+    """
+    now = time.time() if now is None else now
+    boot_time, boot_problem = _boot_time(root)
+    log = KernelLog(source="kmsg", boot_time=boot_time)
+    parser = _Parser(boot_time, now, log, _cutoff(now, lookback_s))
+    try:
+        fd = os.open(root / "dev" / "kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise_if_exhausted(exc, root / "dev" / "kmsg")
+        log.unknown["kmsg"] = _reason(exc)
+        return log
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                stopped = _parse_stream(handle, parser, deadline, kmsg=True)
+        else:
+            stopped = _read_kmsg_device(fd, parser, deadline)
+    except OSError as exc:
+        stopped = _reason(exc)
+    finally:
+        os.close(fd)
+    parser.trim()
+    if boot_problem is not None:
+        log.unknown["boot_time"] = boot_problem
+    if stopped is not None:
+        log.unknown["kmsg"] = stopped
+    return log
+
+
+__all__ = ["parse_lines", "read_file", "read_kmsg"]

@@ -1,0 +1,513 @@
+"""Configuration: one YAML file, validated when loaded, merged over defaults and profile.
+
+Precedence, lowest first: built-in check defaults < platform profile thresholds < config
+file < command-line flags. Every error names the file, the key and what was expected, so
+a bad config push fails loudly in one line instead of draining a cluster.
+
+The file is hostile until checked, and checking it must not cost more than it is worth:
+it is read only if it is a regular file (a FIFO would block, ``/dev/zero`` never end) of
+at most ``MAX_BYTES``; YAML aliases may make a small file a huge tree (an alias bomb), so
+the parsed tree is walked once, counting every value each time an alias repeats it, and
+refused past ``MAX_VALUES`` values or ``MAX_DEPTH`` levels before anything formats it;
+every number must be finite; error messages show a value only in a bounded form
+(``brief``). Counts have ranges (``retries`` 0-10, ``concurrency`` 1-4096...), and
+``agent_url`` must be a template whose only field is ``{node}``.
+
+Budgets and intervals are finite and at least a fixed floor, so that our own settings
+never look like broken hardware (a budget of 0.5 s made every GPU a ``gpu.responsive``
+timeout with action reboot, and the prolog drained the node):
+
+- ``MIN_BUDGET_S`` (2 s): the least a collection is given. It is what the default prolog
+  leaves for collecting (8 s less two scontrol calls of 3 s); a healthy node collects in
+  well under it (README: 0.2-0.3 s), NVML's own source deadline is 6 s.
+- ``SLURM_MIN_BUDGET_S`` (8 s) for ``prolog``/``epilog``/``healthcheck``: MIN_BUDGET_S
+  plus the two scontrol calls kept in reserve for a drain (slurm/entry.py).
+- ``MIN_FULL_INTERVAL_S`` (1 s) between the two samples of ``--level full``: over less,
+  a handful of events reads as a storm.
+- ``MIN_INTERVAL_S`` (0.1 s) for the agent: collections never overlap, so a short
+  interval only means back to back; the floor keeps the loop from spinning. An interval
+  shorter than the budget is valid.
+- Every time is at most ``MAX_SECONDS`` (a day); ``refresh_min_interval_s`` and
+  ``epilog.grace_s`` may be 0.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import reprlib
+
+from ...checks.core.levels import LEVEL_NAMES
+from ..base.errors import ConfigError
+from ..base.plain import plain_copy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
+DEFAULT_PATH = "/etc/clusterdiag/config.yaml"
+# A real config is a few kilobytes and a few hundred values.
+MAX_BYTES = 1 << 20
+MAX_VALUES = 10_000
+MAX_DEPTH = 32
+MIN_BUDGET_S = 2.0
+SLURM_MIN_BUDGET_S = 8.0
+MIN_FULL_INTERVAL_S = 1.0
+MIN_INTERVAL_S = 0.1
+MAX_SECONDS = 86_400.0
+_BUDGET = (MIN_BUDGET_S, MAX_SECONDS)
+_SLURM_BUDGET = (SLURM_MIN_BUDGET_S, MAX_SECONDS)
+_TIMEOUT = (0.1, 3_600.0)
+
+# Each leaf is (types, default) or (types, default, (lowest, highest)). A nested dict is
+# a section.
+_NUM = (int, float)
+_OPT_STR = (str, type(None))
+SCHEMA: dict[str, Any] = {
+    "profile": ((str,), "auto"),  # a profile name, auto, or a site profile file (.yaml)
+    "profile_dir": ((str,), "/etc/clusterdiag/profiles"),  # site profiles: every *.yaml
+    "level": ((str,), "quick"),
+    "budget_s": (_NUM, 10.0, _BUDGET),
+    "full_interval_s": (_NUM, 3.0, (MIN_FULL_INTERVAL_S, 3_600.0)),
+    "node_name": (_OPT_STR, None),
+    "checks": ((dict,), {}),
+    "prolog": {
+        "drain": ((bool,), True),
+        "budget_s": (_NUM, 8.0, _SLURM_BUDGET),
+        "fail_closed": ((bool,), False),
+        "max_report_age_s": ((int, float, type(None)), None, (1.0, MAX_SECONDS)),
+        "scontrol": (_OPT_STR, None),
+    },
+    "epilog": {
+        "grace_s": (_NUM, 15.0, (0.0, 3_600.0)),
+        "drain": ((bool,), True),
+        "budget_s": (_NUM, 30.0, _SLURM_BUDGET),
+        "fail_closed": ((bool,), False),
+    },
+    "healthcheck": {
+        "drain": ((bool,), True),
+        "resume": ((bool,), True),
+        "budget_s": (_NUM, 40.0, _SLURM_BUDGET),
+        "fail_closed": ((bool,), False),
+    },
+    "agent": {
+        "listen": ((str,), "127.0.0.1:9464"),
+        "interval_s": (_NUM, 30.0, (MIN_INTERVAL_S, MAX_SECONDS)),
+        "state_dir": ((str,), "/var/lib/clusterdiag"),
+        "token_file": (_OPT_STR, None),
+        "allow_unauthenticated": ((bool,), False),
+        "tls_cert": (_OPT_STR, None),
+        "tls_key": (_OPT_STR, None),
+        "unauthenticated_paths": ((list,), []),  # only /metrics, /healthz (security.py)
+        "refresh_min_interval_s": (_NUM, 10.0, (0.0, MAX_SECONDS)),
+        # timedatectl and dcb answers and devices' fixed attributes reused this
+        # long (agent/daemon/commands.py, agent/collectors/kept.py)
+        "keep_s": (_NUM, 120.0, (0.0, 3_600.0)),
+    },
+    # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
+    "metrics": {
+        "hostname": ((str,), "auto"),  # GPU series' Hostname: auto | "" (none) | a name
+        "replace_blanks_in_model_name": ((bool,), False),
+        "ib_node_exporter_counters": ((bool,), True),
+    },
+    # clusterdiag qualify (agent/qualify/, checks/qualify/judge.py): the straggler rule, the
+    # per-test deadlines (test -> seconds), tool paths (program -> path), rails (HCA ->
+    # the GPU whose memory its GPUDirect test uses).
+    "qualify": {
+        "warn_pct": (_NUM, 5.0),
+        "fail_pct": (_NUM, 10.0),
+        "min_peers": ((int,), 3),
+        "repeat": ((bool,), True),
+        "budget_s": (_NUM, 3600.0),
+        "deadline_s": ((dict,), {}),
+        "tools": ((dict,), {}),
+        "rails": ((dict,), {}),
+        "burn_s": (_NUM, 30.0),
+        "parallel_nodes": ((int,), 64),
+        "srun_mpi": ((str,), "pmix"),  # srun --mpi= of the jobs between nodes
+    },
+    # Gathering many nodes and judging them together (reports/fleet/gather.py, cluster_checks/).
+    "cluster": {
+        "concurrency": ((int,), 256, (1, 4096)),
+        "connect_timeout_s": (_NUM, 3.0, _TIMEOUT),
+        "read_timeout_s": (_NUM, 15.0, _TIMEOUT),
+        "retries": ((int,), 1, (0, 10)),
+        "deadline_s": (_NUM, 120.0, (1, 86400)),  # the whole gather; a node: connect + read
+        "token_file": (_OPT_STR, None),  # default: agent.token_file
+        "agent_url": ((str,), "http://{node}:9464"),
+        "remote_command": ((str,), "clusterdiag run --format json"),
+        "ssh_worker": ((str,), "ssh"),  # a ClusterShell worker: ssh, exec, rsh
+        "expected_trays_per_rack": ((int,), 18, (1, 1024)),
+        "racks": ((dict,), {}),  # rack name -> node set of its trays
+        "pinned": ((dict,), {}),  # driver, cuda, nccl, vbios, hca_firmware, kernel, clusterdiag
+        "outlier_mad_k": (_NUM, 6.0, (0.01, 1_000.0)),
+        "outlier_min_nodes": ((int,), 5, (2, 1_000_000)),
+        "outlier_min_delta": ((dict,), {}),  # metric -> the smallest excess worth a warning
+    },
+}
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
+               list: "a list", dict: "a mapping", type(None): "null"}
+
+
+def _describe(types: tuple[type, ...]) -> str:
+    names = [_TYPE_NAMES.get(t, t.__name__) for t in types if not (t is int and float in types)]
+    return " or ".join(names)
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 60
+
+
+def brief(value: Any) -> str:
+    """``repr(value)``, cut short: a message must not format a huge value."""
+    return _BRIEF.repr(value)
+
+
+def _walk_bounded(data: Any, where: str) -> None:
+    """Refuse a tree too big or deep to be a config (aliases counted each time they
+    repeat), or holding a number that is not finite, before anything else reads it."""
+    todo: list[tuple[Any, str, int]] = [(data, "", 0)]
+    seen = 0
+    while todo:
+        value, path, depth = todo.pop()
+        seen += 1
+        key = path.split("[", 1)[0] or "top level"
+        if seen > MAX_VALUES:
+            raise ConfigError(f"{where}: {key!r} makes more than {MAX_VALUES:,} values (YAML "
+                              "aliases count each time they repeat)")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{where}: {key!r} is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: key {path!r} must be a finite number, got {value!r}")
+        if isinstance(value, dict):
+            todo.extend((v, f"{path}.{k}" if path else str(k), depth + 1)
+                        for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+
+
+def _range_problem(value: Any, bounds: tuple[float, float]) -> str | None:
+    low, high = bounds
+    return None if low <= value <= high else bounds_text(low, high)
+
+
+def seconds_problem(value: float, low: float, high: float = MAX_SECONDS) -> str | None:
+    """Why a time from a flag is unusable (NaN fails every comparison), or None."""
+    problem = _range_problem(value, (low, high))
+    return None if problem is None else f"{problem} seconds"
+
+
+def _template_problem(template: str) -> str | None:
+    """Why ``agent_url`` is no template of ``{node}`` alone: ``str.format`` would raise
+    on a stray brace, index by position or reach into attributes."""
+    import string
+
+    try:
+        fields = [f for _, f, spec, conv in string.Formatter().parse(template)
+                  if f is not None or spec or conv]
+    except ValueError as exc:
+        return f"is not a template ({exc})"
+    if fields != ["node"] * len(fields) or not fields:
+        return "must name {node} and no other field"
+    return None
+
+
+def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+def _unknown(where: str, key: str, choices: list[str]) -> ConfigError:
+    import difflib  # only for a config error
+
+    close = difflib.get_close_matches(key, choices, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(f"{where}: unknown key {key!r}{hint}")
+
+
+def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _defaults(v) if isinstance(v, dict) else plain_copy(v[1])
+            for k, v in schema.items()}
+
+
+def _validate_section(data: Any, schema: Mapping[str, Any], where: str, prefix: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {prefix or 'top level'} must be a mapping")
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if key not in schema:
+            raise _unknown(where, name, [f"{prefix}{k}" for k in schema])
+        spec = schema[key]
+        if isinstance(spec, dict):
+            _validate_section(value, spec, where, f"{name}.")
+        elif not _type_ok(value, spec[0]):
+            raise ConfigError(f"{where}: key {name!r} must be {_describe(spec[0])}, "
+                              f"got {type(value).__name__} {brief(value)}")
+        elif len(spec) > 2 and value is not None and (problem := _range_problem(value, spec[2])):
+            raise ConfigError(f"{where}: key {name!r} {problem}, got {brief(value)}")
+
+
+# How a parameter's schema (checks/core/params.py) names a value, one and many.
+_KIND_NAMES = {"bool": ("true/false", "true/false values"), "int": ("an integer", "integers"),
+               "number": ("a number", "numbers"), "str": ("a string", "strings"),
+               "null": ("null", "nulls"), "any": ("anything", "values")}
+
+
+def describe_kinds(kinds: Any, plural: bool = False) -> str:
+    """A parameter's type in words: ``an integer or null``, ``a list of strings``."""
+    names: list[str] = []
+    for kind in kinds:
+        if isinstance(kind, dict) and "list" in kind:
+            names.append(f"{'lists' if plural else 'a list'} of "
+                         f"{describe_kinds(kind['list'], True)}")
+        elif isinstance(kind, dict):
+            key = "codes" if kind["key"] == "int" else "names"
+            names.append(f"{'mappings' if plural else 'a mapping'} of {key} to "
+                         f"{describe_kinds(kind['map'], True)}")
+        else:
+            names.append(_KIND_NAMES[kind][plural])
+    return " or ".join(names)
+
+
+def _fits(value: Any, kind: str | dict[str, Any]) -> bool:
+    if isinstance(kind, dict) and "list" in kind:
+        return isinstance(value, (list, tuple)) and all(
+            any(_fits(v, k) for k in kind["list"]) for v in value)
+    if isinstance(kind, dict):
+        return isinstance(value, dict) and all(
+            _key_fits(k, kind["key"]) and any(_fits(v, m) for m in kind["map"])
+            for k, v in value.items())
+    if kind == "any":
+        return True
+    if kind == "null":
+        return value is None
+    if isinstance(value, bool):
+        return bool(kind == "bool")
+    if kind == "int":
+        return isinstance(value, int)
+    if kind == "number":
+        return isinstance(value, (int, float))
+    return kind == "str" and isinstance(value, str)
+
+
+def _key_fits(key: Any, kind: str) -> bool:
+    """A mapping key: YAML reads ``4:`` as an int and ``"4":`` as a string, so a name may
+    be a number and a code may be a string of digits."""
+    if isinstance(key, bool):
+        return False
+    if kind == "int":
+        return isinstance(key, int) or (isinstance(key, str) and key.strip().isdigit())
+    return isinstance(key, (str, int))
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, (int, float)):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in _numbers(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    return []
+
+
+def _lists(value: Any) -> list[list[Any] | tuple[Any, ...]]:
+    if isinstance(value, (list, tuple)):
+        return [value, *(inner for v in value for inner in _lists(v))]
+    if isinstance(value, dict):
+        return [inner for v in value.values() for inner in _lists(v)]
+    return []
+
+
+def param_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """Why ``value`` is no value of a check parameter with this schema, or None: its type
+    (null only where the dataclass says ``| None``; each item of a list, each value of a
+    mapping), its choices, its bounds (every number in it), the length of every list."""
+    kinds = schema["type"]
+    if not any(_fits(value, kind) for kind in kinds):
+        return f"must be {describe_kinds(kinds)}, got {type(value).__name__} {brief(value)}"
+    choices = schema.get("choices")
+    if choices and value is not None and value not in choices:
+        return f"must be {' or '.join(map(repr, choices))}, got {brief(value)}"
+    length = schema.get("len")
+    if length is not None and any(len(items) != length for items in _lists(value)):
+        return f"must have {length} items in each list, got {brief(value)}"
+    low, high = schema.get("ge"), schema.get("le")
+    for number in _numbers(value):
+        if (low is not None and number < low) or (high is not None and number > high):
+            return f"{bounds_text(low, high)}, got {brief(value)}"
+    return None
+
+
+def bounds_text(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f"must be from {low:g} to {high:g}"
+    return f"must be at least {low:g}" if low is not None else f"must be at most {high:g}"
+
+
+def validate_check_params(checks: Any, where: str,
+                          catalog: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                          section: str = "checks") -> None:
+    """``checks:`` maps a catalog id to ``enabled`` plus that check's own parameters,
+    each validated against its schema (``catalog``: check id -> parameter -> schema). A
+    site profile's ``thresholds:`` (``section``) are the same without ``enabled``."""
+    if not isinstance(checks, dict):
+        raise ConfigError(f"{where}: {section!r} must be a mapping of check id to settings")
+    own = ["enabled"] if section == "checks" else []
+    for check_id, settings in checks.items():
+        if check_id not in catalog:
+            raise _unknown(where, f"{section}.{check_id}", [f"{section}.{c}" for c in catalog])
+        if settings is None:
+            continue
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{where}: '{section}.{check_id}' must be a mapping")
+        params = catalog[check_id]
+        for key, value in settings.items():
+            name = f"{section}.{check_id}.{key}"
+            if key in own:
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{where}: key {name!r} must be true/false")
+                continue
+            if key not in params:
+                raise _unknown(where, name, [f"{section}.{check_id}.{k}"
+                                             for k in [*params, *own]])
+            if problem := param_problem(value, params[key]):
+                raise ConfigError(f"{where}: key {name!r} {problem}")
+
+
+class Config:
+    """The merged settings; ``path`` is the file they came from, if any. A plain class, not
+    a dataclass: the prolog loads it on every node for every job (issue 15)."""
+
+    __slots__ = ("data", "path")
+
+    def __init__(self, data: dict[str, Any] | None = None, path: str | None = None) -> None:
+        self.data: dict[str, Any] = _defaults(SCHEMA) if data is None else data
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Config(path={self.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return (self.data, self.path) == (other.data, other.path)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def section(self, name: str) -> dict[str, Any]:
+        section: dict[str, Any] = self.data[name]
+        return section
+
+    def enabled(self, check_id: str) -> bool:
+        return bool((self.data["checks"].get(check_id) or {}).get("enabled", True))
+
+    def disabled(self) -> dict[str, bool]:
+        """``{check id: False}`` for each check the config turns off."""
+        return {check_id: False for check_id in self.data["checks"]
+                if not self.enabled(check_id)}
+
+    def check_params(self, check_id: str, defaults: Mapping[str, Any],
+                     profile_thresholds: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        params = dict(defaults)
+        params.update(profile_thresholds or {})
+        own = self.data["checks"].get(check_id) or {}
+        params.update({k: v for k, v in own.items() if k != "enabled"})
+        return params
+
+
+def _read(path: str | Path, where: str) -> str:
+    """The file's text: a regular file of at most MAX_BYTES, opened without blocking."""
+    from ..base.safefile import read_regular
+
+    try:
+        raw = read_regular(path, MAX_BYTES, follow=True)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise ConfigError(f"{where}: larger than {MAX_BYTES >> 20} MiB") from None
+        raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc}") from None
+
+
+def _json_document(text: str) -> Any:
+    """The document when ``text`` is plain JSON (which is YAML too), else None: parsing it
+    with ``json`` spares the prolog PyYAML's import, which costs as much as three
+    interpreter starts (issue 15). ``NaN`` and ``Infinity`` are not JSON (YAML reads
+    them as strings), so a text using them is left to YAML."""
+    import json
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        return json.loads(stripped, parse_constant=refuse)
+    except (ValueError, RecursionError):
+        return None
+
+
+def read_yaml(path: str | Path, where: str) -> Any:
+    """The YAML document in ``path``, read bounded and refused when malformed, too big or
+    too deep (``where`` starts each message); an empty file is an empty mapping. A file
+    of plain JSON is read as JSON, which gives the same document."""
+    text = _read(path, where)
+    data = _json_document(text)
+    if data is not None:
+        _walk_bounded(data, where)
+        return data
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise ConfigError(f"{where}: malformed YAML{at}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: malformed YAML: nested too deeply") from None
+    if data is None:
+        data = {}
+    _walk_bounded(data, where)
+    return data
+
+
+def load_config(path: str | Path | None,
+                catalog: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Config:
+    """Load ``path`` (or the default file when it exists); defaults when neither.
+    ``catalog`` is every check's parameter schema by id (``session.check_schemas``)."""
+    if path is None:
+        if not os.path.isfile(DEFAULT_PATH):
+            return Config()
+        path = DEFAULT_PATH
+    where = f"config {path}"
+    data = read_yaml(path, where)
+    _validate_section(data, SCHEMA, where, "")
+    url = data.get("cluster", {}).get("agent_url")
+    problem = None if url is None else _template_problem(url)  # the default is a template
+    if problem:
+        raise ConfigError(f"{where}: key 'cluster.agent_url' {problem}")
+    validate_check_params(data.get("checks", {}), where, catalog)
+    merged = _defaults(SCHEMA)
+    for key, value in data.items():
+        if isinstance(merged.get(key), dict) and key != "checks":
+            merged[key].update(value)
+        else:
+            merged[key] = value
+    if merged["level"] not in LEVEL_NAMES:
+        raise ConfigError(f"{where}: key 'level' must be {' or '.join(LEVEL_NAMES)}, "
+                          f"got {merged['level']!r}")
+    return Config(merged, str(path))

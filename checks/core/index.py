@@ -1,0 +1,234 @@
+"""The check catalog without importing it: ids, levels, flags, families, default
+parameters and their schema (type, bounds: checks/core/params.py), read from the generated
+``manifest.py``; a family is imported only when one
+of its checks is about to run.
+
+The Slurm prolog starts on every node for every job, and with a fresh agent report it
+runs at most a check or two: importing the ten check families (and the snapshot model,
+the profiles and PyYAML they pull in) would cost it several interpreter starts (issue
+15). So which checks a run selects, and what the config may set for each, is answered
+here from plain data; ``specs`` imports the families of the selected checks and returns
+their registered specs.
+
+The manifest is generated from the registry: after adding or changing a check, run
+
+    python -m clusterdiag.checks.core.index --write
+
+(``tests/unit/test_check_manifest.py`` fails, naming that command, while it is stale).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from ..catalogs.manifest import CHECKS
+from .finding import Finding
+from .levels import Level, Mode, levels_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+    from typing import Any
+
+    from .registry import CheckSpec
+
+FAMILIES = ("fabric", "gpu", "host", "ib", "nccl", "nvlink", "nvswitch")
+"""The catalog's table of contents: a family not listed here does not exist. A family is a
+package of ``checks/``, a module per concern, whose ``__init__`` imports them all."""
+PACKAGE = __package__.rpartition(".")[0]
+"""``clusterdiag.checks``: the families are its subpackages."""
+MANIFEST = "manifest.py"
+PROFILE_DATA = "profile_data.py"
+COMMAND = "python -m clusterdiag.checks.core.index --write"
+
+
+class Entry:
+    """One check as the manifest describes it (the fields of ``CheckSpec`` a plan reads)."""
+
+    __slots__ = ("active", "family", "id", "needs", "params", "privileged", "rate", "schema",
+                 "skip_in")
+
+    def __init__(self, check_id: str, fields: Mapping[str, Any]) -> None:
+        self.id: str = check_id
+        self.family: str = fields["family"]
+        self.needs: tuple[str, ...] = tuple(fields["needs"])
+        self.rate: bool = fields["rate"]
+        self.active: bool = fields["active"]
+        self.skip_in: frozenset[Mode] = frozenset(Mode(m) for m in fields["skip_in"])
+        self.privileged: bool = fields["privileged"]
+        self.params: Mapping[str, Any] = fields["params"]
+        self.schema: Mapping[str, Mapping[str, Any]] = fields["schema"]
+
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        return levels_of(self.rate, self.active)
+
+
+ENTRIES: dict[str, Entry] = {check_id: Entry(check_id, fields)
+                             for check_id, fields in CHECKS.items()}
+
+
+def family_of(module: str) -> str:
+    """The family a check's module belongs to: the module or package right under
+    ``checks/`` (``gpu`` for ``checks/gpu/memory.py``), the one ``specs`` imports; for a
+    check defined elsewhere (a test's), its own module's name."""
+    prefix = f"{PACKAGE}."
+    if module.startswith(prefix):
+        return module.removeprefix(prefix).split(".", 1)[0]
+    return module.rsplit(".", 1)[-1]
+
+
+def fields_of(spec: CheckSpec) -> dict[str, Any]:
+    """A registered check as the manifest writes it: the schema worked out from the
+    parameter class, never the one the registry took from the manifest."""
+    from .params import schema_of
+
+    return {"family": family_of(spec.func.__module__), "needs": spec.needs,
+            "rate": spec.rate, "active": spec.active,
+            "skip_in": tuple(sorted(mode.value for mode in spec.skip_in)),
+            "privileged": spec.privileged, "params": dict(spec.params),
+            "schema": schema_of(spec.params_type)}
+
+
+def known() -> dict[str, Entry]:
+    """The manifest's checks, and any registered since it was written (a check defined
+    outside the catalog's families, as tests do) once the registry is loaded."""
+    registry = sys.modules.get(f"{__package__}.registry")
+    if registry is None:
+        return ENTRIES
+    extra = {check_id: Entry(check_id, fields_of(spec))
+             for check_id, spec in registry.REGISTRY.items() if check_id not in ENTRIES}
+    return {**ENTRIES, **extra} if extra else ENTRIES
+
+
+def schemas() -> dict[str, Mapping[str, Mapping[str, Any]]]:
+    """Every known check's parameter schema by id (checks/core/params.py): what the config's
+    ``checks:`` and the site profiles' ``thresholds:`` are validated against."""
+    return {check_id: entry.schema for check_id, entry in known().items()}
+
+
+def select(patterns: Iterable[str] | None) -> list[Entry]:
+    """The checks whose id matches any glob (all when no pattern), in id order."""
+    pats = [p.strip() for p in (patterns or []) if p.strip()]
+    found = sorted(known().values(), key=lambda e: e.id)
+    if not pats:
+        return found
+    import fnmatch
+
+    return [e for e in found if any(fnmatch.fnmatchcase(e.id, p) for p in pats)]
+
+
+def skip_reason(entry: Entry, enabled: bool, level: str, mode: str) -> str | None:
+    """Why a selected check does not run at this level and in this mode, or None.
+
+    ``level`` and ``mode`` are a Level and a Mode, or their words: the prolog plans with the
+    level of the agent's report as that report spells it (hostile input, never coerced)."""
+    if not enabled:
+        return "disabled in config"
+    if level not in entry.levels:
+        return ("judges counters over time: needs two samples (--level full)" if entry.rate
+                else "active test: runs at --level full")
+    if mode in entry.skip_in:
+        return f"does not apply in the {mode}"
+    if entry.active and mode == Mode.AGENT:
+        return "active test: the agent never loads the GPUs (run it with clusterdiag run)"
+    return None
+
+
+def plan(patterns: Iterable[str], enabled: Mapping[str, bool] | None, level: str,
+         mode: str) -> tuple[list[Entry], list[Finding]]:
+    """The checks to run, and the skip findings for those selected but not run.
+    ``enabled`` maps a check id to False where the config turned it off."""
+    run: list[Entry] = []
+    skipped: list[Finding] = []
+    for entry in select(patterns):
+        reason = skip_reason(entry, (enabled or {}).get(entry.id, True), level, mode)
+        if reason:
+            skipped.append(Finding.skip("node", reason).replace(check=entry.id))
+        else:
+            run.append(entry)
+    return run, skipped
+
+
+# The checks that judge NVML being unusable; every other NVML check skips then, pointing
+# at them, so a node without a working driver shows one clear failure, not thirty errors.
+NVML_DOWN_JUDGES = frozenset({"gpu.responsive", "gpu.count"})
+
+
+def nvml_down_skip(check_id: str, down: str) -> Finding:
+    """What a check that needs NVML (other than ``NVML_DOWN_JUDGES``) says while NVML is
+    unusable; ``down`` says why (``LibraryNotFound``)."""
+    return Finding.skip("node", f"NVML unavailable ({down}): see gpu.responsive").replace(
+        check=check_id)
+
+
+def specs(entries: Iterable[Entry]) -> list[CheckSpec]:
+    """The registered specs of ``entries``, importing only their families."""
+    wanted = list(entries)
+    for family in sorted({e.family for e in wanted} & set(FAMILIES)):
+        importlib.import_module(f"{PACKAGE}.{family}")
+    from .registry import REGISTRY
+
+    return [REGISTRY[e.id] for e in wanted]
+
+
+def render(registry: Mapping[str, CheckSpec]) -> str:
+    """The manifest's text for ``registry`` (every family imported)."""
+    import pprint
+
+    table = {check_id: fields_of(registry[check_id]) for check_id in sorted(registry)}
+    body = pprint.pformat(table, width=90, sort_dicts=False)
+    return ('"""The check catalog as plain data, for planning a run without importing it\n'
+            "(checks/core/index.py). Generated from the registry: do not edit; after changing\n"
+            f'a check, run ``{COMMAND}``."""\n\nCHECKS = {body}\n')
+
+
+def render_profiles(profiles: Mapping[str, Any]) -> str:
+    """``profile_data.py``'s text for the built-in profile files as YAML reads them."""
+    import pprint
+
+    body = pprint.pformat(dict(profiles), width=90, sort_dicts=False)
+    return ('"""The built-in profiles (checks/profiles/*.yaml) as YAML reads them, so that\n'
+            "loading one needs no PyYAML (checks/profiles/profile.py). Generated: do not edit;\n"
+            f'after changing a profile file, run ``{COMMAND}``."""\n\nPROFILES = {body}\n')
+
+
+def load_all() -> None:
+    """Import every family, registering all its checks."""
+    for family in FAMILIES:
+        importlib.import_module(f"{PACKAGE}.{family}")
+
+
+def generated() -> dict[Path, str]:
+    """Each generated file (in checks/catalogs/) and the text it must have."""
+    from pathlib import Path
+
+    from ..profiles.profile import read_builtin_files
+    from .registry import REGISTRY
+
+    load_all()
+    catalogs = Path(__file__).resolve().parents[1] / "catalogs"
+    return {catalogs / MANIFEST: render(REGISTRY),
+            catalogs / PROFILE_DATA: render_profiles(read_builtin_files())}
+
+
+def _main(argv: list[str]) -> int:
+    files = generated()
+    if argv == ["--write"]:
+        for path, text in files.items():
+            path.write_text(text)
+            print(f"wrote {path}")
+        return 0
+    if argv == ["--check"]:
+        stale = [path for path, text in files.items() if path.read_text() != text]
+        for path in files:
+            print(f"{path}: {f'stale: run {COMMAND}' if path in stale else 'fresh'}")
+        return 1 if stale else 0
+    print(f"usage: {COMMAND} | --check", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

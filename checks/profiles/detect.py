@@ -1,0 +1,111 @@
+"""Which platform profile a node is, from evidence in the snapshot — or ``generic``.
+
+Guessing wrong is worse than not guessing: a DGX with a GPU missing must not be judged
+as some 7-GPU platform, and a GH200 is not an H200. Only an unambiguous match wins.
+
+The evidence, strongest first: the DMI product (a DGX says so); then the baseboard, from
+what a missing GPU cannot remove — the NVSwitches on PCI (an HGX 8-GPU board has its 4
+or 6 whether or not every GPU enumerates; on HGX B200, whose NVSwitches are no PCI
+functions, the ConnectX-7 functions they are managed through: VPD SMDL=SW_MNG, counted
+whatever their number, since the marker exists only on such boards) and the GPU model
+(NVML's name, or the PCI device id where NVML cannot answer) — so an OEM HGX H100 with
+a GPU gone is judged as ``hgx-h100-8gpu`` and gpu.count fails naming it, where it used
+to fall to ``generic`` and pass; then the number of GPUs (a B200 whose VPD could not be
+read, by an unprivileged agent, still matches its board by its 8 GPUs). A profile with
+DMI names is a chassis and needs its name; several baseboards matching (a site profile
+extending a built-in) narrow to the site's. A VM holding some of a board's GPUs and no
+NVSwitch (a one-GPU H200 VM) matches nothing and stays ``generic``, with host.profile's
+warning.
+"""
+
+from __future__ import annotations
+
+from ...agent.model import Snapshot
+from ...agent.model.ib import nvswitch_management
+from ...agent.model.record import record
+from .profile import Profile, builtin_names, load_profile, profile_names
+
+
+@record(frozen=True)
+class Detection:
+    name: str
+    reason: str
+    confident: bool
+
+
+def detect_profile(snap: Snapshot) -> Detection:
+    pci_gpus = [d for d in snap.pci or [] if d.is_nvidia_gpu]
+    nvswitches = [d for d in snap.pci or [] if d.is_nvswitch]
+    nvml_gpus = snap.nvml.gpus if snap.nvml else []
+    if not pci_gpus and not nvml_gpus:
+        return Detection("generic", "no NVIDIA GPU on this node", True)
+    models = {g.name for g in nvml_gpus if g.name}
+    ids = {f"0x{d.device:04x}" for d in pci_gpus}
+    if not models and len(ids) == 1:
+        # NVML could not say (no driver, nvmlInit failed): the PCI device id can.
+        (pci_id,) = ids
+        model = f"PCI device {pci_id}"
+        candidates = [load_profile(n) for n in profile_names()
+                      if pci_id in load_profile(n).gpu_pci_ids]
+    elif len(models) != 1:
+        why = "NVML named no GPU model" if not models else f"mixed GPU models {sorted(models)}"
+        return Detection("generic", why, False)
+    else:
+        (model,) = models
+        candidates = [load_profile(n) for n in profile_names()
+                      if model in load_profile(n).gpu_models]
+    if not candidates:
+        return Detection("generic", f"no profile for GPU model {model!r}", False)
+    count_nvml, count_pci = len(nvml_gpus), len(pci_gpus)
+    product = (snap.host.dmi_product_name if snap.host else None) or ""
+    by_dmi = [p for p in candidates if _dmi_names(p, product)]
+    if len(by_dmi) == 1:
+        # The chassis says what it is, whatever number of GPUs still answers: a DGX H100
+        # with a GPU off the bus is a DGX H100 short of a GPU (gpu.count fails), not a
+        # 7-GPU platform judged against nothing.
+        return Detection(by_dmi[0].name, f"DMI product {product!r}, {count_nvml} x {model}",
+                         True)
+    managers = [d.name for d in snap.infiniband or [] if nvswitch_management(d)]
+    if nvswitches or managers:
+        board = _baseboard(candidates, len(nvswitches), bool(managers),
+                           max(count_nvml, count_pci))
+        if board is not None:
+            switches = (f"{len(nvswitches)} NVSwitches on PCI" if nvswitches else
+                        f"{len(managers)} NVSwitch management functions (VPD SMDL=SW_MNG)")
+            return Detection(board.name, f"{switches}, "
+                             f"{count_nvml} of {board.gpu_count} x {model} in NVML, "
+                             f"{count_pci} on PCI", True)
+    if snap.pci is not None and count_pci != count_nvml:
+        return Detection("generic", f"{count_pci} GPUs on PCI but {count_nvml} in NVML", False)
+    fits = [p for p in candidates if p.gpu_count == count_nvml]
+    if snap.pci is not None:
+        # A VPD that could not be read (an unprivileged agent) hides managers, not GPUs.
+        unread = any("vpd" in d.unknown for d in snap.infiniband or [])
+        fits = [p for p in fits if p.nvswitch == bool(nvswitches or managers) or p.nvl72
+                or (unread and not nvswitches and bool(p.nvswitch_mgmt_functions))]
+    fits = [p for p in fits if not p.dmi_products] or fits
+    if len(fits) != 1:
+        names = [p.name for p in fits] or [p.name for p in candidates]
+        return Detection("generic", f"{count_nvml} x {model} matches "
+                         f"{'none' if not fits else 'several'} of {names}", False)
+    return Detection(fits[0].name, f"{count_nvml} x {model}"
+                     f"{', NVSwitch on PCI' if nvswitches else ''}", True)
+
+
+def _baseboard(candidates: list[Profile], switches: int, managed: bool,
+               gpus_seen: int) -> Profile | None:
+    """The one baseboard profile (no DMI names) with this many NVSwitches on PCI, or whose
+    NVSwitches are managed through ConnectX functions when such are seen, and with room
+    for the GPUs seen; a site's own profile outranks the built-in it extends."""
+    boards = [p for p in candidates if not p.dmi_products and p.gpu_count is not None
+              and gpus_seen <= p.gpu_count
+              and (p.nvswitch_count == switches if switches
+                   else managed and bool(p.nvswitch_mgmt_functions))]
+    if len(boards) > 1:
+        builtin = set(builtin_names())
+        boards = [p for p in boards if p.name not in builtin]
+    return boards[0] if len(boards) == 1 else None
+
+
+def _dmi_names(profile: Profile, product: str) -> bool:
+    return bool(product) and any(d.lower() in product.lower() for d in profile.dmi_products)

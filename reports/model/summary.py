@@ -1,0 +1,256 @@
+"""A node report folded for the cluster view: counts of passes, the problems in full, and
+the facts the cross-node checks compare.
+
+A cluster report may hold 10,000 nodes of ~200 findings each, so a node's passes and
+skips become counts here and only its problems are kept.
+
+A report comes from another node, so nothing in it is believed that a hostile or broken
+agent could get wrong: the verdict is recomputed from the findings (a report's own
+``verdict`` is read for its type only); the node name must be a host name (``hostname``);
+every field read is type- and range-checked against what a node can physically hold
+(``MAX_GPUS``, ``MAX_HCAS``, ``MAX_FINDINGS``, a plausible duration, a timestamp); every
+number must be finite, since NaN and Infinity are not JSON and would make our own output
+invalid. Anything else malformed becomes a one-line reason (cluster.reachability).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...agent.base.hostname import is_node_name
+from ...checks.core.finding import Finding, Status, worst
+from .node import NODE_SCHEMA
+
+REQUIRED = ("schema", "node", "profile", "version", "started_at", "duration_s", "verdict",
+            "inventory", "findings")
+NODE_SCHEMA_PREFIX = "clusterdiag/node-report/"
+STATUSES = tuple(s.value for s in Status)
+NOT_READY = (Status.FAIL, Status.ERROR)
+
+# What one node can hold. The largest GPU servers carry 16 GPUs (20 on some PCIe boxes);
+# a host with SR-IOV virtual functions lists hundreds of mlx5 devices; a node's report
+# holds one finding per check and component (~300 on a DGX H100, a few thousand on the
+# largest). Four times that is still a node; 100,016 GPUs is not.
+MAX_GPUS = 64
+MAX_HCAS = 1024
+MAX_FINDINGS = 50_000
+MAX_DURATION_S = 86_400.0  # a node run lasts seconds; a day is no run of ours
+# Lengths of the strings a finding carries: one readable line, not a payload.
+MAX_LENGTH = {"check": 100, "component": 200, "message": 1_000}
+MAX_NAME = 200  # profile name, version
+# observed/expected are JSON values; deeper or bigger than this is not a measurement.
+MAX_VALUE_DEPTH = 16
+MAX_VALUE_ITEMS = 10_000
+
+
+class BadReport(ValueError):
+    """Why an answer or a file is not a node report we read; stable text (no node names),
+    so that the same trouble on many nodes groups into one line."""
+
+
+@dataclass
+class NodeFacts:
+    """What the cross-node checks compare; read from the report's inventory."""
+
+    driver: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    kernel: str | None = None
+    vbios: str | None = None
+    hca_firmware: str | None = None
+    fabric: list[dict[str, Any]] = field(default_factory=list)
+    rails: list[dict[str, Any]] = field(default_factory=list)
+    telemetry: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class NodeSummary:
+    node: str
+    profile: str
+    version: str
+    verdict: Status  # the worst of the node's findings, before cluster checks
+    gpus: int
+    counts: dict[str, int]
+    problems: list[Finding]  # warn, fail and error findings
+    facts: NodeFacts = field(default_factory=NodeFacts)
+    answered: bool = True  # False: a placeholder for a node that gave no usable report
+    rack: str | None = None  # set by cluster.nvl_domain for NVL72 trays
+    started_at: dt.datetime | None = None  # when the node's run began: merge keeps the newest
+
+    @property
+    def ready(self) -> bool:
+        return self.answered and self.verdict not in NOT_READY
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "profile": self.profile, "version": self.version,
+                "verdict": self.verdict.value, "answered": self.answered, "gpus": self.gpus,
+                "rack": self.rack, "counts": self.counts,
+                "findings": [f.to_dict() for f in self.problems]}
+
+
+def unanswered(node: str) -> NodeSummary:
+    return NodeSummary(node=node, profile="unknown", version="", verdict=Status.FAIL, gpus=0,
+                       counts=dict.fromkeys(STATUSES, 0), problems=[], answered=False)
+
+
+def _joined(values: list[Any]) -> str | None:
+    unique = sorted({str(v) for v in values if v not in (None, "")})
+    return ",".join(unique) if unique else None
+
+
+_SCALARS = (str, int, float, bool, type(None))
+# The fields the cross-node checks compare, and the type each must have there: they group
+# and count these values, so a list where a string belongs would crash the whole report.
+_RECORDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "fabric": {"gpu": int, "state": _SCALARS, "cluster_uuid": _SCALARS,
+               "clique_id": (int, type(None))},
+    "rails": {"gpu": int, "subnet": _SCALARS, "rate_gbps": _SCALARS}}
+
+
+def _records(inventory: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    items = inventory.get(key) or []
+    fields = _RECORDS[key]
+    if not isinstance(items, list) or not all(
+            isinstance(item, dict) and all(isinstance(item.get(name), kind)
+                                           for name, kind in fields.items())
+            for item in items):
+        raise BadReport(f"node report has a malformed inventory.{key}")
+    return items
+
+
+def _telemetry(inventory: dict[str, Any]) -> dict[str, float]:
+    values = inventory.get("telemetry") or {}
+    try:
+        if isinstance(values, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                            and math.isfinite(v) for v in values.values()):
+            return {str(k): float(v) for k, v in values.items()}
+    except OverflowError:  # an integer beyond any float
+        pass
+    raise BadReport("node report has a malformed inventory.telemetry")
+
+
+def _json_value(value: Any, where: str) -> None:
+    """A finding's observed/expected: plain JSON, finite, bounded in depth and size."""
+    todo, seen = [(value, 0)], 0
+    while todo:
+        item, depth = todo.pop()
+        seen += 1
+        if depth > MAX_VALUE_DEPTH or seen > MAX_VALUE_ITEMS:
+            raise BadReport(f"node report has a finding {where} too deep or too large")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise BadReport("node report has a number that is not finite (NaN or Infinity)")
+        if isinstance(item, dict):
+            todo.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            todo.extend((v, depth + 1) for v in item)
+
+
+def _finding(item: Any) -> Finding:
+    if not isinstance(item, dict):
+        raise BadReport("node report has a finding that is not an object")
+    for key, limit in MAX_LENGTH.items():
+        text = item.get(key, "") if key == "check" else item.get(key)
+        if not isinstance(text, str):
+            raise BadReport(f"node report has a finding whose {key} is not a string")
+        if len(text) > limit:
+            raise BadReport(f"node report has a finding whose {key} is longer than {limit}")
+    for key in ("observed", "expected"):
+        _json_value(item.get(key), key)
+    return Finding.from_dict(item)
+
+
+def _started_at(value: Any) -> dt.datetime:
+    try:
+        stamp = dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        stamp = None
+    if stamp is None or stamp.tzinfo is None:
+        raise BadReport("node report's started_at is not an ISO 8601 time with a zone")
+    return stamp
+
+
+def _checked_scalars(report: dict[str, Any]) -> None:
+    duration = report["duration_s"]
+    if not (isinstance(duration, (int, float)) and not isinstance(duration, bool)
+            and 0 <= duration <= MAX_DURATION_S):
+        raise BadReport(f"node report's duration_s is not between 0 and {MAX_DURATION_S:g}")
+    if not isinstance(report["version"], str) or len(report["version"]) > MAX_NAME:
+        raise BadReport(f"node report's version is not a string of at most {MAX_NAME}")
+    if not isinstance(report["verdict"], str) or report["verdict"] not in STATUSES:
+        raise BadReport("node report's verdict is not a status")
+    findings = report["findings"]
+    if not isinstance(findings, list) or not 1 <= len(findings) <= MAX_FINDINGS:
+        raise BadReport(f"node report does not hold 1 to {MAX_FINDINGS:,} findings")
+
+
+def _facts(inventory: dict[str, Any]) -> NodeFacts:
+    gpus = inventory.get("gpus") or []
+    hcas = inventory.get("hcas") or []
+    if not isinstance(gpus, list) or not isinstance(hcas, list):
+        raise BadReport("node report has a malformed inventory.gpus or inventory.hcas")
+    if len(gpus) > MAX_GPUS:
+        raise BadReport(f"node report lists more GPUs than a node holds ({MAX_GPUS})")
+    if len(hcas) > MAX_HCAS:
+        raise BadReport(f"node report lists more HCAs than a node holds ({MAX_HCAS})")
+    return NodeFacts(
+        driver=inventory.get("driver"), cuda=inventory.get("cuda"), nccl=inventory.get("nccl"),
+        kernel=inventory.get("kernel"),
+        vbios=_joined([g.get("vbios") for g in gpus if isinstance(g, dict)]),
+        hca_firmware=_joined([h.get("firmware") for h in hcas if isinstance(h, dict)]),
+        fabric=_records(inventory, "fabric"), rails=_records(inventory, "rails"),
+        telemetry=_telemetry(inventory),
+    )
+
+
+def check_tag(data: Any) -> dict[str, Any]:
+    """The report as a dict when its tag and required keys are there; BadReport if not."""
+    if not isinstance(data, dict):
+        raise BadReport("not a node report (not a JSON object)")
+    tag = data.get("schema")
+    if tag != NODE_SCHEMA:
+        if isinstance(tag, str) and tag.startswith(NODE_SCHEMA_PREFIX):
+            raise BadReport(f"node report schema {tag} is not one this clusterdiag reads "
+                            f"({NODE_SCHEMA})")
+        raise BadReport("not a clusterdiag node report (no schema tag)")
+    missing = [key for key in REQUIRED if key not in data]
+    if missing:
+        raise BadReport(f"node report lacks required key(s) {', '.join(missing)}")
+    return data
+
+
+def summarize(data: Any) -> NodeSummary:
+    """Fold one node report (a parsed JSON object) into its summary."""
+    report = check_tag(data)
+    counts = dict.fromkeys(STATUSES, 0)
+    problems: list[Finding] = []
+    statuses: list[Status] = []
+    try:
+        _checked_scalars(report)
+        node, profile = report["node"], report["profile"]["name"]
+        if not isinstance(node, str) or not isinstance(profile, str) or len(profile) > MAX_NAME:
+            # str() would turn a null node into a node called "None" in the cluster report
+            raise BadReport("node report's node or profile name is not a string")
+        if not node:
+            raise BadReport("node report names no node")
+        if not is_node_name(node):
+            raise BadReport("node report's node is not a valid node name")
+        started = _started_at(report["started_at"])
+        for item in report["findings"]:
+            finding = _finding(item)
+            counts[finding.status.value] += 1
+            statuses.append(finding.status)
+            if finding.status not in (Status.PASS, Status.SKIP):
+                problems.append(finding)
+        inventory = report["inventory"]
+        facts = _facts(inventory)
+        gpus = len(inventory.get("gpus") or [])
+    except BadReport:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BadReport(f"malformed node report ({type(exc).__name__})") from None
+    return NodeSummary(node=node, profile=profile, version=report["version"],
+                       verdict=worst(statuses), gpus=gpus, counts=counts, problems=problems,
+                       facts=facts, started_at=started)
