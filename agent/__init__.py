@@ -11,6 +11,7 @@ __all__ = ["__version__"]
 
 def __getattr__(name: str) -> str:
     if name == "__version__":
+        # The launcher imports this package; the snapshot model is off its path.
         from .model.version import VERSION
 
         return VERSION

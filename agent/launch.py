@@ -15,7 +15,7 @@ import sys
 from .base.errors import ClusterdiagError
 from .slurm.trouble import spare_the_node
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from typing import NoReturn
 
@@ -52,11 +52,11 @@ def slurm_flags(args: list[str]) -> dict[str, object] | None:
 
 def _run_slurm(program: str, flags: dict[str, object]) -> NoReturn:
     try:
-        from .slurm.entry import Inputs
+        from .slurm.entry import Inputs  # each Slurm program loads only its own entry point
 
         inputs = Inputs(**flags)  # type: ignore[arg-type]
         if program == "prolog":
-            from .slurm import prolog as chosen
+            from .slurm import prolog as chosen  # the program's own module, as above
         elif program == "epilog":
             from .slurm import epilog as chosen  # type: ignore[no-redef]
         else:
@@ -75,6 +75,6 @@ def main() -> None:
         flags = slurm_flags(args[1:])
         if flags is not None:
             _run_slurm(args[0], flags)
-    from .cli import main as cli_main
+    from .cli import main as cli_main  # click and every command only when no Slurm program runs
 
     cli_main()

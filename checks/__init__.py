@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import importlib
 
-TYPE_CHECKING = False
+from .core import index
+
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from .core.registry import REGISTRY, CheckContext, CheckSpec, check, select
 
@@ -24,13 +26,11 @@ __all__ = ["FAMILIES", "REGISTRY", "CheckContext", "CheckSpec", "check", "load_a
 
 
 def __getattr__(name: str) -> object:
-    from .core import index
-
     if name in ("FAMILIES", "load_all"):
         return getattr(index, name)
     if name in _REGISTRY_NAMES:
         index.load_all()
-        from .core import registry
+        from .core import registry  # the registry only when asked for
 
         return getattr(registry, name)
     if name in index.FAMILIES:

@@ -17,8 +17,8 @@ EXITS = {"exit", "_exit", "SystemExit", "_die"}
 EXEMPT = {
     # A forked worker's own end: its parent reads the pipe, never the status.
     "agent/read/worker.py",
-    # The Slurm entry points belong to another owner this session (issue 11 leaves them
-    # to it): spare_the_node's exit 0.
+    # The Slurm entry points' last word when their own start failed: spare_the_node's
+    # exit 0.
     "agent/slurm/trouble.py",
 }
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from clusterdiag.agent.cli.output import emit
+from clusterdiag.agent.cli.emit import emit
 from clusterdiag.agent.cluster.demo import run_demo
 from clusterdiag.agent.model.version import VERSION
 from tests.conftest import REPO, run_cli

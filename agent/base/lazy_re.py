@@ -2,16 +2,15 @@
 
 The prolog imports every collector on every node for every job, and most of their patterns
 (the kernel log's two dozen, the Slurm and RoCE tools' parsers) match only what a healthy
-node never prints: compiling them all at import cost the no-report prolog ~10 % of its run
-(issue 15).
+node never prints: compiling them all at import cost the no-report prolog ~10 % of its run.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 

@@ -8,7 +8,7 @@ built-in profiles are all it is needed for there. It sits at the bottom because 
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -17,7 +17,7 @@ import errno
 import os
 import stat
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from pathlib import Path
 

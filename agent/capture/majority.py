@@ -1,5 +1,5 @@
 """A site profile from the majority of a fleet's snapshots, and the nodes that deviate
-from it (``clusterdiag profiles capture --from-snapshot FILE...``, issue 13 item 2, the
+from it (``clusterdiag profiles capture --from-snapshot FILE...``, the
 cluster-wide form).
 
 Each snapshot is captured as the node form does (agent/capture/profile.py), against one

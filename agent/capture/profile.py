@@ -1,5 +1,5 @@
-"""A site profile from a healthy node as it is (``clusterdiag profiles capture``, issue 13
-item 2): what ``nhc-genconf`` is to NHC.
+"""A site profile from a healthy node as it is (``clusterdiag profiles capture``): what
+``nhc-genconf`` is to NHC.
 
 The profile extends a base (``--extends``, else the detected profile) and overrides what
 was read on the node: the GPUs (model, count, memory), their NVLinks (count and

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..daemon import main
 from .options import source_options
 
 
@@ -26,8 +27,6 @@ def agent(config_path: Path | None, root: Path | None, kernel_log: Path | None,
           clear_id: str | None) -> None:
     """The node daemon: collects every interval, listens for XID events, keeps history,
     serves /healthz, /v1/report, /v1/snapshot and /metrics; SIGHUP reloads the config."""
-    from ..daemon import main
-
     if clear_id is not None:
         click.echo(main.clear(config_path, state_path, clear_id))
         return

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
+import inspect
+import json
 import re
 import textwrap
 from collections.abc import Mapping
@@ -10,6 +14,9 @@ from typing import Any
 
 import click
 
+from ... import checks
+from ...checks.core.params import docs_of
+from ...reports.cluster_checks import CATALOG
 from ..base.errors import UsageError
 from ..settings.config import bounds_text, describe_kinds
 
@@ -22,9 +29,6 @@ def checks_group() -> None:
 @checks_group.command("list")
 def checks_list() -> None:
     """One line per check: id, levels, summary."""
-    from ... import checks
-    from ...reports.cluster_checks import CATALOG
-
     for spec in checks.select(None):
         click.echo(f"{spec.id:28} {'/'.join(spec.levels):11} {spec.summary}")
     for check_id, summary in CATALOG.items():
@@ -35,19 +39,11 @@ def checks_list() -> None:
 @click.argument("check_id")
 def checks_explain(check_id: str) -> None:
     """What a check looks at, what it needs, its parameters and its remedy."""
-    import json
-
-    from ... import checks
-    from ...checks.core.params import docs_of
-    from ...reports.cluster_checks import CATALOG
-
     if check_id in CATALOG:
         _explain_cluster_check(check_id, CATALOG[check_id])
         return
     spec = checks.REGISTRY.get(check_id)
     if spec is None:
-        import difflib
-
         close = difflib.get_close_matches(check_id, [*checks.REGISTRY, *CATALOG], n=1)
         raise UsageError(f"unknown check {check_id!r}"
                          + (f" (did you mean {close[0]!r}?)" if close else ""))
@@ -105,10 +101,6 @@ def defined_at(obj: Any) -> str:
     """Where a check is written, relative to the top of the install
     (``checks/gpu/memory.py:42``, the line of its ``@check``), so its room is found from
     its id."""
-    import inspect
-
-    from ... import checks
-
     top = Path(checks.__file__).resolve().parents[1]
     path = Path(inspect.getsourcefile(obj) or "?").resolve()
     line = obj.__code__.co_firstlineno if hasattr(obj, "__code__") else 1
@@ -118,8 +110,6 @@ def defined_at(obj: Any) -> str:
 
 def _explain_cluster_check(check_id: str, summary: str) -> None:
     """Cluster checks judge node reports side by side, so they run wherever reports meet."""
-    import importlib
-
     module = importlib.import_module(f"...reports.cluster_checks.{check_id.split('.', 1)[1]}",
                                      __package__)
     click.echo(f"{check_id}: {summary}")

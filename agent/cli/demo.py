@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
+from ..cluster.demo import banner, run_demo
+from .emit import emit
 from .options import report_options
-from .output import emit
 
 
 @click.command("demo")
@@ -19,8 +20,6 @@ from .output import emit
 def demo(spec: Path | None, config_path: Path | None, fmt: str, output: Path | None,
          exclude_file: Path | None, need: int | None) -> None:
     """A simulated cluster end to end: agents on loopback, gather over HTTP, report."""
-    from ..cluster.demo import banner, run_demo
-
     report = run_demo(spec, config_path, need)
     title = banner(spec) if fmt == "table" else None
     sys.exit(emit(report, fmt, output, exclude_file, title))

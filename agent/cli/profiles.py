@@ -3,15 +3,31 @@ site's (agent/settings/site_profiles.py)."""
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+import yaml
 
+from ...checks.profiles.profile import (
+    UnknownProfileError,
+    builtin_names,
+    load_builtin,
+    load_profile,
+    profile_names,
+)
 from ..base.errors import UsageError
+from ..capture.majority import majority
+from ..capture.profile import capture
 from ..run import session
+from ..run.collect import collect_snapshot
+from ..run.runner import resolve_profile
+from ..run.snapshot_file import load_snapshot
+from ..settings.site_profiles import load_site_profiles
 from .options import source_options
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ...checks.profiles.profile import Profile
 
@@ -28,8 +44,6 @@ def profiles_group() -> None:
 @_CONFIG
 def profiles_list(config_path: Path | None) -> None:
     """Every profile: the built-in ones and the site's."""
-    from ...checks.profiles.profile import builtin_names, load_profile, profile_names
-
     session.load(config_path)
     builtin = set(builtin_names())
     for name in profile_names():
@@ -44,11 +58,6 @@ def profiles_list(config_path: Path | None) -> None:
 @click.argument("name")
 def profiles_show(config_path: Path | None, name: str) -> None:
     """The merged profile, each value with where it came from."""
-    import yaml
-
-    from ...checks.profiles.profile import UnknownProfileError, load_builtin
-    from ..settings.site_profiles import load_site_profiles
-
     config = session.load(config_path)
     resolved = session.site_profile(config, name)
     sites = load_site_profiles(Path(config.data["profile_dir"]),
@@ -87,13 +96,6 @@ def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Pa
     """A site profile from this (healthy) node as it is, each value with what it was
     read from; what could not be read is left to --extends. With --from-snapshot, from
     saved snapshots (``clusterdiag snapshot``, an agent's /v1/snapshot) of a fleet."""
-    import time
-
-    from ...checks.profiles.profile import UnknownProfileError, load_profile
-    from ..capture.profile import capture
-    from ..run.collect import collect_snapshot
-    from ..run.runner import resolve_profile
-
     config = session.load(config_path)
     options = session.run_options(config, level, profile, None, None)
     try:
@@ -123,14 +125,6 @@ def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Pa
 def _fleet_capture(paths: tuple[Path, ...], extends: Profile | None, profile: str) -> str:
     """The majority profile of the snapshots in ``paths``; the nodes deviating from it on
     standard error. Without --extends, the base is the profile most snapshots detect as."""
-    from collections import Counter
-
-    from ...checks.profiles.profile import load_profile
-    from ..capture.majority import majority
-    from ..capture.profile import capture
-    from ..run.runner import resolve_profile
-    from ..run.snapshot_file import load_snapshot
-
     if extends is None:
         detected = Counter(resolve_profile(profile, load_snapshot(p))[0].name for p in paths)
         extends = load_profile(detected.most_common(1)[0][0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -9,7 +10,11 @@ from pathlib import Path
 import click
 
 from ...checks.core.levels import LEVEL_NAMES
-from ..base.errors import ExitCode
+from ...reports.model.cluster import fold
+from ...reports.render.qualify import render_html, render_md, render_terminal
+from ..base.errors import ExitCode, UsageError
+from ..qualify.command import Request, run
+from ..run import session
 from .options import report_options
 from .output import write
 
@@ -44,12 +49,6 @@ def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | 
             output: Path | None, exclude_file: Path | None, need: int | None) -> None:
     """Run the active tests on every node (or judge saved logs: --from-logs FILE [FILE...])
     and report stragglers against the profile and the node's peers."""
-    from ...reports.model.cluster import fold
-    from ...reports.render.qualify import render_html, render_md, render_terminal
-    from ..base.errors import UsageError
-    from ..qualify.command import Request, run
-    from ..run import session
-
     if logs and not from_logs:
         raise UsageError(f"unexpected argument {logs[0]} (saved logs go after --from-logs)")
     request = Request(nodes, via, tests, level, budget, profile, simulate,
@@ -57,8 +56,6 @@ def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | 
     report = run(request, session.load(config_path))
     report.cluster.need = need
     if fmt == "json":
-        import json
-
         text = json.dumps(report.to_dict(), indent=1) + "\n"
     elif fmt == "md":
         text = render_md(report)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
+from ..cluster.judge import merge_reports
+from .emit import emit
 from .options import report_options
-from .output import emit
 
 
 @click.group("report")
@@ -24,8 +25,6 @@ def merge(files: tuple[str, ...], config_path: Path | None, fmt: str,
           output: Path | None, exclude_file: Path | None, need: int | None) -> None:
     """Merge node reports (files, or directories of *.json) into a cluster report. A
     file that is not a node report is a cluster.reachability finding, not an error."""
-    from ..cluster.judge import merge_reports
-
     sys.exit(emit(merge_reports(config_path, files, need), fmt, output, exclude_file))
 
 

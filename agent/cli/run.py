@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -9,10 +10,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ...checks.core.finding import Status
+from ...reports.render.line import node_line
+from ...reports.render.table import render_table
 from ..base.errors import ExitCode, UsageError
 from ..run import session
+from ..run.runner import evaluate, run_node
+from ..run.snapshot_file import load_pair
 from .options import report_options, source_options
-from .output import emit, is_terminal, terminal_width, write
+from .output import is_terminal, terminal_width, write
 
 if TYPE_CHECKING:
     from ...reports.model.node import NodeReport
@@ -43,9 +49,6 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         exclude_file: Path | None, need: int | None, all_findings: bool, nodes: str | None,
         via: str | None, from_snapshot: Path | None, previous: Path | None) -> None:
     """Check this node, or gather every node of --nodes, and print the report."""
-    from ..cluster.judge import run_cluster
-    from ..run.runner import run_node
-
     session.budget_flag(budget)
     session.check_patterns(patterns)
     if from_snapshot is not None or previous is not None:
@@ -55,6 +58,11 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
                                   budget, patterns)
         _emit_node(config, report, fmt, output, exclude_file, need, all_findings)
     if via not in (None, "local") or nodes:
+        # The cluster stack (the gather's aiohttp, ClusterShell, rich) loads only for a
+        # cluster report: one node's run, the common case (NHC, cron), never pays for it.
+        from ..cluster.judge import run_cluster
+        from .emit import emit
+
         forward = {"--level": level, "--checks": patterns, "--profile": profile,
                    "--budget": budget}
         local_only = {"--root": root, "--kernel-log": kernel_log, "--simulate": simulate,
@@ -72,9 +80,6 @@ def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[s
              budget: float | None, patterns: str | None) -> tuple[Config, NodeReport]:
     """A saved snapshot judged again, as of when it was taken (DESIGN §3 --from-snapshot):
     the source flags say where a node is read from, so none of them applies."""
-    from ..run.runner import evaluate
-    from ..run.snapshot_file import load_pair
-
     if from_snapshot is None:
         raise UsageError("--previous needs --from-snapshot")
     if clash := [flag for flag, value in given.items() if value is not None]:
@@ -90,14 +95,10 @@ def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[s
 def _emit_node(config: Config, report: NodeReport, fmt: str, output: Path | None,
                exclude_file: Path | None, need: int | None, all_findings: bool) -> NoReturn:
     """Write one node's report as the report options say, and exit with its verdict."""
-    import json
-
-    from ...checks.core.finding import Status
-    from ...reports.render.line import node_line
-    from ...reports.render.table import render_table
-    from ..cluster.judge import one_node_report
-
     if fmt in ("md", "html") or exclude_file is not None or need is not None:
+        from ..cluster.judge import one_node_report  # the cluster stack, as in run()
+        from .emit import emit
+
         sys.exit(emit(one_node_report(config, report, need), fmt, output, exclude_file))
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=2) + "\n"

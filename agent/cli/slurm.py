@@ -1,6 +1,6 @@
 """Slurm entry points: ``prolog``, ``epilog``, ``healthcheck``.
 
-The work lives in ``agent/slurm/`` and is imported when a command runs. Exit codes: 1 only
+The work lives in ``agent/slurm/``. Exit codes: 1 only
 when the node failed a check; clusterdiag's own trouble exits 0 with a loud stderr line
 unless the config sets ``fail_closed: true`` (DESIGN §3).
 """
@@ -12,6 +12,10 @@ from pathlib import Path
 
 import click
 
+from ..slurm import epilog as epilog_program
+from ..slurm import healthcheck as healthcheck_program
+from ..slurm import prolog as prolog_program
+from ..slurm.entry import Inputs
 from .options import source_options
 
 
@@ -22,10 +26,8 @@ def prolog(config_path: Path | None, root: Path | None, kernel_log: Path | None,
            level: str | None) -> None:
     """Slurm Prolog: uses the agent's fresh report, else runs the quick checks; drains
     the node (SLURMD_NODENAME or the host) and exits 1 on a fail."""
-    from ..slurm.entry import Inputs
-    from ..slurm.prolog import main
-
-    sys.exit(main(Inputs(config_path, root, kernel_log, simulate, node, profile, level)))
+    inputs = Inputs(config_path, root, kernel_log, simulate, node, profile, level)
+    sys.exit(prolog_program.main(inputs))
 
 
 @click.command("epilog")
@@ -35,10 +37,8 @@ def epilog(config_path: Path | None, root: Path | None, kernel_log: Path | None,
            level: str | None) -> None:
     """Slurm Epilog: fails and drains on processes left on the job's GPUs after the
     grace period, or on Xids that need action logged during the job."""
-    from ..slurm.entry import Inputs
-    from ..slurm.epilog import main
-
-    sys.exit(main(Inputs(config_path, root, kernel_log, simulate, node, profile, level)))
+    inputs = Inputs(config_path, root, kernel_log, simulate, node, profile, level)
+    sys.exit(epilog_program.main(inputs))
 
 
 @click.command("healthcheck")
@@ -48,13 +48,8 @@ def healthcheck(config_path: Path | None, root: Path | None, kernel_log: Path | 
                 level: str | None) -> None:
     """Slurm HealthCheckProgram: drains a failing node, resumes one it drained once it
     passes again (never one drained for another reason)."""
-    from ..slurm.entry import Inputs
-    from ..slurm.healthcheck import main
-
-    sys.exit(main(Inputs(config_path, root, kernel_log, simulate, node, profile, level)))
+    inputs = Inputs(config_path, root, kernel_log, simulate, node, profile, level)
+    sys.exit(healthcheck_program.main(inputs))
 
 
 COMMANDS = (prolog, epilog, healthcheck)
-# Slurm drains a node on any non-zero exit of these, so main() spares the node on our own
-# trouble (agent/cli/__init__.py).
-ENTRY_POINTS = frozenset(command.name for command in COMMANDS if command.name)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 
 import click
 
 from ..run import session
+from ..run.collect import SOURCES, collect_snapshot
+from ..run.runner import collector_params, plan
 from .options import source_options
+from .run import exit_if_nothing_read
 
 
 @click.command("snapshot")
@@ -18,13 +23,6 @@ def snapshot(config_path: Path | None, root: Path | None, kernel_log: Path | Non
              simulate: str | None, node: str | None, profile: str | None,
              level: str | None, budget: float | None) -> None:
     """Print the raw Snapshot of this node as JSON (exit 3 when no source could be read)."""
-    import json
-    import time
-
-    from ..run.collect import SOURCES, collect_snapshot
-    from ..run.runner import collector_params, plan
-    from .run import exit_if_nothing_read
-
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     env.kernel_log_every_line = True  # DESIGN §8: a file's every matching line, no window
     options = session.run_options(config, level, profile, session.budget_flag(budget), None)

@@ -6,12 +6,19 @@ absent (captured trees, the simulator) and names the same classes where it is pr
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import click
 
+from ...reports.render.topo import build, render_text, render_wrapped
+from ..base.errors import CollectError
 from ..run import session
+from ..run.collect import SOURCES, collect_snapshot
+from ..run.runner import assign_roles, resolve_profile
 from .options import source_options
 
 TOPO_SOURCES = ("pci", "nvml", "infiniband")
@@ -25,14 +32,6 @@ def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
          simulate: str | None, node: str | None, profile: str | None, level: str | None,
          fmt: str, budget: float | None) -> None:
     """The node's GPU/NIC topology matrix (X, NV#, PIX, PXB, PHB, NODE, SYS)."""
-    import json
-    import time
-
-    from ...reports.render.topo import build, render_text, render_wrapped
-    from ..base.errors import CollectError
-    from ..run.collect import SOURCES, collect_snapshot
-    from ..run.runner import assign_roles, resolve_profile
-
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     options = session.run_options(config, level, profile, budget, None)
     names = [n for n in TOPO_SOURCES if n in SOURCES]
@@ -49,8 +48,6 @@ def topo(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         sys.stdout.write(f"{snap.node}: no NVIDIA GPU and no RDMA NIC found on the PCI bus "
                          f"({len(snap.pci)} devices read): no topology to show\n")
     elif sys.stdout.isatty():
-        import os
-
         sys.stdout.write(render_wrapped(matrix, os.get_terminal_size().columns, colour=True))
     else:
         sys.stdout.write(render_text(matrix))

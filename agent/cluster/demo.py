@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING
 from ..base.errors import ExitCode, UsageError
 from ..run import session
 from ..settings.config import Config
+from ..sim.cluster import present, racks
+from ..sim.spec import load_spec
+from .fleet import Fleet
 from .judge import gather_and_judge
 
 if TYPE_CHECKING:
@@ -53,8 +56,6 @@ def with_racks(config: Config, racks: dict[str, str]) -> Config:
 def banner(spec_path: Path | None) -> str:
     """The demo's first line: what follows is a simulation, not this machine or a real
     cluster, and its problems were planted on purpose."""
-    from ..sim.spec import load_spec
-
     spec = load_spec(str(spec_path or DEMO_SPEC))
     faults = sum(len(node.faults) for node in spec.nodes.values())
     planted = f"{faults} planted fault{'s' if faults != 1 else ''}" if faults else "no faults"
@@ -66,10 +67,6 @@ def run_demo(spec_path: Path | None, config_path: Path | None, need: int | None
              ) -> ClusterReport:
     """Start the spec's simulated agents, gather their reports over HTTP, judge them, and
     stop every agent again."""
-    from ..sim.cluster import present, racks
-    from ..sim.spec import load_spec
-    from .fleet import Fleet
-
     if spec_path is not None and not spec_path.is_file():
         raise UsageError(f"--spec {spec_path}: no such file")
     config = session.load(config_path)

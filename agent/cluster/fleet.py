@@ -32,6 +32,7 @@ from aiohttp import web
 from prometheus_client import generate_latest
 
 from ...checks.core.levels import Level, Mode
+from ...reports.model.node import NodeReport
 from ..daemon import cycle
 from ..daemon.metrics import AgentView, registry_for
 from ..daemon.server import Served, make_app, serve
@@ -56,7 +57,6 @@ def address(index: int) -> str:
 class _Node:
     """One simulated agent's fixed answers; the snapshot (shared by every node of the
     same hardware) is encoded with this node's name only when asked for."""
-
     report: dict[str, Any]
     snapshot: dict[str, Any]
     garbage: bool
@@ -72,8 +72,6 @@ class _Node:
             dict(self.snapshot, node=self.report["node"])).encode()
 
     def metrics_body(self) -> bytes:
-        from ...reports.model.node import NodeReport
-
         view = AgentView(report=NodeReport.from_dict(self.report), collections=1)
         return generate_latest(registry_for(lambda: view))
 

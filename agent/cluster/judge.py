@@ -9,8 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...reports.cluster_checks import judge, settings_from
+from ...reports.fleet import gather
+from ...reports.fleet.merge import expand, merge_files
+from ...reports.model.summary import summarize
 from ..base.errors import UsageError
 from ..run import session
+from ..settings.config import Config
 from .nodes import resolve_nodes
 from .progress import Progress
 
@@ -23,17 +28,12 @@ if TYPE_CHECKING:
 
 def cluster_settings(config: Config) -> ClusterSettings:
     """The cluster checks' settings from the config's ``cluster:`` section."""
-    from ...reports.cluster_checks import settings_from
-
     return settings_from(config.section("cluster"), f"config {config.path or '(defaults)'}")
 
 
 def gather_and_judge(config: Config, nodes: Sequence[str], via: str, need: int | None,
                      urls: dict[str, str] | None = None, token: str | None = None
                      ) -> ClusterReport:
-    from ...reports.cluster_checks import judge
-    from ...reports.fleet import gather
-
     checks = cluster_settings(config)
     settings = gather.settings_from(config.section("cluster"),
                                     config.section("agent").get("token_file"))
@@ -54,9 +54,6 @@ def one_node_report(config: Config, node_report: NodeReport, need: int | None
                     ) -> ClusterReport:
     """This node alone as a cluster report: md/html and ``--exclude-file`` without
     ``--nodes`` render the same way as for a cluster."""
-    from ...reports.cluster_checks import judge
-    from ...reports.model.summary import summarize
-
     return judge([summarize(node_report.to_dict())], [], cluster_settings(config),
                  via="local", need=need)
 
@@ -65,9 +62,6 @@ def merge_reports(config_path: Path | None, files: tuple[str, ...], need: int | 
                   ) -> ClusterReport:
     """``report merge``: saved node reports (files, or directories of *.json) judged as a
     cluster; a file that is not a node report is a cluster.reachability finding."""
-    from ...reports.cluster_checks import judge
-    from ...reports.fleet.merge import expand, merge_files
-
     settings = cluster_settings(session.load(config_path))
     paths = expand(files)
     if not paths:
@@ -101,7 +95,6 @@ def run_cluster(config_path: Path | None, nodes_arg: str | None, via: str | None
     if extra:
         section = dict(config.section("cluster"))
         section["remote_command"] = " ".join([section["remote_command"], *extra])
-        from ..settings.config import Config
 
         config = Config({**config.data, "cluster": section}, config.path)
     return gather_and_judge(config, names, via, need)

@@ -7,14 +7,13 @@ import os
 import sys
 from pathlib import Path
 
+from ClusterShell.NodeSet import NodeSetParseError
+
 from ..base.errors import UsageError
+from ..model.nodeset import MAX_NODES, expand, short
 
 
 def _read_nodes(text: str, where: str) -> list[str]:
-    from ClusterShell.NodeSet import NodeSetParseError
-
-    from ..model.nodeset import MAX_NODES, expand, short
-
     names: set[str] = set()
     for word in text.split() if where != "--nodes" else [text]:
         try:

@@ -7,6 +7,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from rich.console import Console
+from rich.progress import Progress as RichProgress
+
 # Fewer nodes than this finish before a progress bar would be read.
 PROGRESS_FROM = 8
 
@@ -17,9 +20,6 @@ class Progress:
     def __init__(self, total: int, label: str) -> None:
         self.bar: Any = None
         if total >= PROGRESS_FROM and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress as RichProgress
-
             self.bar = RichProgress(console=Console(stderr=True), transient=True)
             self.task = self.bar.add_task(label, total=total)
 

@@ -10,7 +10,7 @@ them once and takes them again while the directory's identity (device and inode,
 ``stat``) is unchanged and they are younger than the bound. A RoCE netdev's ECN
 settings, set by hand like the PFC and trust whose answers the agent keeps
 (daemon/commands.py), are kept the same way. On a dgx-h100 that is ~700 of the ~1,700
-files the PCI and InfiniBand sources read every interval (issue 15). Everything that
+files the PCI and InfiniBand sources read every interval. Everything that
 moves is read every collection: links' speed and width now, AER and port counters, port
 states, LIDs, GIDs, the driver binding, ACS control.
 

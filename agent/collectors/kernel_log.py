@@ -157,8 +157,8 @@ class _Stamp:
 @cache
 def _datetime() -> ModuleType:
     """``datetime``, imported when a line first prints a wall time: a node's own log
-    (/dev/kmsg) counts from boot, and the import costs the prolog ~2 ms (issue 15)."""
-    import datetime
+    (/dev/kmsg) counts from boot, and the import costs the prolog ~2 ms."""
+    import datetime  # datetime is off the prolog's path until a line prints a wall time
 
     return datetime
 

@@ -17,14 +17,15 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.lazy_re import LazyPattern
 from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
 from ..model.record import field, record
 from ..model.serde import from_jsonable, to_jsonable
-from ..read.sources import SourceEnv
+from ..read import nvml_library
+from ..read.sources import SourceEnv, real_nvml
 from ..read.sysfs import read_text
 from ..read.worker import fork_worker, stop_worker
 from .nvml_budget import ThreadTimes, from_dict, own_deadline, thread_times
@@ -37,7 +38,6 @@ from .nvml_read import (
     resolve_remotes,
 )
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .nvml_api import NvmlApi
 
@@ -89,7 +89,6 @@ def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
 @record
 class PendingNvml:
     """A running worker; ``result`` collects what it said by the deadline."""
-
     pid: int
     fd: int
     started: float
@@ -170,9 +169,6 @@ def _library_missing(env: SourceEnv) -> PendingNvml | None:
     """What the worker would say when the real pynvml cannot load NVML's library: its
     ``nvmlInit`` failed, nothing else was asked. Said without importing pynvml (about
     four interpreter starts) or forking: agent/read/nvml_library.py makes pynvml's dlopen."""
-    from ..read import nvml_library
-    from ..read.sources import real_nvml
-
     if env.nvml is not real_nvml or not nvml_library.missing():
         return None
     info = NvmlInfo(library_error=nvml_library.NOT_FOUND,

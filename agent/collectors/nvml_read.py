@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
 from ..model.pci import pci_address
@@ -25,7 +25,6 @@ from ..model.record import MISSING, fields
 from ..model.serde import SerdeError, from_jsonable, to_jsonable
 from .nvml_budget import CallClock
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .nvml_api import NvmlApi
 
@@ -75,8 +74,8 @@ def error_name(exc: BaseException) -> str:
 
 def _byref(struct: Any) -> Any:
     """``ctypes.byref``, ctypes imported only here: where NVML answers, pynvml has imported
-    it already; where its library is missing, the prolog never pays for it (issue 15)."""
-    import ctypes
+    it already; where its library is missing, the prolog never pays for it."""
+    import ctypes  # ctypes only where NVML answers (pynvml loaded it then)
 
     return ctypes.byref(struct)
 
@@ -426,6 +425,6 @@ def resolve_remotes(reader: GpuReader) -> None:
 def _uuid_text(raw: bytes) -> str:
     """The canonical 8-4-4-4-12 form; uuid is imported here, not on every start (it pulls
     in platform, a cost the prolog pays on every node for a fabric-attached GPU only)."""
-    import uuid
+    import uuid  # uuid (and platform) only for a fabric-attached GPU
 
     return str(uuid.UUID(bytes=raw))

@@ -214,7 +214,7 @@ def read_all_qos(env: SourceEnv, tools: dict[str, bool], counter: FileCounter,
                  deadline: float) -> dict[str, RoceQos]:
     """``read_qos`` of each netdev (``tools``: whether its PFC and trust are read with the
     tools), the netdevs side by side: each asks ``dcb`` twice, and one after the other
-    they cost the prolog a process start apiece (issue 15). Every tool call is bounded
+    they cost the prolog a process start apiece. Every tool call is bounded
     by the deadline, so waiting for the threads is too."""
     found: dict[str, RoceQos] = {}
     raised: list[Exception] = []

@@ -17,7 +17,7 @@ is a contract other parts read without talking to the daemon:
 - ``counter_window.json``: checkpoints of the last hour (one every 5 min) of the event
   counters that trickle — InfiniBand ``link_downed``/``link_error_recovery``, NVLink
   replays and recoveries (counterwindow.py, checks/core/window.py) — so ``ib.error_rate`` and
-  ``nvlink.error_rate`` judge an hour of them across restarts. (Before issue 14 this was
+  ``nvlink.error_rate`` judge an hour of them across restarts. (Earlier versions kept
   ``ib_window.json`` with ``link_downed`` only; an old file is ignored, not migrated: the
   window refills within the hour.)
 - ``clear/<id>``: a request to clear a sticky finding, left by ``clusterdiag agent --clear``

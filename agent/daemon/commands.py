@@ -3,7 +3,7 @@
 Every interval a collection asks ``systemctl show`` about the required units,
 ``timedatectl`` (else ``chronyc``, ``ntpq``) about the clock, and ``dcb`` (else
 ``mlnx_qos``) twice about each RoCE netdev: on a dgx-h100 ~10 processes and ~25-30 ms of
-CPU a cycle, most of what the agent costs a node between collections (issue 15). The
+CPU a cycle, most of what the agent costs a node between collections. The
 clock's and the ports' answers change when the time daemon loses its sources or someone
 reconfigures a port's PFC or trust, so the agent keeps them for ``agent.keep_s`` (120 s)
 and asks again after that. ``systemctl`` is asked every collection: a Fabric Manager or

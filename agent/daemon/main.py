@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 from ..base.errors import ExitCode, UsageError
+from ..run import session
 from ..run.nccl_cache import NAME as NCCL_CACHE
 from ..run.nccl_cache import PersistedVersions
+from ..settings.config import MIN_INTERVAL_S, seconds_problem
 from . import logfmt
 from .loop import Agent, Overrides, state_dir
 from .notify import Notifier
@@ -26,11 +28,8 @@ CLEAR_WAIT_S = 5.0
 def start(config_path: Path | None, root: Path | None, kernel_log: Path | None,
           simulate: str | None, node: str | None, profile: str | None, level: str | None,
           listen: str | None, interval: float | None, state_path: Path | None) -> ExitCode:
-    from ..run import session
-
     logfmt.setup()
     notifier = Notifier()  # first: no child may inherit NOTIFY_SOCKET
-    from ..settings.config import MIN_INTERVAL_S, seconds_problem
 
     if interval is not None and (problem := seconds_problem(interval, MIN_INTERVAL_S)):
         raise UsageError(f"--interval {interval:g}: {problem}")
@@ -63,8 +62,6 @@ def _running_pid(state: StateDir) -> int | None:
 def clear(config_path: Path | None, state_path: Path | None, event_id: str) -> str:
     """Clear a sticky event: through the running agent (a request file it picks up within
     a second), else in the state file directly. Returns the line to print."""
-    from ..run import session
-
     if not ID_RE.match(event_id):
         raise UsageError(f"--clear {event_id!r}: not an event id (see the finding's observed)")
     config = session.load(config_path)

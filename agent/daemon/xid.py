@@ -14,12 +14,11 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..read.sources import SourceEnv
 from ..read.worker import fork_worker, stop_worker
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..collectors.nvml_api import NvmlApi
 

@@ -15,6 +15,7 @@ from .kernel import KernelLog
 from .nccl import AllreduceRun, NcclInfo
 from .pci import PciDevice
 from .record import field, record
+from .serde import from_jsonable, to_jsonable
 from .upgrade import SNAPSHOT_SCHEMA_V1, SNAPSHOT_SCHEMA_V2, upgrade
 
 # v2: a GPU's unsupported/errors reasons are keyed by the model's field names (upgrade.py).
@@ -30,7 +31,6 @@ SOURCE_FIELDS = frozenset({"host", "pci", "nvml", "kernel_log", "infiniband", "n
 @record
 class SourceStats:
     """What collecting one source cost, and how it ended."""
-
     calls: int = 0
     seconds: float = 0.0
     status: str = "ok"  # ok | timeout | error | not_collected
@@ -45,7 +45,6 @@ class Snapshot:
     since boot, suspend included, never stepped by NTP) when both carry the same
     ``boot_id`` (the kernel's /proc/sys/kernel/random/boot_id of the machine that took
     them). A snapshot saved before these fields existed has them as None."""
-
     node: str
     taken_at: float
     simulated: bool = False
@@ -63,16 +62,12 @@ class Snapshot:
     schema: str = SNAPSHOT_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
-        from .serde import to_jsonable  # serde reads records through this package
-
         result: dict[str, Any] = to_jsonable(self)
         return result
 
     @classmethod
     def from_dict(cls, data: Any) -> Snapshot:
         """The snapshot ``data`` describes, in the current schema whatever it was saved in."""
-        from .serde import from_jsonable
-
         snap: Snapshot = from_jsonable(cls, upgrade(data))
         return snap
 

@@ -4,19 +4,20 @@
 is imported, and importing ``dataclasses`` brings ``inspect`` (with ``ast``, ``dis`` and
 ``tokenize``); the prolog without an agent report imports some ninety of these classes
 (the snapshot model, the check parameters, the registry's) on every node for every job, and
-the two together were over a third of its import time (issue 15). A record's
-``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` are written once, here; its fields
-are read from its annotations as dataclasses reads them.
+the two together were over a third of its import time. A record's ``__init__``,
+``__repr__``, ``__eq__`` and ``__hash__`` are written once, here; its fields are read from
+its annotations as dataclasses reads them. Only modules on the prolog's path use it
+(tests/unit/test_prolog_imports.py holds them to it); everywhere else, ``@dataclass``.
 
 To the code on that path a record is read through this module: ``field``, ``fields``,
 ``replace``, ``is_record``, ``MISSING``. To everything else it is a dataclass: the first
 time anything asks for ``__dataclass_fields__`` (``dataclasses.fields``, ``asdict``,
 ``replace``, ``is_dataclass``, a dataclass subclassing it), the record answers with the
-fields ``dataclasses`` itself works out for the same annotations and defaults; mypy sees
-``dataclasses`` itself (the names below are its own when type checking). Instances are
-built a little slower than a generated ``__init__`` builds them (dict updates and set
-tests over the fields), which matters only where millions are made, and there
-``@dataclass`` stays.
+fields ``dataclasses`` itself works out for the same annotations and defaults. mypy checks
+this implementation as it runs: ``record`` is marked ``dataclass_transform`` (PEP 681), so a
+record's generated ``__init__`` is typed from its fields. Instances are built a little
+slower than a generated ``__init__`` builds them (dict updates and set tests over the
+fields), which matters only where millions are made, and there ``@dataclass`` stays.
 
 What a record supports is what this code base uses of dataclasses: ``@record`` and
 ``@record(frozen=True)``, fields with a default or a ``default_factory`` (and
@@ -37,9 +38,18 @@ from __future__ import annotations
 import reprlib
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-__all__ = ["MISSING", "field", "fields", "is_frozen", "is_record", "record", "replace"]
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_: object) -> Any:
+        """PEP 681's marker, read by type checkers only (``typing`` has it from 3.11):
+        at run time the decorator as it is."""
+        return lambda decorated: decorated
+
+__all__ = ["MISSING", "RecordField", "dataclass_transform", "field", "fields", "is_frozen",
+           "is_record", "record", "replace"]
 
 T = TypeVar("T")
 
@@ -54,7 +64,7 @@ class _Missing:
         return "MISSING"
 
 
-_MISSING = _Missing()
+MISSING: Any = _Missing()
 
 
 class RecordField:
@@ -63,10 +73,10 @@ class RecordField:
 
     __slots__ = ("compare", "default", "default_factory", "metadata", "name", "repr", "type")
 
-    def __init__(self, default: Any = _MISSING, default_factory: Any = _MISSING,
+    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING,
                  metadata: Mapping[str, Any] | None = None, repr: bool = True,
                  compare: bool = True) -> None:
-        if default is not _MISSING and default_factory is not _MISSING:
+        if default is not MISSING and default_factory is not MISSING:
             raise ValueError("cannot specify both default and default_factory")
         self.name = ""
         self.type: Any = None
@@ -80,9 +90,18 @@ class RecordField:
         return f"RecordField(name={self.name!r}, default={self.default!r})"
 
 
-def _field(*, default: Any = _MISSING, default_factory: Any = _MISSING,
-           metadata: Mapping[str, Any] | None = None, repr: bool = True,
-           compare: bool = True) -> Any:
+@overload
+def field(*, default: T, metadata: Mapping[str, Any] | None = None, repr: bool = True,
+          compare: bool = True) -> T: ...
+@overload
+def field(*, default_factory: Callable[[], T], metadata: Mapping[str, Any] | None = None,
+          repr: bool = True, compare: bool = True) -> T: ...
+@overload
+def field(*, metadata: Mapping[str, Any] | None = None, repr: bool = True,
+          compare: bool = True) -> Any: ...
+def field(*, default: Any = MISSING, default_factory: Any = MISSING,
+          metadata: Mapping[str, Any] | None = None, repr: bool = True,
+          compare: bool = True) -> Any:
     """A field's default, factory and metadata, as ``dataclasses.field`` takes them."""
     return RecordField(default, default_factory, metadata, repr, compare)
 
@@ -148,7 +167,7 @@ def _frozen_setattr(self: Any, name: str, value: Any) -> None:
 
 
 def _frozen_delattr(self: Any, name: str) -> None:
-    from dataclasses import FrozenInstanceError
+    from dataclasses import FrozenInstanceError  # dataclasses stays off the prolog's path
 
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
@@ -162,7 +181,7 @@ class _AsDataclass:
         self.attribute = attribute
 
     def __get__(self, instance: object, owner: Any) -> Any:
-        import dataclasses
+        import dataclasses  # dataclasses stays off the prolog's path until something asks
 
         known: tuple[RecordField, ...] = owner.__record_fields__
         namespace: dict[str, Any] = {
@@ -170,8 +189,8 @@ class _AsDataclass:
             "__doc__": owner.__doc__, "__annotations__": {f.name: f.type for f in known}}
         for f in known:
             namespace[f.name] = dataclasses.field(
-                default=f.default if f.default is not _MISSING else dataclasses.MISSING,
-                default_factory=(f.default_factory if f.default_factory is not _MISSING
+                default=f.default if f.default is not MISSING else dataclasses.MISSING,
+                default_factory=(f.default_factory if f.default_factory is not MISSING
                                  else dataclasses.MISSING),
                 metadata=f.metadata, repr=f.repr, compare=f.compare)
         shadow: Any = dataclasses.dataclass(type(owner.__name__, (), namespace), init=False,
@@ -196,7 +215,7 @@ def _spec_of(value: Any) -> RecordField:
     dataclasses = sys.modules.get("dataclasses")
     if dataclasses is not None and isinstance(value, dataclasses.Field):
         def own(given: Any) -> Any:
-            return _MISSING if given is dataclasses.MISSING else given
+            return MISSING if given is dataclasses.MISSING else given
 
         if value.init is False or value.kw_only is True or value.hash is not None:
             raise TypeError("a record's field takes default, default_factory, metadata, "
@@ -221,12 +240,12 @@ def _own_fields(cls: type) -> tuple[RecordField, ...]:
     for name, annotation in getattr(cls, "__annotations__", {}).items():
         if _is_class_var(annotation):
             continue
-        spec = _spec_of(cls.__dict__.get(name, _MISSING))
+        spec = _spec_of(cls.__dict__.get(name, MISSING))
         spec.name, spec.type = name, annotation
-        if spec.default is not _MISSING and type(spec.default).__hash__ is None:
+        if spec.default is not MISSING and type(spec.default).__hash__ is None:
             raise ValueError(f"mutable default {type(spec.default)} for field {name} is "
                              "not allowed: use default_factory")
-        if spec.default is _MISSING:
+        if spec.default is MISSING:
             if name in cls.__dict__:
                 type.__delattr__(cls, name)
         else:
@@ -234,7 +253,7 @@ def _own_fields(cls: type) -> tuple[RecordField, ...]:
         found[name] = spec
     defaulted = ""
     for f in found.values():
-        if f.default is not _MISSING or f.default_factory is not _MISSING:
+        if f.default is not MISSING or f.default_factory is not MISSING:
             defaulted = defaulted or f.name
         elif defaulted:
             raise TypeError(f"{cls.__qualname__}: non-default argument {f.name!r} follows "
@@ -261,13 +280,13 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
         "__record_fields__": known,
         "__record_frozen__": frozen,
         "__record_names__": tuple(f.name for f in known),
-        "__record_template__": {f.name: None if f.default is _MISSING else f.default
+        "__record_template__": {f.name: None if f.default is MISSING else f.default
                                 for f in known},
-        "__record_required__": frozenset(f.name for f in known if f.default is _MISSING
-                                         and f.default_factory is _MISSING),
+        "__record_required__": frozenset(f.name for f in known if f.default is MISSING
+                                         and f.default_factory is MISSING),
         "__record_factories__": tuple((index, f.name, f.default_factory)
                                       for index, f in enumerate(known)
-                                      if f.default_factory is not _MISSING),
+                                      if f.default_factory is not MISSING),
         "__record_repr__": tuple(f.name for f in known if f.repr),
         "__record_compare__": tuple(f.name for f in known if f.compare),
         "__record_post_init__": hasattr(cls, "__post_init__"),
@@ -275,7 +294,7 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
         "__dataclass_params__": _AsDataclass("__dataclass_params__"),
     }
     methods: dict[str, Any] = {
-        "__init__": _init, "__repr__": _repr, "__eq__": _eq, "__replace__": _replace,
+        "__init__": _init, "__repr__": _repr, "__eq__": _eq, "__replace__": replace,
         "__match_args__": tuple(f.name for f in known)}
     if frozen:
         methods |= {"__setattr__": _frozen_setattr, "__delattr__": _frozen_delattr}
@@ -289,8 +308,13 @@ def _make(cls: type[T], frozen: bool) -> type[T]:
     return cls
 
 
-def _record(cls: type[T] | None = None, /, *,
-            frozen: bool = False) -> type[T] | Callable[[type[T]], type[T]]:
+@overload
+def record(cls: type[T], /) -> type[T]: ...
+@overload
+def record(*, frozen: bool = False) -> Callable[[type[T]], type[T]]: ...
+@dataclass_transform(field_specifiers=(field, RecordField))
+def record(cls: type[T] | None = None, /, *,
+           frozen: bool = False) -> type[T] | Callable[[type[T]], type[T]]:
     """``@record`` or ``@record(frozen=True)``, as ``@dataclass`` is written."""
     if cls is None:
         return lambda decorated: _make(decorated, frozen)
@@ -301,7 +325,7 @@ def _class_of(value: Any) -> type:
     return value if isinstance(value, type) else type(value)
 
 
-def _is_record(value: Any) -> bool:
+def is_record(value: Any) -> bool:
     """Whether ``value`` is a record or a record's instance: the nearest class of its MRO
     that was made a record or a dataclass was made a record (a dataclass extending a
     record is a dataclass, with fields of its own)."""
@@ -313,18 +337,18 @@ def _is_record(value: Any) -> bool:
     return False
 
 
-def _fields(value: Any) -> tuple[RecordField, ...]:
+def fields(value: Any) -> tuple[RecordField, ...]:
     """A record's fields (of the class or an instance), in order."""
-    if not _is_record(value):
+    if not is_record(value):
         raise TypeError(f"{value!r} is not a record")
     cls: Any = _class_of(value)
     fields_: tuple[RecordField, ...] = cls.__record_fields__
     return fields_
 
 
-def _replace(obj: T, /, **changes: Any) -> T:
+def replace(obj: T, /, **changes: Any) -> T:
     """A copy of the record ``obj`` with ``changes``, built through its ``__init__``."""
-    if isinstance(obj, type) or not _is_record(obj):
+    if isinstance(obj, type) or not is_record(obj):
         raise TypeError("replace() should be called on a record instance")
     cls: Any = type(obj)
     values = {name: getattr(obj, name) for name in cls.__record_names__}
@@ -334,16 +358,7 @@ def _replace(obj: T, /, **changes: Any) -> T:
 
 def is_frozen(cls: Any) -> bool:
     """Whether ``cls`` is a frozen record, or a frozen dataclass."""
-    if _is_record(cls):
+    if is_record(cls):
         return bool(cls.__record_frozen__)
     params = getattr(cls, "__dataclass_params__", None)
     return bool(params is not None and params.frozen)
-
-
-if TYPE_CHECKING:
-    from dataclasses import MISSING, field, fields, replace
-    from dataclasses import dataclass as record
-    from dataclasses import is_dataclass as is_record
-else:
-    MISSING, field, fields, replace = _MISSING, _field, _fields, _replace
-    record, is_record = _record, _is_record

@@ -39,7 +39,7 @@ def _fields_of(cls: type) -> tuple[tuple[str, bool], ...] | None:
             _FIELDS[cls] = tuple((f.name, f.default is not MISSING
                                   or f.default_factory is not MISSING) for f in fields(cls))
         elif hasattr(cls, "__dataclass_fields__"):  # whoever made it imported dataclasses
-            import dataclasses
+            import dataclasses  # loaded by whoever made the dataclass
 
             _FIELDS[cls] = tuple(
                 (f.name, f.default is not dataclasses.MISSING

@@ -1,7 +1,7 @@
 """``clusterdiag qualify`` end to end, apart from the flags: which nodes and launcher, the
 profile of each node, the run (or the logs), the report, the baseline, the drain.
 
-Defaults (issue 17): inside a Slurm allocation the nodes are ``SLURM_JOB_NODELIST`` and the
+Defaults: inside a Slurm allocation the nodes are ``SLURM_JOB_NODELIST`` and the
 launcher ``srun``; with ``--nodes`` outside one, ssh; otherwise this node, locally. Under
 ``--simulate`` every node of the spec is qualified through the simulated tools.
 """
@@ -15,6 +15,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ClusterShell.NodeSet import NodeSetParseError
+
 from ...checks.core.finding import Action, Finding, Status
 from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile, UnknownProfileError, load_profile
@@ -22,11 +24,18 @@ from ...checks.qualify.judge import StragglerRule
 from ...reports.model.cluster import ClusterFinding, ClusterReport
 from ...reports.model.qualify import QualifyReport, node_summary
 from ..base.errors import CollectError, UsageError
+from ..cluster.nodes import resolve_nodes
+from ..model.nodeset import expand
 from ..model.qualify import CROSS_TESTS
+from ..run.session import site_profile
 from ..settings.config import Config
+from ..sim.tools import simulated_cluster
+from ..slurm.scontrol import Scontrol
 from . import baseline
 from .cross import Cross
+from .drain import drain_nodes
 from .launch import VIAS, GroupRunner, ToolRunner, command_runner, group_runner
+from .logs import judge_logs
 from .plan import NODE_TESTS
 from .run import QualifyOptions, qualify
 
@@ -59,8 +68,6 @@ def load_site_profile(config: Config, arg: str) -> Profile:
     """A built-in or site profile by name, or a site profile file, through the validated
     loader every command uses (agent/settings/site_profiles.py: ``extends``, types, did-you-mean);
     a bad one is a one-line ConfigError/UsageError (exit 2)."""
-    from ..run.session import site_profile
-
     try:
         return load_profile(site_profile(config, arg))
     except UnknownProfileError as exc:
@@ -80,10 +87,6 @@ def _tests(arg: str | None) -> tuple[frozenset[str], frozenset[str]]:
 
 def _racks(config: Config, nodes: list[str]) -> dict[str, list[str]]:
     """``cluster.racks`` (rack name -> node set of its trays), limited to ``nodes``."""
-    from ClusterShell.NodeSet import NodeSetParseError
-
-    from ..model.nodeset import expand
-
     wanted = set(nodes)
     out = {}
     for rack, members in (config.section("cluster").get("racks") or {}).items():
@@ -106,8 +109,6 @@ def _rule(config: Config) -> StragglerRule:
 
 
 def from_logs(request: Request, config: Config) -> QualifyReport:
-    from .logs import judge_logs
-
     profile = load_site_profile(config, request.profile) if request.profile else None
     result = judge_logs([Path(p) for p in request.from_logs], profile, _rule(config))
     names = {node: profile.name if profile else "" for node in result.judgement.findings}
@@ -117,8 +118,6 @@ def from_logs(request: Request, config: Config) -> QualifyReport:
 
 
 def _nodes_and_via(request: Request) -> tuple[list[str], str]:
-    from ..cluster.nodes import resolve_nodes
-
     inside = bool(os.environ.get("SLURM_JOB_ID")) and request.nodes is None
     nodes = resolve_nodes(request.nodes)
     via = request.via or ("srun" if inside else "ssh" if nodes else "local")
@@ -141,8 +140,6 @@ def run(request: Request, config: Config) -> QualifyReport:
     level = Level(request.level or config.data["level"])
     budget = float(request.budget if request.budget is not None else settings["budget_s"])
     if request.simulate is not None:
-        from ..sim.tools import simulated_cluster
-
         sims, runner = simulated_cluster(request.simulate, request.seed)
         nodes, via = sorted(sims), "local"
         given = load_site_profile(config, request.profile) if request.profile else None
@@ -219,9 +216,6 @@ def run(request: Request, config: Config) -> QualifyReport:
 
 
 def drain(report: QualifyReport, config: Config) -> list[dict[str, Any]]:
-    from ..slurm.scontrol import Scontrol
-    from .drain import drain_nodes
-
     bad = set(report.bad_nodes)
     findings = {n: [f for f in fs if f.status is Status.FAIL]
                 for n, fs in report.findings.items() if n in bad}

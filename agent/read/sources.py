@@ -10,14 +10,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from ..base.safefile import open_regular_fd
 from ..model.record import field, record
 
 
@@ -25,7 +29,6 @@ from ..model.record import field, record
 class CommandResult:
     """What a system tool answered, or why it did not (``error``): a collector records
     the reason instead of raising, so one tool costs one value."""
-
     argv: list[str]
     returncode: int | None
     stdout: str = ""
@@ -97,9 +100,6 @@ def _kill(proc: subprocess.Popen[Any]) -> None:
 def _read_bounded(proc: subprocess.Popen[bytes], argv: list[str], timeout_s: float,
                   max_bytes: int) -> CommandResult:
     """Both pipes read as they fill, until they close, the deadline or ``max_bytes``."""
-    import selectors
-    import time
-
     deadline = time.monotonic() + timeout_s
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
     size = 0
@@ -158,7 +158,7 @@ def find_library(name: str) -> str | None:
     hit = _libraries.get(name)
     if hit is not None and hit[0] == key:
         return hit[1]
-    import ctypes.util
+    import ctypes.util  # ctypes only for a library search the cache cannot answer
 
     found = ctypes.util.find_library(name)
     _libraries[name] = (key, found)
@@ -226,8 +226,6 @@ def _not_elf(path: str) -> str | None:
     file that is not ELF (a stub, a linker script, a captured tree's placeholder) fails
     every probe alike, and a probe is a fresh interpreter. None when it may be one, or
     cannot be read here (the probe then says why)."""
-    from ..base.safefile import open_regular_fd
-
     try:
         fd = open_regular_fd(path, follow=True)  # a FIFO planted there must not block us
     except OSError:
@@ -266,15 +264,13 @@ def python_site_dirs() -> list[str]:
 
 
 def host_name() -> str:
-    """The host's name; ``socket`` is imported only when no name was given (the Slurm
-    programs are given SLURMD_NODENAME, and their start counts)."""
-    import socket
-
+    """The host's name, where no name was given (the Slurm programs are given
+    SLURMD_NODENAME)."""
     return socket.gethostname()
 
 
 def real_nvml() -> ModuleType:
-    import pynvml
+    import pynvml  # pynvml only where NVML is read for real
 
     module: ModuleType = pynvml
     return module
@@ -284,7 +280,6 @@ def real_nvml() -> ModuleType:
 class SourceEnv:
     """Everything collectors may read. ``params`` gives collectors the check parameters
     that say what to look at (paths to watch, services to ask about)."""
-
     node: str = field(default_factory=host_name)
     root: Path = Path("/")
     kernel_log_file: Path | None = None
@@ -302,7 +297,7 @@ class SourceEnv:
     # Whether to read the hardware's counters (IB port counters, PCIe AER): rate checks,
     # the agent's metrics and counter window, and a report's facts read them; a Slurm
     # program judging the quick checks does not, and they are most of the files a node
-    # has (issue 15: ~900 of a dgx-h100's ~1,900).
+    # has (~900 of a dgx-h100's ~1,900).
     counters: bool = True
     # Called before each sample is collected: the simulator brings files that stand for
     # moving hardware counters up to date (real sysfs files are live on their own).

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import TYPE_CHECKING
 
+from ..base.safefile import read_regular
 from ..read import sources
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -69,8 +70,6 @@ class PersistedVersions:
         self.path = path
 
     def _load(self) -> dict[str, tuple[sources.FileKey, int]]:
-        from ..base.safefile import read_regular
-
         try:
             body = read_regular(self.path, MAX_BYTES)
         except (OSError, ValueError):
@@ -80,7 +79,7 @@ class PersistedVersions:
     def _save(self, entries: dict[str, tuple[sources.FileKey, int]]) -> None:
         if not self.path.parent.is_dir():
             return  # no state directory (no agent here): not ours to create
-        from ..base.atomic import write_atomic
+        from ..base.atomic import write_atomic  # written only when a version was learnt
 
         with contextlib.suppress(OSError):
             write_atomic(self.path, render(entries))

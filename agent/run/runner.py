@@ -15,6 +15,7 @@ from ...checks.core.common import nvml_down
 from ...checks.core.finding import Finding, Status
 from ...checks.core.levels import Level, Mode
 from ...checks.core.params import Params, ParamsError
+from ...checks.core.rails import HcaCountParams, assign
 from ...checks.core.registry import CheckContext, CheckSpec, History
 from ...checks.profiles.detect import detect_profile
 from ...checks.profiles.profile import Profile, load_profile
@@ -30,7 +31,6 @@ from .collect import SOURCES, collect_snapshot, one_line
 @record
 class RunOptions:
     """How one run judges the node: what the flags and the config chose."""
-
     level: Level = Level.QUICK
     mode: Mode = Mode.RUN
     patterns: tuple[str, ...] = ()
@@ -120,7 +120,6 @@ def assign_roles(snap: Snapshot, config: Config, profile: Profile) -> None:
     the config's compute/storage/management lists."""
     if snap.infiniband is None:
         return
-    from ...checks.core.rails import HcaCountParams, assign  # only where there are RDMA devices
 
     (spec,) = index.specs([index.ENTRIES["ib.hca_count"]])
     try:

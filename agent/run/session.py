@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 
+from ... import checks
+from ...checks.core.index import schemas
+from ...checks.core.levels import Level, Mode
 from ..base.errors import CollectError, UsageError
+from ..settings.config import MIN_BUDGET_S, load_config, seconds_problem
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -24,9 +28,6 @@ if TYPE_CHECKING:
 def load(config_path: str | Path | None) -> Config:
     """The config file (or the defaults), validated against the check catalog, and the
     site profiles it points at registered; a ``profile:`` file becomes its name."""
-    from ...checks.core.index import schemas
-    from ..settings.config import load_config
-
     config = load_config(config_path, schemas())
     config.data["profile"] = site_profile(config, config.data["profile"])
     return config
@@ -44,9 +45,10 @@ def site_profile(config: Config, name: str) -> str:
     directory = config.data["profile_dir"]
     if not is_profile_file(name) and not os.path.isdir(directory):
         return name
-    from pathlib import Path
+    from pathlib import Path  # pathlib off the fresh-report prolog path
 
     extra = Path(name) if is_profile_file(name) else None
+    # Site profiles only where there are some.
     from ...checks.profiles.profile import add_site_profiles
     from ..settings.site_profiles import load_site_profiles
 
@@ -79,7 +81,7 @@ def node_name(config: Config, node: str | None) -> str:
         return str(config.data["node_name"])
     if node:
         return node
-    from ..read.sources import host_name
+    from ..read.sources import host_name  # the sources are off the fresh-report prolog path
 
     return host_name()
 
@@ -87,16 +89,16 @@ def node_name(config: Config, node: str | None) -> str:
 def source_env(config: Config, root: str | Path | None, kernel_log: str | Path | None,
                simulate: str | None, node: str | None) -> SourceEnv:
     """Where the node is read from (see ``setup``)."""
-    from pathlib import Path
+    from pathlib import Path  # the sources are off the fresh-report prolog path
 
     from ..read.sources import SourceEnv
 
     if simulate is not None:
-        from ..sim.node import simulated_env
+        from ..sim.node import simulated_env  # the simulator only under --simulate
 
         env = simulated_env(simulate, node, config)
     else:
-        from .nccl_cache import NAME, PersistedVersions
+        from .nccl_cache import NAME, PersistedVersions  # the NCCL cache only on a real node
 
         cache = Path(config.section("agent")["state_dir"]) / NAME
         env = SourceEnv(node=node_name(config, node), nccl_versions=PersistedVersions(cache))
@@ -111,8 +113,6 @@ def source_env(config: Config, root: str | Path | None, kernel_log: str | Path |
 def check_patterns(patterns: str | None) -> tuple[str, ...]:
     """``--checks``: comma-separated globs, each of which must select a check (a typo
     such as ``nvlnk.*`` would otherwise run nothing and print READY)."""
-    from ... import checks
-
     globs = tuple(p.strip() for p in (patterns or "").split(",") if p.strip())
     for glob in globs:
         if not checks.select([glob]):
@@ -124,8 +124,6 @@ def check_patterns(patterns: str | None) -> tuple[str, ...]:
 def budget_flag(budget: float | None) -> float | None:
     """``--budget`` of ``run`` and ``snapshot``: at least config.MIN_BUDGET_S, finite.
     (The Slurm entry points pass what is left of their own budget, which is theirs.)"""
-    from ..settings.config import MIN_BUDGET_S, seconds_problem
-
     if budget is not None and (problem := seconds_problem(budget, MIN_BUDGET_S)):
         raise UsageError(f"--budget {budget:g}: {problem}")
     return budget
@@ -136,7 +134,7 @@ def run_options(config: Config, level: str | None, profile: str | None,
     """The flags over the config's defaults; an unknown profile name or a glob that
     selects nothing is a usage error. ``level`` and ``mode`` are words, as click, the config
     (both validated against checks.core.levels) and the Slurm program name give them."""
-    from ...checks.core.levels import Level, Mode
+    # The runner and profiles are off the fresh-report prolog path.
     from ...checks.profiles.profile import UnknownProfileError, load_profile
     from .runner import RunOptions
 

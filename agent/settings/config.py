@@ -34,6 +34,7 @@ timeout with action reboot, and the prolog drained the node):
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
 import reprlib
@@ -41,8 +42,9 @@ import reprlib
 from ...checks.core.levels import LEVEL_NAMES
 from ..base.errors import ConfigError
 from ..base.plain import plain_copy
+from ..base.safefile import read_regular
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
@@ -204,7 +206,7 @@ def seconds_problem(value: float, low: float, high: float = MAX_SECONDS) -> str 
 def _template_problem(template: str) -> str | None:
     """Why ``agent_url`` is no template of ``{node}`` alone: ``str.format`` would raise
     on a stray brace, index by position or reach into attributes."""
-    import string
+    import string  # only for a configured agent_url
 
     try:
         fields = [f for _, f, spec, conv in string.Formatter().parse(template)
@@ -383,8 +385,7 @@ def validate_check_params(checks: Any, where: str,
 
 class Config:
     """The merged settings; ``path`` is the file they came from, if any. A plain class, not
-    a dataclass: the prolog loads it on every node for every job (issue 15)."""
-
+    a dataclass: the prolog loads it on every node for every job."""
     __slots__ = ("data", "path")
 
     def __init__(self, data: dict[str, Any] | None = None, path: str | None = None) -> None:
@@ -424,8 +425,6 @@ class Config:
 
 def _read(path: str | Path, where: str) -> str:
     """The file's text: a regular file of at most MAX_BYTES, opened without blocking."""
-    from ..base.safefile import read_regular
-
     try:
         raw = read_regular(path, MAX_BYTES, follow=True)
     except FileNotFoundError:
@@ -443,9 +442,8 @@ def _read(path: str | Path, where: str) -> str:
 def _json_document(text: str) -> Any:
     """The document when ``text`` is plain JSON (which is YAML too), else None: parsing it
     with ``json`` spares the prolog PyYAML's import, which costs as much as three
-    interpreter starts (issue 15). ``NaN`` and ``Infinity`` are not JSON (YAML reads
+    interpreter starts. ``NaN`` and ``Infinity`` are not JSON (YAML reads
     them as strings), so a text using them is left to YAML."""
-    import json
 
     def refuse(name: str) -> Any:
         raise ValueError(name)
@@ -468,7 +466,7 @@ def read_yaml(path: str | Path, where: str) -> Any:
     if data is not None:
         _walk_bounded(data, where)
         return data
-    import yaml
+    import yaml  # PyYAML only for a YAML config (JSON is read without it)
 
     try:
         data = yaml.safe_load(text)

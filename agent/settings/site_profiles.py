@@ -16,11 +16,13 @@ keeps where every value came from, which ``profiles show`` prints.
 
 from __future__ import annotations
 
+import difflib
 import typing
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ...checks.core.index import schemas
 from ...checks.profiles.profile import Profile, builtin_names, load_builtin
 from ..base.errors import ConfigError
 from .config import brief, read_yaml, validate_check_params
@@ -35,7 +37,6 @@ _MERGED = ("qualify", "thresholds")
 @dataclass(frozen=True)
 class SiteProfile:
     """A merged profile and, per field, where its value came from."""
-
     profile: Profile
     path: str
     extends: str | None
@@ -95,8 +96,6 @@ def _type_problem(key: str, value: Any, kinds: tuple[type, ...]) -> str | None:
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:
-    import difflib  # only for an error
-
     close = difflib.get_close_matches(word, choices, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -119,8 +118,6 @@ def _read(path: Path) -> dict[str, Any]:
         if problem := _type_problem(key, value, kinds[key]):
             raise ConfigError(f"{where}: key {key!r} {problem}")
         if key == "thresholds":
-            from ...checks.core.index import schemas
-
             validate_check_params(value, where, schemas(), section="thresholds")
     return data
 

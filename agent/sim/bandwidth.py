@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .state.hardware import SimNode
 
 SIGMA = 0.01
-SOCKET_BUSBW = 5.0  # GB/s: what users measured once NCCL fell back to sockets (issue 17)
+SOCKET_BUSBW = 5.0  # GB/s: what users measured once NCCL fell back to sockets
 
 
 @dataclass(frozen=True)

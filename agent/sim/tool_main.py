@@ -18,11 +18,10 @@ import socket
 import sys
 
 from ..model.nodeset import expand
+from .tools import simulated_cluster
 
 
 def main(argv: list[str]) -> int:
-    from .tools import simulated_cluster
-
     if not argv:
         print("usage: python -m clusterdiag.agent.sim.tool_main PROGRAM [ARG...]",
               file=sys.stderr)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..read.sources import CommandResult, run_command
 from . import bandwidth as bw
+from .node import build
+from .spec import load_spec
 from .state.hardware import SimGpu, SimNode
 from .state.ib import LANE_GBPS
 
@@ -413,8 +415,5 @@ def all_reduce_group(group: list[SimNode], argv: list[str], env: Mapping[str, st
 
 def simulated_cluster(arg: str, seed: int = 0) -> tuple[dict[str, SimNode], SimTools]:
     """The nodes of a simulation spec (a profile name or a spec file) and their tools."""
-    from .node import build
-    from .spec import load_spec
-
     nodes = {name: build(spec) for name, spec in load_spec(arg).nodes.items()}
     return nodes, SimTools(nodes, seed)

@@ -13,7 +13,7 @@ counted from the end of the collection (``started_at`` + ``duration_s``).
 
 The report is read into ``AgentReport``, what the prolog and the health check use of it,
 not into ``NodeReport``, whose module loads the snapshot model: the prolog reads this
-file on every node for every job (issue 15).
+file on every node for every job.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ...checks.core.finding import Finding
 from ..base.hostname import same_host
 from ..base.safefile import read_regular
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from typing import Any
 
@@ -105,7 +105,7 @@ def utc_seconds(stamp: str) -> float:
     """Seconds since the epoch of an ISO 8601 time with its UTC offset; ValueError for
     anything else, a time without an offset included (its zone would be a guess). Written
     here rather than asking ``datetime``: importing it is a fifteenth of the prolog's whole
-    run with an agent report (issue 15)."""
+    run with an agent report."""
     found = _STAMP.fullmatch(stamp) if isinstance(stamp, str) else None
     if found is None:
         raise ValueError(f"not an ISO 8601 time with a UTC offset: {str(stamp)[:40]!r}")

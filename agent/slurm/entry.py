@@ -9,7 +9,7 @@ reason of our own (``clusterdiag: ...``), never over one an operator or Slurm se
 The prolog runs this on every node for every job, so what its passing path does not use
 is imported where it is used: scontrol only for a drain, the sources (``SourceEnv``)
 only when a check must collect; the classes here are plain ones, since importing
-``dataclasses`` alone costs as much as starting the interpreter (issue 15).
+``dataclasses`` alone costs as much as starting the interpreter.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import time
 
 from ...checks.core.finding import Status
 from ..base.errors import ClusterdiagError, ExitCode
+from ..run import session
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
 from .reason import EPILOG, OWN_ERROR, PREFIX, clip, drain_reason, owned, parse
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
@@ -41,7 +42,6 @@ SCONTROL_CALLS = 2  # drain() and resume_if_ours(): show node, then update
 
 class Inputs:
     """The command line, as the source flags give it (DESIGN §3)."""
-
     __slots__ = ("config_path", "kernel_log", "level", "node", "profile", "root", "simulate")
 
     def __init__(self, config_path: str | Path | None = None, root: str | Path | None = None,
@@ -59,7 +59,6 @@ class Inputs:
 
 class Outcome:
     """What a program concluded: its findings and where they came from."""
-
     __slots__ = ("extra", "findings", "source")
 
     def __init__(self, findings: list[Finding], source: str,
@@ -91,8 +90,6 @@ class Run:
     @property
     def env(self) -> SourceEnv:
         if self._env is None:
-            from ..run import session
-
             self._env = session.source_env(self.config, self.inputs.root,
                                            self.inputs.kernel_log, None, self.node)
             self._env.counters = self.rates_judged()
@@ -108,7 +105,7 @@ class Run:
         """Whether NVML is read through the real pynvml (not the simulator's)."""
         if self._env is None:
             return True  # the sources made for this run will be the host's
-        from ..read.sources import real_nvml
+        from ..read.sources import real_nvml  # the sources are off the fresh-report prolog path
 
         return self._env.nvml is real_nvml
 
@@ -117,6 +114,7 @@ class Run:
         return self.config.section(self.program)
 
     def scontrol(self) -> Scontrol:
+        # Scontrol's module only where Slurm is asked.
         from .scontrol import DEFAULT_TIMEOUT_S, Scontrol
 
         return Scontrol(self.config.section("prolog").get("scontrol"),
@@ -126,7 +124,7 @@ class Run:
         """What is left for collecting once scontrol's timeouts are set aside: a drain or
         a resume is two calls (``show`` to protect an operator's reason, then ``update``),
         and an update cut short leaves Slurm to drain with its generic "Prolog error"."""
-        from .scontrol import DEFAULT_TIMEOUT_S
+        from .scontrol import DEFAULT_TIMEOUT_S  # scontrol's module only where Slurm is asked
 
         return max(0.5, self.deadline - time.monotonic() - SCONTROL_CALLS * DEFAULT_TIMEOUT_S)
 
@@ -159,8 +157,6 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
 def _setup(inputs: Inputs, job: JobEnv) -> tuple[Config, str, SourceEnv | None]:
     """The config, the node's name, and the simulator's sources when simulating (else
     the sources are made when a check needs them: ``Run.env``)."""
-    from ..run import session
-
     node = inputs.node or job.node
     if inputs.simulate is not None:
         config, env = session.setup(inputs.config_path, inputs.root, inputs.kernel_log,
@@ -208,7 +204,7 @@ def drain(run: Run, reason: str) -> None:
     """Drain with ``reason`` unless the node carries a reason that is not ours, or the
     epilog's, which only a person lifts (reason.py): another program's newer reason
     would hide it, and the health check would resume the node once that one passes."""
-    from .scontrol import SlurmError
+    from .scontrol import SlurmError  # scontrol's module only where Slurm is asked
 
     scontrol = run.scontrol()
     name = run.node

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...checks.core.finding import Finding, Status
+from ...reports.model.node import iso
 from ..run.runner import run_node
 from ..settings.config import Config
 from .entry import Inputs, Outcome, Run, execute
@@ -96,6 +97,5 @@ def check_job_end(run: Run) -> Outcome:
 def _stamp(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    from ...reports.model.node import iso
 
     return iso(epoch)

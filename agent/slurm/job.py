@@ -20,14 +20,14 @@ import os
 import re
 import time
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 
 class JobEnv:
     """A plain class, not a dataclass: the prolog reads it on every node for every job
-    (issue 15)."""
+   ."""
 
     __slots__ = ("gpus", "job_id", "node", "shared", "start_time", "user")
 

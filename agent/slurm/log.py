@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any

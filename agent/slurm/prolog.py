@@ -14,11 +14,14 @@ commands off the passing path as SchedMD asks.
 from __future__ import annotations
 
 from ...checks.core import index
+from ...checks.core.finding import Status
+from ..read import nvml_library
+from ..run import session
 from ..settings.config import Config
 from .agent_report import AgentReport, load_trusted
 from .entry import Inputs, Outcome, Run, execute
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from ...checks.core.finding import Finding
     from ..run.runner import RunOptions
@@ -49,8 +52,7 @@ def job_config(config: Config, job: JobEnv) -> Config:
 
 
 def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
-    from ..model.record import replace
-    from ..run import session
+    from ..model.record import replace  # records are off the fresh-report prolog path
 
     opts = session.run_options(run.config, run.inputs.level or "quick", run.inputs.profile,
                                 run.collect_budget(), None, mode=run.program)
@@ -61,7 +63,7 @@ def check_node(run: Run) -> Outcome:
     run.config = job_config(run.config, run.job)
     cached = load_trusted(run.config, run.node)
     if cached.report is None:
-        from ..run.runner import run_node
+        from ..run.runner import run_node  # the runner only without a fresh agent report
 
         run.log("running the quick checks", why=cached.why)
         report = run_node(run.env, run.config, options(run))
@@ -80,13 +82,10 @@ def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Find
     collectors (agent/read/nvml_library.py)."""
     known = index.known()
     entries = [known[c] for c in sorted(checks)]
-    if run.uses_real_nvml() and all("nvml" in e.needs and e.id not in index.NVML_DOWN_JUDGES
-                                    for e in entries):
-        from ..read import nvml_library
-
-        if nvml_library.missing():
-            return [index.nvml_down_skip(e.id, nvml_library.NOT_FOUND) for e in entries]
-    from ..run.runner import run_node
+    nvml_only = all("nvml" in e.needs and e.id not in index.NVML_DOWN_JUDGES for e in entries)
+    if nvml_only and run.uses_real_nvml() and nvml_library.missing():
+        return [index.nvml_down_skip(e.id, nvml_library.NOT_FOUND) for e in entries]
+    from ..run.runner import run_node  # the runner only for checks the agent could not judge
 
     return run_node(run.env, run.config, rerun_options(run, report, checks)).findings
 
@@ -95,6 +94,7 @@ def rerun_options(run: Run, report: AgentReport, checks: set[str]) -> RunOptions
     """Options for the checks run on top of the agent's report. The agent's resolved
     profile replaces ``auto``: detecting it again would collect PCI and host data too,
     where gpu.processes needs NVML alone."""
+    # Profiles and records are off the fresh-report prolog path.
     from ...checks.profiles.profile import UnknownProfileError, load_profile
     from ..model.record import replace
 
@@ -114,8 +114,6 @@ def from_agent(config: Config, report: AgentReport) -> tuple[list[Finding], set[
     """The agent's findings for the checks a prolog runs, and the checks the prolog must
     run itself: privileged ones the agent skipped, and every job-dependent one. Planned
     from the catalog's manifest: no check family is imported."""
-    from ...checks.core.finding import Status
-
     entries, not_run = index.plan((), config.disabled(), report.level, "prolog")
     wanted = {entry.id: entry for entry in entries}
     rerun = {f.check for f in report.findings

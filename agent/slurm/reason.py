@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ...checks.core.finding import Status
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from collections.abc import Iterable
 

@@ -64,7 +64,7 @@ def parse_node(name: str, text: str) -> NodeState:
 
 def parse_job_start(text: str) -> float | None:
     """The epoch of ``StartTime=2026-11-30T00:57:44`` (Slurm prints local time)."""
-    import datetime as dt
+    import datetime as dt  # datetime only to read a job's start time
 
     found = _START.search(text)
     if found is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from typing import NoReturn
 

@@ -3,7 +3,7 @@
 The Slurm prolog reads findings from the agent's report on every node for every job, so
 this module imports nothing but ``enum`` (which ``json`` loads anyway): ``Finding`` is a
 plain class rather than a dataclass, since importing ``dataclasses`` alone costs as much
-as starting the interpreter (issue 15).
+as starting the interpreter.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import sys
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from typing import Any
 

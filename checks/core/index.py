@@ -5,16 +5,10 @@ of its checks is about to run.
 
 The Slurm prolog starts on every node for every job, and with a fresh agent report it
 runs at most a check or two: importing the ten check families (and the snapshot model,
-the profiles and PyYAML they pull in) would cost it several interpreter starts (issue
-15). So which checks a run selects, and what the config may set for each, is answered
-here from plain data; ``specs`` imports the families of the selected checks and returns
-their registered specs.
-
-The manifest is generated from the registry: after adding or changing a check, run
-
-    python -m clusterdiag.checks.core.index --write
-
-(``tests/unit/test_check_manifest.py`` fails, naming that command, while it is stale).
+the profiles and PyYAML they pull in) would cost it several interpreter starts. So which
+checks a run selects, and what the config may set for each, is answered here from plain
+data; ``specs`` imports the families of the selected checks and returns their registered
+specs. The manifest is written from the registry by ``generate.py``.
 """
 
 from __future__ import annotations
@@ -26,10 +20,9 @@ from ..catalogs.manifest import CHECKS
 from .finding import Finding
 from .levels import Level, Mode, levels_of
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from pathlib import Path
     from typing import Any
 
     from .registry import CheckSpec
@@ -39,9 +32,6 @@ FAMILIES = ("fabric", "gpu", "host", "ib", "nccl", "nvlink", "nvswitch")
 package of ``checks/``, a module per concern, whose ``__init__`` imports them all."""
 PACKAGE = __package__.rpartition(".")[0]
 """``clusterdiag.checks``: the families are its subpackages."""
-MANIFEST = "manifest.py"
-PROFILE_DATA = "profile_data.py"
-COMMAND = "python -m clusterdiag.checks.core.index --write"
 
 
 class Entry:
@@ -83,7 +73,7 @@ def family_of(module: str) -> str:
 def fields_of(spec: CheckSpec) -> dict[str, Any]:
     """A registered check as the manifest writes it: the schema worked out from the
     parameter class, never the one the registry took from the manifest."""
-    from .params import schema_of
+    from .params import schema_of  # loaded with the registry, which holds every spec
 
     return {"family": family_of(spec.func.__module__), "needs": spec.needs,
             "rate": spec.rate, "active": spec.active,
@@ -115,7 +105,7 @@ def select(patterns: Iterable[str] | None) -> list[Entry]:
     found = sorted(known().values(), key=lambda e: e.id)
     if not pats:
         return found
-    import fnmatch
+    import fnmatch  # fnmatch only for --checks patterns
 
     return [e for e in found if any(fnmatch.fnmatchcase(e.id, p) for p in pats)]
 
@@ -169,66 +159,12 @@ def specs(entries: Iterable[Entry]) -> list[CheckSpec]:
     wanted = list(entries)
     for family in sorted({e.family for e in wanted} & set(FAMILIES)):
         importlib.import_module(f"{PACKAGE}.{family}")
-    from .registry import REGISTRY
+    from .registry import REGISTRY  # the families' modules, just imported, registered there
 
     return [REGISTRY[e.id] for e in wanted]
-
-
-def render(registry: Mapping[str, CheckSpec]) -> str:
-    """The manifest's text for ``registry`` (every family imported)."""
-    import pprint
-
-    table = {check_id: fields_of(registry[check_id]) for check_id in sorted(registry)}
-    body = pprint.pformat(table, width=90, sort_dicts=False)
-    return ('"""The check catalog as plain data, for planning a run without importing it\n'
-            "(checks/core/index.py). Generated from the registry: do not edit; after changing\n"
-            f'a check, run ``{COMMAND}``."""\n\nCHECKS = {body}\n')
-
-
-def render_profiles(profiles: Mapping[str, Any]) -> str:
-    """``profile_data.py``'s text for the built-in profile files as YAML reads them."""
-    import pprint
-
-    body = pprint.pformat(dict(profiles), width=90, sort_dicts=False)
-    return ('"""The built-in profiles (checks/profiles/*.yaml) as YAML reads them, so that\n'
-            "loading one needs no PyYAML (checks/profiles/profile.py). Generated: do not edit;\n"
-            f'after changing a profile file, run ``{COMMAND}``."""\n\nPROFILES = {body}\n')
 
 
 def load_all() -> None:
     """Import every family, registering all its checks."""
     for family in FAMILIES:
         importlib.import_module(f"{PACKAGE}.{family}")
-
-
-def generated() -> dict[Path, str]:
-    """Each generated file (in checks/catalogs/) and the text it must have."""
-    from pathlib import Path
-
-    from ..profiles.profile import read_builtin_files
-    from .registry import REGISTRY
-
-    load_all()
-    catalogs = Path(__file__).resolve().parents[1] / "catalogs"
-    return {catalogs / MANIFEST: render(REGISTRY),
-            catalogs / PROFILE_DATA: render_profiles(read_builtin_files())}
-
-
-def _main(argv: list[str]) -> int:
-    files = generated()
-    if argv == ["--write"]:
-        for path, text in files.items():
-            path.write_text(text)
-            print(f"wrote {path}")
-        return 0
-    if argv == ["--check"]:
-        stale = [path for path, text in files.items() if path.read_text() != text]
-        for path in files:
-            print(f"{path}: {f'stale: run {COMMAND}' if path in stale else 'fresh'}")
-        return 1 if stale else 0
-    print(f"usage: {COMMAND} | --check", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

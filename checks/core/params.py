@@ -32,7 +32,6 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from typing import (
-    TYPE_CHECKING,
     Any,
     Literal,
     Protocol,
@@ -44,16 +43,16 @@ from typing import (
 )
 
 from ...agent.base.plain import plain_copy
-from ...agent.model.record import MISSING, field, fields, is_frozen, is_record, record
-
-if TYPE_CHECKING:
-    from dataclasses import Field
-
-    from typing_extensions import dataclass_transform
-else:
-    def dataclass_transform(**_: object) -> Any:
-        """PEP 681's marker, for type checkers only: at run time the decorator as it is."""
-        return lambda decorated: decorated
+from ...agent.model.record import (
+    MISSING,
+    RecordField,
+    dataclass_transform,
+    field,
+    fields,
+    is_frozen,
+    is_record,
+    record,
+)
 
 P = TypeVar("P", bound="Params")
 
@@ -89,7 +88,7 @@ class Params:
 def parameters(cls: type[P]) -> type[P]:
     """The decorator of a check's parameters: a frozen record (agent/model/record.py: a
     dataclass with no method compiled at import; the prolog imports some forty of these on
-    every node for every job, issue 15)."""
+    every node for every job)."""
     return record(frozen=True)(cls)
 
 
@@ -174,17 +173,17 @@ def _plain(value: Any) -> Any:
 
 def defaults_of(cls: type[Params]) -> dict[str, Any]:
     """Each parameter's default, as plain data."""
-    return {f.name: _plain(_default(f)) for f in fields(cls)}  # type: ignore[arg-type]
+    return {f.name: _plain(_default(f)) for f in fields(cls)}
 
 
-def _default(f: Field[Any]) -> Any:
+def _default(f: RecordField) -> Any:
     if f.default_factory is not MISSING:
         return f.default_factory()
     return f.default
 
 
 def docs_of(cls: type[Params]) -> dict[str, str]:
-    return {f.name: str(f.metadata["doc"]) for f in fields(cls)}  # type: ignore[arg-type]
+    return {f.name: str(f.metadata["doc"]) for f in fields(cls)}
 
 
 def _shaped(value: Any, kinds: tuple[Any, ...]) -> Any:

@@ -114,7 +114,7 @@ def check(
     needs = tuple(needs)
     # The schema as the generated manifest has it, where it has the check: working it out
     # (type hints resolved per parameter) was a tenth of the catalog's import, on every
-    # prolog (issue 15). The manifest is written from schema_of itself (index.fields_of),
+    # prolog. The manifest is written from schema_of itself (index.fields_of),
     # and a test fails while it is stale.
     written = CHECKS.get(check_id)
     schema = cast("Mapping[str, Mapping[str, Any]]", written["schema"]) \

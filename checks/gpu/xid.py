@@ -23,7 +23,7 @@ from .recovery import RECOVERY_ACTIONS, recovery_finding
 # The severity word of a 144-150 line ("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (...)",
 # gpud's GB200 kmsg fixtures; its RegexNVRMXidExtended reads the same token).
 # Patterns as strings: compiled on first use, through re's own cache (a healthy node never
-# prints these lines; compiling at import cost every prolog, issue 15).
+# prints these lines; compiling at import cost every prolog).
 _NVLINK5_SEVERITY = r"\b(Nonfatal|Non-fatal|Fatal)\b"
 _NEW_RECOVERY = r"\bto (0x[0-9a-fA-F]+|\d+)"
 

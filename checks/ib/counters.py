@@ -1,6 +1,6 @@
 """InfiniBand error and congestion counters judged as rates between two samples.
 
-Rules (issue 4, from public practice): one ``link_downed`` on an ACTIVE port warns, two
+Rules (from public practice): one ``link_downed`` on an ACTIVE port warns, two
 within an hour (or one on a port that is no longer ACTIVE) fail; a growing
 ``link_error_recovery`` warns, five within an hour fail (the agent counts both over its
 last hour, checks/core/window.py, not just the last interval); the physical-error counters

@@ -29,7 +29,7 @@ def rdma_present(snap: Snapshot) -> bool:
 def unread(message: str, unreadable: dict[str, str], observed: dict[str, Any]) -> Finding:
     """Our trouble, not the node's: a file that is there but could not be read (EACCES,
     EIO) leaves the fact unknown, so the check says which and why instead of judging
-    without it (issue 12: a failed read is never the absence of what it holds)."""
+    without it (a failed read is never the absence of what it holds)."""
     return Finding(Status.ERROR, NODE, message, observed={**observed, "unreadable": unreadable},
                    action=Action.INVESTIGATE)
 

@@ -10,10 +10,12 @@ three interpreter starts.
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any, cast
 
 from ...agent.base.plain import plain_copy
 from ...agent.model.record import field, fields, record, replace
+from ..catalogs.profile_data import PROFILES
 
 
 class UnknownProfileError(LookupError):
@@ -110,8 +112,6 @@ def add_site_profiles(profiles: dict[str, Profile]) -> None:
 
 
 def builtin_names() -> tuple[str, ...]:
-    from ..catalogs.profile_data import PROFILES
-
     return tuple(sorted(PROFILES))
 
 
@@ -119,9 +119,7 @@ def read_builtin_files() -> dict[str, Any]:
     """Every built-in profile file as its YAML reads: what ``profile_data.py`` holds. The
     files sit in the package's ``profiles/`` (importlib.resources would find the same in a
     plain install, at the cost of ~10 ms of imports: tempfile, zipfile, random)."""
-    from pathlib import Path
-
-    import yaml
+    import yaml  # PyYAML only to read the profile files themselves
 
     where = Path(__file__).resolve().parent
     return {f.name[:-5]: yaml.safe_load(f.read_text(encoding="utf-8")) or {}
@@ -148,7 +146,6 @@ def load_builtin(name: str, _chain: tuple[str, ...] = ()) -> Profile:
         raise UnknownProfileError(name)
     if name in _chain:
         raise ValueError(f"profile {name}: extends itself ({' -> '.join((*_chain, name))})")
-    from ..catalogs.profile_data import PROFILES
 
     data = cast("dict[str, Any]", plain_copy(PROFILES[name]))
     known = {f.name for f in fields(Profile)}

@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
+from ClusterShell.Defaults import _load_workerclass
+from ClusterShell.Event import EventHandler
+from ClusterShell.NodeSet import NodeSet
+from ClusterShell.Task import task_self
 
 from ...agent.base.errors import UsageError
 from ...agent.base.hostname import same_host
@@ -255,11 +259,6 @@ def gather_ssh(nodes: Sequence[str], settings: GatherSettings,
     gateway tree (topology.conf) apply; ``ssh_worker: exec`` runs it locally per node
     (``%h`` is the node name), as ClusterShell's own tests do. Each node's output is
     capped and the whole gather ends at its deadline (remote_output.py)."""
-    from ClusterShell.Defaults import _load_workerclass
-    from ClusterShell.Event import EventHandler
-    from ClusterShell.NodeSet import NodeSet
-    from ClusterShell.Task import task_self
-
     bounds = Bounds(settings.max_report_bytes, settings.deadline_s)
 
     class Progress(EventHandler):  # type: ignore[misc]
@@ -331,8 +330,6 @@ def _stable(text: str) -> str:
 def srun_argv(nodes: Sequence[str], command: str) -> list[str]:
     """Each task first prints its node name, so ``--label``'s task ranks map to nodes
     whatever order Slurm placed the tasks in."""
-    from ClusterShell.NodeSet import NodeSet
-
     script = f'printf "%s\\n" "${{SLURMD_NODENAME:-$(hostname -s)}}"; exec {command}'
     return ["srun", f"--nodelist={NodeSet.fromlist(nodes)}", f"--nodes={len(nodes)}",
             f"--ntasks={len(nodes)}", "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0",

@@ -30,13 +30,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ClusterShell.Engine.Engine import E_READ, E_WRITE
+from ClusterShell.Worker.Exec import ExecClient, ExecWorker
+from ClusterShell.Worker.fastsubprocess import PIPE, STDOUT, Popen
+
 ERR_TAIL = 4096  # of stderr, what is kept for the reason a command gave no report
 
 
 @dataclass
 class Bounds:
     """Every node's output so far, and who was cut off and why."""
-
     limit: int
     deadline_s: float
     out: dict[str, bytearray] = field(default_factory=lambda: defaultdict(bytearray))
@@ -74,8 +77,6 @@ def bounded_worker(base: Any, bounds: Bounds) -> Any:
     """A subclass of the ClusterShell worker class ``base`` whose clients run their
     command in a session of its own, read into ``bounds`` and are stopped past the cap;
     None when ``base`` is not one of ClusterShell's exec-based workers."""
-    from ClusterShell.Worker.Exec import ExecClient, ExecWorker
-
     shell_class = getattr(base, "SHELL_CLASS", None)
     if not (isinstance(base, type) and issubclass(base, ExecWorker)
             and isinstance(shell_class, type) and issubclass(shell_class, ExecClient)):
@@ -87,7 +88,6 @@ def bounded_worker(base: Any, bounds: Bounds) -> Any:
 
 class _BoundedClient:
     """Mixed in before a ClusterShell ExecClient subclass (``bounded_worker``)."""
-
     bounds: Bounds
     key: Any
     popen: Any
@@ -98,9 +98,6 @@ class _BoundedClient:
     def _exec_nonblock(self, commandlist: Any, shell: bool = False,
                        env: dict[str, str] | None = None) -> Any:
         """ClusterShell's own (EngineClient._exec_nonblock), in a session of its own."""
-        from ClusterShell.Engine.Engine import E_READ, E_WRITE
-        from ClusterShell.Worker.fastsubprocess import PIPE, STDOUT, Popen
-
         full_env = {**os.environ, **env} if env else None
         proc = Popen(commandlist, bufsize=0, stdin=PIPE, stdout=PIPE,
                      stderr=PIPE if self._stderr else STDOUT, shell=shell, env=full_env,
@@ -170,7 +167,6 @@ def read_srun(argv: Sequence[str], nodes: Sequence[str], bounds: Bounds,
 class _Labels:
     """``--label`` output (``RANK: line``) parsed as it streams: each task's first line is
     its node's name, the rest is that node's report, counted against its cap."""
-
     bounds: Bounds
     nodes: int
     pending: bytearray = field(default_factory=bytearray)

@@ -68,7 +68,7 @@ class NodeReport:
 
 def iso(timestamp: float) -> str:
     """``timestamp`` in ISO 8601, UTC, to the second, as ``datetime``'s ``isoformat`` writes
-    it: from ``time.gmtime``, since importing ``datetime`` costs the prolog ~2 ms (issue 15)."""
+    it: from ``time.gmtime``, since importing ``datetime`` costs the prolog ~2 ms."""
     t = time.gmtime(timestamp)
     return (f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
             f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}+00:00")

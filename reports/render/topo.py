@@ -8,6 +8,7 @@ shared/data/real/topo, driver 590).
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,8 +112,6 @@ def render_wrapped(matrix: TopoMatrix, width: int, colour: bool = False) -> str:
     """For a terminal of ``width`` columns: the matrix in blocks of whole columns, each
     block with the row labels again, so no label or class is ever cut; then the NIC
     legend and a one-line legend of the classes."""
-    import textwrap
-
     rows = [*matrix.gpus, *matrix.nics]
     columns: list[tuple[str, list[str]]] = [
         (col, [matrix.cells[row.label][col] for row in rows]) for col in matrix.labels]

@@ -1,4 +1,4 @@
-"""HGX/DGX B200 (issue 13): NVSwitches that are no PCI functions, detected from the
+"""HGX/DGX B200: NVSwitches that are no PCI functions, detected from the
 ConnectX-7 functions they are managed through (VPD SMDL=SW_MNG), which are neither rails
 nor storage — through the real command, on saved snapshots of the simulated board."""
 

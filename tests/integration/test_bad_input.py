@@ -1,4 +1,4 @@
-"""Bad input is one line and exit 2, in bounded time and memory (issue 12, defect 7).
+"""Bad input is one line and exit 2, in bounded time and memory.
 
 Each case runs the real command under a 1 GiB address-space limit and a 60 s timeout: a
 YAML alias bomb or a FIFO must not get the chance to take the machine with it.

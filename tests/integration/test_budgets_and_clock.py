@@ -1,4 +1,4 @@
-"""Our own configuration or clock must not blame the hardware (issue 12, defect 6).
+"""Our own configuration or clock must not blame the hardware.
 
 A budget or interval below its floor (agent/settings/config.py: MIN_BUDGET_S, SLURM_MIN_BUDGET_S,
 MIN_INTERVAL_S) is a usage error for ``run``, ``snapshot`` and ``agent`` (exit 2, one

@@ -1,4 +1,4 @@
-"""Faults that strike while a node is being read, through the real command (issue 7 item 2).
+"""Faults that strike while a node is being read, through the real command.
 
 A simulated DGX H100 tree is written once and copied per test; each test breaks one thing
 in its copy the way a live node breaks (a device unplugged between listing and reading, a

@@ -102,7 +102,7 @@ def test_healthy_profile_is_all_pass(profile: str, level: str) -> None:
 
 @pytest.mark.parametrize("level", ["quick", "full"])
 def test_healthy_oem_server_is_all_pass(level: str) -> None:
-    """The OEM HGX H100 of issue 13: its two ConnectX-6 Dx storage ports under GPU0's and
+    """The OEM HGX H100: its two ConnectX-6 Dx storage ports under GPU0's and
     GPU4's switches are storage, the eight rails compute, and nothing fails or warns."""
     report = _run("dgx-h100", [], level, layout="oem")
     bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]

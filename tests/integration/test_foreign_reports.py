@@ -1,4 +1,4 @@
-"""Reports from other nodes are hostile input (issue 12, defect 5): ``report merge`` over
+"""Reports from other nodes are hostile input: ``report merge`` over
 files a hostile agent could have written, read the way an operator meets them: in the
 terminal, as Markdown pasted into a ticket, as JSON a script parses, and as the
 ``--exclude-file`` / ``sbatch --exclude=`` line a job is submitted with."""

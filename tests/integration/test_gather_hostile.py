@@ -1,4 +1,4 @@
-"""``run --nodes --via agent`` against hostile agents (issue 12, 4): a loopback server started
+"""``run --nodes --via agent`` against hostile agents: a loopback server started
 here answers as one healthy node and as agents that drip a byte a second, send 3 GiB,
 send a 1 MiB gzip bomb or redirect elsewhere. The gather must end within its limits, in
 bounded memory, with each hostile node named as unreachable and the healthy one judged."""

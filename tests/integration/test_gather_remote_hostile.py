@@ -1,4 +1,4 @@
-"""``run --nodes --via ssh|srun`` against hostile remote commands (issue 12, 4): stand-ins
+"""``run --nodes --via ssh|srun`` against hostile remote commands: stand-ins
 for ``ssh`` and ``srun`` on PATH (scripts written here; no host is contacted) answer as a
 healthy node, as one that writes gigabytes and as one that drips a byte at a time with a
 child of its own holding the pipe. The gather must end at its deadline, in bounded memory,

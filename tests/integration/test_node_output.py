@@ -1,4 +1,4 @@
-"""The node report as a person and a script read it (issue 16 item 4): the verdict and the
+"""The node report as a person and a script read it: the verdict and the
 problems first, passes folded per check, skips one line per reason, a healthy DGX H100
 within 60 lines piped, ``--all`` for every finding, ``--format line`` in one line; and the
 same in a real terminal (tmux) at 80 and 200 columns."""

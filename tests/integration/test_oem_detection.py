@@ -1,4 +1,4 @@
-"""OEM servers on NVIDIA's HGX baseboards (issue 13, item 3), through the real command: a
+"""OEM servers on NVIDIA's HGX baseboards, through the real command: a
 saved snapshot of a simulated board under an OEM's DMI name is judged as its baseboard
 profile — healthy, all pass; with a GPU gone from PCI and NVML, gpu.count fails."""
 

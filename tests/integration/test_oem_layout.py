@@ -1,4 +1,4 @@
-"""The OEM HGX layout of issue 13 (items 4 and 7): 8 ConnectX-7 NDR rails beside the GPUs
+"""The OEM HGX layout: 8 ConnectX-7 NDR rails beside the GPUs
 plus ConnectX-6 Dx Ethernet storage ports, two under GPU0's and GPU4's PCIe switches.
 Roles come from facts when judging, so the storage ports are never rails, under the
 baseboard profile, the DGX one, the site's, and a RoCE site profile."""
@@ -53,7 +53,7 @@ def _roles(report: NodeReport) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("profile", ["hgx-h100-8gpu", "dgx-h100", "oem-h100", "auto"])
 def test_a_healthy_oem_server_passes_and_its_storage_ports_are_storage(profile: str) -> None:
-    """Issue 13's first report: this node got 8 fails and was drained, because a device
+    """The first report of this layout: this node got 8 fails and was drained, because a device
     sharing a bridge with a GPU was a rail whatever its link layer."""
     report = _run(profile)
     assert not _bad(report), _bad(report)

@@ -1,7 +1,6 @@
-"""``clusterdiag profiles capture`` through the real command (issue 13 item 2, the node
-form): a profile captured from a healthy node judges that node with no fail and no warn,
-carries no per-node identifier, inherits what could not be read, and still catches a
-fault planted after the capture."""
+"""``clusterdiag profiles capture`` through the real command (the node form): a profile captured
+from a healthy node judges that node with no fail and no warn, carries no per-node identifier,
+inherits what could not be read, and still catches a fault planted after the capture."""
 
 from __future__ import annotations
 
@@ -99,7 +98,7 @@ def _findings(proc_stdout: str, check: str) -> list[tuple[str, str, str]]:
 
 
 def test_versions_another_than_captured_warn_naming_both_never_fail(tmp_path: Path) -> None:
-    """Issue 13: captured versions are warn-level expectations (host.versions)."""
+    """Captured versions are warn-level expectations (host.versions)."""
     healthy = _spec(tmp_path, "profile: dgx-h100")
     captured = _capture(tmp_path, healthy, "hgx-h100-8gpu")
     assert 'driver_versions: ["590.48.01"]' in captured.read_text()

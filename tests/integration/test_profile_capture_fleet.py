@@ -1,8 +1,8 @@
-"""``clusterdiag profiles capture --from-snapshot FILE...`` (issue 13 item 2, the cluster-wide
-form) through the real command: a simulated fleet of five HGX H100 nodes, one of them with
-a rail gone. The profile holds the majority's values and no node's name; the odd node is
-named on standard error with the key, its value and the majority's; the profile judges a
-healthy node with no fail and no warn and the odd one with ib.hca_count failing."""
+"""``clusterdiag profiles capture --from-snapshot FILE...`` (the cluster-wide form) through the
+real command: a simulated fleet of five HGX H100 nodes, one of them with a rail gone. The
+profile holds the majority's values and no node's name; the odd node is named on standard error
+with the key, its value and the majority's; the profile judges a healthy node with no fail and
+no warn and the odd one with ib.hca_count failing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14's faults planted in real captures — the real H200 snapshot clusterdiag took
+"""Faults planted in real captures — the real H200 snapshot clusterdiag took
 (tests/fixtures/real) and the real H100 InfiniBand tree from gpud (tests/fixtures/ib,
 Apache-2.0) — each caught by the intended check, on the intended component, with the
 intended action, and by nothing else: every other finding is what the untouched capture

@@ -1,5 +1,5 @@
-"""The prolog and epilog on a shared node judge only the job's own GPUs and processes
-(issue 12, defect 2), as slurmd runs them: the job's GPUs from SLURM_JOB_GPUS or
+"""The prolog and epilog on a shared node judge only the job's own GPUs and processes,
+as slurmd runs them: the job's GPUs from SLURM_JOB_GPUS or
 CUDA_VISIBLE_DEVICES (physical minor numbers, or GPU- UUIDs; NoDevFiles or nothing means
 unknown), each GPU process attributed to a job by its /proc/<pid>/cgroup.
 

@@ -1,4 +1,4 @@
-"""The state directory as an attacker finds it (issue 12, 3): links planted by the user who
+"""The state directory as an attacker finds it: links planted by the user who
 owns it (``nobody`` standing in for ``User=clusterdiag``) must not make the agent, or root's
 ``agent --clear``, delete, overwrite or give away a file outside it; a directory others may
 write is refused; the prolog (root) reads ``report.json`` without blocking on a FIFO or

@@ -71,7 +71,7 @@ def test_an_oem_board_is_detected_as_its_baseboard(oem: tuple[str, Snapshot]) ->
 
 def test_an_oem_board_with_a_gpu_off_the_bus_is_its_baseboard_and_fails_gpu_count(
         oem: tuple[str, Snapshot]) -> None:
-    """The bug of issue 13: an OEM HGX H100 with GPU7 gone from PCI and NVML was judged as
+    """A bug seen: an OEM HGX H100 with GPU7 gone from PCI and NVML was judged as
     generic and passed."""
     board, snap = oem
     snap = _without_gpu(snap, 7)

@@ -1,5 +1,5 @@
 """``checks explain`` is plain text for an operator: no reST quoting, and no citations of
-the project's research notes, which are not shipped (issue 16 item 4)."""
+the project's research notes, which are not shipped."""
 
 from __future__ import annotations
 

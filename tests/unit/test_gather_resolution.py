@@ -1,4 +1,4 @@
-"""Name resolution counts against each node's time (issue 12, 4): a resolver that never
+"""Name resolution counts against each node's time: a resolver that never
 answers (here ``socket.getaddrinfo`` made to hang, as a DNS server that drops queries
 would) costs each node its connect + read time, never the run its minutes."""
 

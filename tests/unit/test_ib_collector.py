@@ -216,7 +216,7 @@ def test_no_infiniband_class_is_an_empty_list(tmp_path: Path) -> None:
 
 def test_no_device_link_no_pci_netdev_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     """The captured H100 tree has no ``device`` links: a port without a GID-table netdev
-    has no PCI function's ``net/`` to look in either, so none is listed (issue 15)."""
+    has no PCI function's ``net/`` to look in either, so none is listed."""
     listed: list[str] = []
     real = sysfs.os.listdir
 

@@ -1,5 +1,5 @@
-"""An OS error while reading the hardware is clusterdiag's trouble, never a missing part
-(issue 12, 1). A run of a healthy simulated dgx-h100 in a child process whose descriptors
+"""An OS error while reading the hardware is clusterdiag's trouble, never a missing part.
+A run of a healthy simulated dgx-h100 in a child process whose descriptors
 are used up (EMFILE, as an agent flooded with connections had) must report the counting
 checks as ``error`` naming the cause, and fail nothing; the same for a sysfs directory it
 may not list (EACCES, as a non-root user: root would read it anyway)."""

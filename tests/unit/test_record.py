@@ -152,7 +152,7 @@ def test_post_init_subclasses_and_own_methods(deco: Decorator) -> None:
 
 
 def test_a_record_compiles_no_method() -> None:
-    """What the record is for (issue 15): its methods are the module's, shared by every
+    """What the record is for: its methods are the module's, shared by every
     record, where each dataclass gets its own compiled ones."""
     first, second = _port(record), _port(record(frozen=True))
     for name in ("__init__", "__eq__", "__repr__"):

@@ -90,7 +90,7 @@ def test_read_decimals_refuses_what_is_not_a_regular_file(tmp_path: Path) -> Non
 
 def test_read_decimals_opens_each_file_relative_to_the_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One path walk for the directory, a bare name per file (issue 15)."""
+    """One path walk for the directory, a bare name per file."""
     for name in ("a", "b"):
         (tmp_path / name).write_text("1\n")
     opened: list[tuple[str, bool]] = []

@@ -25,7 +25,7 @@ needs_real = pytest.mark.skipif(
 
 DATA = Path(__file__).resolve().parents[2] / "checks" / "catalogs" / "xid_catalog.tsv"
 # The codes whose immediate action in NVIDIA's catalog is a reset, a reboot or a check of
-# the mechanicals (issue 14), and the bucketless codes fatal to the GPU, with the action
+# the mechanicals, and the bucketless codes fatal to the GPU, with the action
 # each must fail with.
 FAILING = {
     **dict.fromkeys((46, 62, 64, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158),

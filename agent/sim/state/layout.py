@@ -196,7 +196,7 @@ def _b200_bridge() -> tuple[HcaSlot, ...]:
 
 
 def _oem_hgx_hcas(model: str, speed: str) -> tuple[HcaSlot, ...]:
-    """An OEM HGX server as such boards are commonly built (the layout issue 13 reports):
+    """An OEM HGX server as such boards are commonly built (the layout operators report):
     the same 8 compute NICs beside their GPUs, and 4 ConnectX-6 Dx 100 GbE storage ports,
     two of them under GPU0's and GPU4's PCIe switches (mlx5_7 at 1d:00.0, mlx5_8 at
     a0:00.0, free buses beside the switches' ports) and a dual-port card on its own root

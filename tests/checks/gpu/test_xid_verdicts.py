@@ -1,5 +1,5 @@
 """``gpu.xid`` over every code of NVIDIA's Xid Catalog: one line, and three lines from three
-jobs, judged as the catalog's immediate action says (issue 14).
+jobs, judged as the catalog's immediate action says.
 
 The expectations are written from NVIDIA's buckets, not from the check's own rule table:
 a code whose immediate action is a reset, a reboot or a mechanical check fails on one

@@ -1,4 +1,4 @@
-"""Compute-rail roles decided when judging (checks/core/rails.py, issue 13 item 4): from the
+"""Compute-rail roles decided when judging (checks/core/rails.py): from the
 facts a snapshot holds, under the profile's compute fabric, its recognition keys and the
 config lists; the collector records the PCIe hops they rest on."""
 
