@@ -35,7 +35,7 @@ class Figure:
     name: str
     value: float
     unit: str
-    goal: str = ""  # "<= 5 s", "<= 3x python3 -c pass", "" when the issue sets none
+    goal: str = ""  # "<= 5 s", "<= 3x python3 -c pass", "" when none is set
     baseline: str = ""  # which baseline `ratio` divides by
     ratio: float | None = None
 

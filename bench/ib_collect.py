@@ -205,7 +205,7 @@ def main() -> None:
     program = node_exporter()
     print(f"anchor: node_exporter at {program}" if program else
           "node_exporter not on PATH: the anchor is the equivalent reader only "
-          "(issue 15 recorded the Go collector at 4.5 ms on the real tree)", file=sys.stderr)
+          "(the Go collector was recorded earlier at 4.5 ms on the real tree)", file=sys.stderr)
     figures = _figures("real H100 tree (8 HCAs + bond)", SourceEnv(root=REAL_H100))
     for profile in sorted(LAYOUTS):
         env = env_for(NodeSpec(f"{profile}-bench", profile))

@@ -1,7 +1,7 @@
 """Every benchmark of the project, one table: each figure, its goal, and its ratio to this
 machine's own baseline measured in the same run.
 
-    .venv/bin/python bench/run_all.py [--quick] [--write-readme]
+    .venv/bin/python bench/run_all.py [--quick] [--write-docs]
 
 Each script in BENCHES runs in its own process with ``--json`` (see bench/common.py) so
 one benchmark's memory or threads never colour the next one's figures. ``--quick`` passes
@@ -11,11 +11,11 @@ the installed commands (``$CLUSTERDIAG_BENCH_INSTALL``); each script prints whic
 measured, and run_all prints those lines. A script that exits non-zero (it checks that
 what it timed succeeded) is listed and makes run_all exit 1.
 
-After the whole table it prints issue 15's table: each of its figures beside the anchor
-measured in the same run, the date and the machine's load average over the run (other
-work on the machine slows figures and anchors alike; the ratios are what the runs,
-alternating with their anchors, compare). ``--write-readme`` puts that table in README.md
-between its ``bench:issue15`` markers, unless a script failed.
+After the whole table it prints the goals table: each figure that has a goal beside the
+anchor measured in the same run, the date and the machine's load average over the run
+(other work on the machine slows figures and anchors alike; the ratios are what the runs,
+alternating with their anchors, compare). ``--write-docs`` writes docs/benchmarks.md (the
+command, the date, the goals table and every figure), unless a script failed.
 """
 
 from __future__ import annotations
@@ -66,13 +66,12 @@ def run_one(script: str, quick: bool, env: dict[str, str]) -> tuple[list[Figure]
     return figures, None
 
 
-README = HERE.parent / "README.md"
-BEGIN, END = "<!-- bench:issue15:begin -->", "<!-- bench:issue15:end -->"
-# Issue 15's rows: the row's words, and how its figure (and the anchor, when the anchor is
-# a figure of its own) is found by the start of its name in this run's figures; after a
-# "~", words the name holds further on; after a "|", the start of the figure's baseline
-# where two figures share a name.
-ISSUE_ROWS: tuple[tuple[str, str, str], ...] = (
+DOCS = HERE.parent / "docs" / "benchmarks.md"
+# The goals table's rows: the row's words, and how its figure (and the anchor, when the
+# anchor is a figure of its own) is found by the start of its name in this run's figures;
+# after a "~", words the name holds further on; after a "|", the start of the figure's
+# baseline where two figures share a name.
+GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("prolog with a fresh agent report, `--root` of a prebuilt dgx-h100 tree, plain install",
      "prolog --root (prebuilt dgx-h100 tree), with a fresh agent report",
      "python3 -c pass (this install's interpreter)"),
@@ -117,11 +116,11 @@ def _value(f: Figure) -> str:
     return f"{f.value:g} {f.unit}".strip()
 
 
-def issue_table(figures: list[Figure]) -> list[str]:
-    """Issue 15's rows as Markdown: figure, anchor, ratio, goal; a row this run did not
+def goals_table(figures: list[Figure]) -> list[str]:
+    """The goal rows as Markdown: figure, anchor, ratio, goal; a row this run did not
     measure says so."""
     rows = ["| figure | clusterdiag | anchor (same run) | ratio | goal |", "|---|---|---|---|---|"]
-    for words, name, anchor_name in ISSUE_ROWS:
+    for words, name, anchor_name in GOAL_ROWS:
         figure = _find(figures, name)
         anchor = _find(figures, anchor_name) if anchor_name else None
         if figure is None:
@@ -136,13 +135,54 @@ def issue_table(figures: list[Figure]) -> list[str]:
     return rows
 
 
-def write_readme(block: list[str]) -> None:
-    text = README.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{README}: no {BEGIN} ... {END} markers to write between")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    README.write_text("\n".join([head + BEGIN, *block, END]) + tail)
+def figures_table(figures: list[Figure]) -> list[str]:
+    """Every figure of the run as Markdown: value, goal, ratio to its baseline."""
+    rows = ["| figure | value | goal | ratio to baseline |", "|---|---|---|---|"]
+    for f in figures:
+        ratio = "" if f.ratio is None else f"{f.ratio:.2f}× {f.baseline}".rstrip()
+        rows.append(f"| {_cell(f.name)} | {_value(f)} | {_cell(f.goal)} | {_cell(ratio)} |")
+    return rows
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def page(run: str, goals: list[str], every: list[str]) -> str:
+    """docs/benchmarks.md: what the benchmarks are, then this run's two tables."""
+    return "\n".join([
+        "# Benchmarks",
+        "",
+        "What clusterdiag costs on one machine, beside anchors measured in the same run; "
+        "written by `bench/run_all.py --write-docs`, do not edit by hand.",
+        "",
+        "`.venv/bin/python bench/run_all.py` runs every benchmark in `bench/` and prints one "
+        "table: each figure, its goal where one is set, and its ratio to an anchor measured "
+        "in the same run (`python3 -c pass`; node_exporter itself where "
+        "`prometheus-node-exporter` is installed, Debian's package, and a "
+        "node_exporter-equivalent sysfs reader everywhere; a minimal Xid/SXid parser). Every "
+        "script checks that what it timed succeeded and produced what it claims (a prolog "
+        "that printed its verdict from the source it names, a report with the expected "
+        "GPUs, every node gathered) and exits non-zero otherwise; each says which code it "
+        "measured (`measured: non-editable install ...` for the command-line figures, which "
+        "run_all makes once). Figures, never pass/fail. `--write-docs` rewrites this page "
+        "when every script succeeded.",
+        "",
+        "## Goals",
+        "",
+        run,
+        "",
+        *goals,
+        "",
+        "## Every figure",
+        "",
+        *every,
+        "",
+    ])
+
+
+def write_docs(text: str) -> None:
+    DOCS.write_text(text, encoding="utf-8")
 
 
 def main() -> None:
@@ -174,15 +214,16 @@ def main() -> None:
     print(table(figures))
     for problem in problems:
         print(f"! {problem}")
-    block = [f"From `bench/run_all.py{' --quick' if quick else ''}` on {stamp} ({machine}, "
-             f"no GPU), a plain install of this checkout; the machine's 1-minute load average "
-             f"during the run {min(loads):.1f}-{max(loads):.1f} (other work on it: absolute "
-             f"times are slower than a quiet machine's, the ratios compare runs alternating "
-             f"with their anchors, medians):", "", *issue_table(figures)]
-    print("\n".join(["", "# issue 15", *block]))
-    if "--write-readme" in sys.argv[1:] and not problems:
-        write_readme(block)
-        print(f"# wrote the table into {README}")
+    run = (f"From `bench/run_all.py{' --quick' if quick else ''}` on {stamp} ({machine}, "
+           f"no GPU), a plain install of this checkout; the machine's 1-minute load average "
+           f"during the run {min(loads):.1f}-{max(loads):.1f} (other work on it: absolute "
+           f"times are slower than a quiet machine's, the ratios compare runs alternating "
+           f"with their anchors, medians):")
+    goals = goals_table(figures)
+    print("\n".join(["", "# goals", run, "", *goals]))
+    if "--write-docs" in sys.argv[1:] and not problems:
+        write_docs(page(run, goals, figures_table(figures)))
+        print(f"# wrote {DOCS}")
     print(f"# total {time.time() - started:.0f} s")
     sys.exit(1 if problems else 0)
 

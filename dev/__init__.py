@@ -1,0 +1,1 @@
+"""Tools for working on clusterdiag itself: not part of the installed package."""
