@@ -1,8 +1,8 @@
 """The ``clusterdiag`` console script: Slurm's entry points start before click is imported.
 
 ``prolog``, ``epilog`` and ``healthcheck`` run on every node for every job, so their start
-is paid cluster-wide (DESIGN §3: the prolog runs inside Slurm's MessageTimeout). With only
-the source flags (DESIGN §3) on the command line they go straight to ``agent/slurm/``:
+is paid cluster-wide (docs/design.md §3: the prolog runs inside Slurm's MessageTimeout). With only
+the source flags (docs/design.md §3) on the command line they go straight to ``agent/slurm/``:
 no click, and none of the other commands' modules. Anything else (another command,
 ``--help``, a flag or value this parser does not know) goes to the click CLI, which
 parses and answers exactly as before, usage errors included.

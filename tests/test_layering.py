@@ -1,4 +1,4 @@
-"""The layering of DESIGN §2 as tests, beside ruff and mypy: no import circles, no private
+"""The layering of docs/design.md §2 as tests, beside ruff and mypy: no import circles, no private
 names taken across modules, and who may import whom. Read from the source by
 tests/imports.py, function-level and TYPE_CHECKING imports included."""
 

@@ -1,7 +1,7 @@
-"""clusterdiag's exit codes (DESIGN §3) and its own error kinds, each mapped to one.
+"""clusterdiag's exit codes (docs/design.md §3) and its own error kinds, each mapped to one.
 
 The one place an exit status is spelled: every command, the daemon and the Slurm entry
-points exit with an ExitCode. Beside DESIGN §3's four verdicts it names the two statuses
+points exit with an ExitCode. Beside docs/design.md §3's four verdicts it names the two statuses
 of a run a signal stopped (130, 143), which §3 leaves to the shell's convention.
 """
 
@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """What every command's exit status means, everywhere (DESIGN §3)."""
+    """What every command's exit status means, everywhere (docs/design.md §3)."""
 
     READY = 0  # pass, or warnings only
     FAIL = 1  # at least one fail: the node or cluster is not ready

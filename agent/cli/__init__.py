@@ -1,4 +1,4 @@
-"""The ``clusterdiag`` command (DESIGN §3): one module per command, loaded when it runs.
+"""The ``clusterdiag`` command (docs/design.md §3): one module per command, loaded when it runs.
 
 Exit codes (agent.base.errors.ExitCode): 0 ready, 1 a fail, 2 usage or config, 3 could not
 collect at all; 130 interrupted (Ctrl-C). User errors print one line on stderr, never a traceback.
@@ -60,7 +60,7 @@ def _die(message: str, code: ExitCode) -> NoReturn:
 
 # Slurm drains a node on any non-zero exit of these: a wrapper with a bad flag, or a
 # crash outside the entry point's own guard (slurm/entry.py execute()), is our trouble,
-# not the node's, so it exits 0 with a loud line (DESIGN §3). fail_closed cannot apply
+# not the node's, so it exits 0 with a loud line (docs/design.md §3). fail_closed cannot apply
 # here: the command line or config that would say it is what may have failed.
 def _slurm_entry_point() -> str | None:
     return sys.argv[1] if SLURM_PROGRAMS & set(sys.argv[1:2]) else None

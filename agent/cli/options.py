@@ -1,4 +1,4 @@
-"""The option groups several commands share (DESIGN §3): the source flags, which say where
+"""The option groups several commands share (docs/design.md §3): the source flags, which say where
 the node is read from, and the report options, which say how a report is written."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def report_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--format``, ``--output``, ``--exclude-file`` and ``--need`` (DESIGN §3)."""
+    """``--format``, ``--output``, ``--exclude-file`` and ``--need`` (docs/design.md §3)."""
     return _apply([
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
                      help="table (terminal), json, md (tickets, wikis), html (one file) or "

@@ -78,7 +78,7 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
 def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[str, object],
              config_path: Path | None, profile: str | None, level: str | None,
              budget: float | None, patterns: str | None) -> tuple[Config, NodeReport]:
-    """A saved snapshot judged again, as of when it was taken (DESIGN §3 --from-snapshot):
+    """A saved snapshot judged again, as of when it was taken (docs/design.md §3 --from-snapshot):
     the source flags say where a node is read from, so none of them applies."""
     if from_snapshot is None:
         raise UsageError("--previous needs --from-snapshot")

@@ -2,7 +2,7 @@
 
 The work lives in ``agent/slurm/``. Exit codes: 1 only
 when the node failed a check; clusterdiag's own trouble exits 0 with a loud stderr line
-unless the config sets ``fail_closed: true`` (DESIGN §3).
+unless the config sets ``fail_closed: true`` (docs/design.md §3).
 """
 
 from __future__ import annotations

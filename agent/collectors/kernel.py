@@ -1,7 +1,7 @@
 """The kernel log source: a file given with --kernel-log, else the live /dev/kmsg.
 
 Both are read under the source's deadline and, unless ``env.kernel_log_every_line`` asks
-for every matching line (``snapshot --kernel-log``, DESIGN §8), keep only the events of the
+for every matching line (``snapshot --kernel-log``, docs/design.md §8), keep only the events of the
 look-back window.
 """
 

@@ -298,7 +298,7 @@ class _Parser:
     ``cutoff`` (epoch seconds) drops events whose line carries an older wall time, and
     then at most ``MAX_EVENTS`` of each kind are kept, so memory follows the look-back
     window, not the log's length; None keeps every matching line (``snapshot
-    --kernel-log``, DESIGN §8). Dropped lines are counted in ``KernelLog.dropped``.
+    --kernel-log``, docs/design.md §8). Dropped lines are counted in ``KernelLog.dropped``.
     """
 
     def __init__(self, boot_time: float | None, now: float, log: KernelLog,
@@ -530,7 +530,7 @@ def read_file(path: str | os.PathLike[str], *, now: float | None = None,
     ReadFailed when the process is out of descriptors or memory (no read could succeed).
 
     Without ``lookback_s`` every matching line is an event (what ``snapshot --kernel-log``
-    prints, DESIGN §8); with it, events dated before the window are counted in
+    prints, docs/design.md §8); with it, events dated before the window are counted in
     ``dropped`` instead of kept (what ``run``, the agent and the prolog judge). Reading
     stops at ``deadline`` (monotonic), saying so under ``unknown["file"]``.
     """

@@ -1,4 +1,4 @@
-"""``clusterdiag agent``: the node daemon (DESIGN §6).
+"""``clusterdiag agent``: the node daemon (docs/design.md §6).
 
 What it leaves in its state directory (``agent.state_dir``, default /var/lib/clusterdiag)
 is a contract other parts read without talking to the daemon:

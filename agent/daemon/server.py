@@ -1,6 +1,6 @@
 """The agent's HTTP API on aiohttp, shared by the daemon and the simulated Fleet.
 
-Routes (DESIGN §6): ``GET /healthz``, ``GET /v1/report`` (``?refresh=1`` collects now,
+Routes (docs/design.md §6): ``GET /healthz``, ``GET /v1/report`` (``?refresh=1`` collects now,
 rate-limited), ``GET /v1/snapshot``, ``GET /metrics``, ``POST /v1/clear/{id}``. Everything
 but the clear is read-only and served from memory: no request shells out or touches a GPU
 except a rate-limited refresh.

@@ -1,4 +1,4 @@
-"""InfiniBand / RoCE devices and ports as /sys/class/infiniband shows them (DESIGN §8).
+"""InfiniBand / RoCE devices and ports as /sys/class/infiniband shows them (docs/design.md §8).
 
 Values are as the kernel printed them, parsed but not judged. ``counters`` holds the IBA
 PortCounters under the kernel's file names, with the two data counters converted from

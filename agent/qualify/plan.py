@@ -123,7 +123,7 @@ def parse_gpus(text: str) -> list[int]:
 
 
 def parse_ibstat(text: str, gpus: list[int], pinned: Mapping[str, Any]) -> list[Rail]:
-    """Compute rails from ``ibstat``: every active InfiniBand port (DESIGN §7: compute HCAs
+    """Compute rails from ``ibstat``: every active InfiniBand port (docs/design.md §7: compute HCAs
     are InfiniBand; storage and management ports are Ethernet). Rail k uses GPU k's memory
     unless ``qualify.rails`` pins the HCA to a GPU."""
     rails: list[Rail] = []

@@ -3,7 +3,7 @@ node is read from) and the RunOptions (level, profile, budget, which checks).
 
 The CLI, the daemon and the Slurm entry points all start here, so a flag means the same in
 each and none of them imports another's command code. Imports inside the functions keep
-importing this module cheap: the prolog's start time counts (DESIGN §2).
+importing this module cheap: the prolog's start time counts (docs/design.md §2).
 """
 
 from __future__ import annotations

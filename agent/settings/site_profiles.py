@@ -1,4 +1,4 @@
-"""Site profiles: a platform profile as the site's own YAML file (DESIGN §3 ``--profile``).
+"""Site profiles: a platform profile as the site's own YAML file (docs/design.md §3 ``--profile``).
 
 A real fleet is seldom NVIDIA's reference design: OEM boards, RoCE compute fabrics at
 200 Gb/s, other NIC counts. A site profile says ``extends: NAME`` (a built-in or another

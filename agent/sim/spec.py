@@ -1,4 +1,4 @@
-"""Simulation specs: nodes by node set with a profile each, plus faults (DESIGN §7).
+"""Simulation specs: nodes by node set with a profile each, plus faults (docs/design.md §7).
 
 Anything the spec names that the node does not have — an unknown key or fault kind, a
 GPU, link or HCA out of range — is an error (exit 2, one line), never silently ignored.

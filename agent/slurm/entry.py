@@ -41,7 +41,7 @@ SCONTROL_CALLS = 2  # drain() and resume_if_ours(): show node, then update
 
 
 class Inputs:
-    """The command line, as the source flags give it (DESIGN §3)."""
+    """The command line, as the source flags give it (docs/design.md §3)."""
     __slots__ = ("config_path", "kernel_log", "level", "node", "profile", "root", "simulate")
 
     def __init__(self, config_path: str | Path | None = None, root: str | Path | None = None,

@@ -2,7 +2,7 @@
 
 Slurm drains a node on any non-zero exit of the prolog, epilog or health check. A crash
 outside the entry point's own guard (``entry.execute``), or a command line that cannot be
-parsed, is our trouble, not the node's (DESIGN §3). ``fail_closed`` cannot apply here: the
+parsed, is our trouble, not the node's (docs/design.md §3). ``fail_closed`` cannot apply here: the
 command line or config that would say it is what may have failed. Used by both the click
 CLI and the click-free launcher (``agent/launch.py``), so both say it the same way.
 """

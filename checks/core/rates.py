@@ -2,7 +2,7 @@
 
 Error counters (ECC, PCIe replay, NVLink, InfiniBand) only grow, so a total says how old
 the part is more than how sick it is; what matters is how fast a counter grows now
-(DESIGN.md §1). A rate check compares ``ctx.previous`` with ``ctx.snapshot``.
+(docs/design.md §1). A rate check compares ``ctx.previous`` with ``ctx.snapshot``.
 
 Two rules keep a short sample honest:
 

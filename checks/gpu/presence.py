@@ -31,7 +31,7 @@ _LIBRARY_HINTS = {
 def responsive(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU answers NVML, and the driver answers at all where PCI shows GPUs.
 
-    A GPU that does not answer within the deadline is a fail, never a hang (DESIGN.md §1),
+    A GPU that does not answer within the deadline is a fail, never a hang (docs/design.md §1),
     unless the miss was our own deadline (a starved or budget-less reader, see
     agent/collectors/nvml_budget.py): that is an error naming the budget, never a reboot.
     With no working NVML, PCI decides: GPUs there mean the driver is broken (fail),

@@ -1,4 +1,4 @@
-"""The cross-node checks (``cluster.*`` in DESIGN §5): plain functions over node summaries.
+"""The cross-node checks (``cluster.*`` in docs/design.md §5): plain functions over node summaries.
 
 ``judge`` runs them all and builds the ClusterReport. Capacity runs last, because what is
 ready depends on what the other checks found.

@@ -251,7 +251,7 @@ def test_snapshot_lists_every_kernel_log_line_and_run_judges_the_window(tmp_path
     proc = run_cli("snapshot", "--simulate", "dgx-h100", "--kernel-log", str(log))
     assert proc.returncode == 0, proc.stderr
     kernel = json.loads(proc.stdout)["kernel_log"]
-    assert (len(kernel["xids"]), kernel["dropped"]) == (2, 0)  # DESIGN §8: every line
+    assert (len(kernel["xids"]), kernel["dropped"]) == (2, 0)  # docs/design.md §8: every line
     proc = run_cli("run", "--simulate", "dgx-h100", "--kernel-log", str(log), "--format",
                    "json", "--checks", "gpu.xid")
     findings = json.loads(proc.stdout)["findings"]

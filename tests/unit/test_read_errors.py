@@ -105,7 +105,7 @@ print(json.dumps(report.to_dict()))
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
 def test_run_that_could_read_nothing_exits_3(tmp_path: Path) -> None:
     """``run --root`` over a tree the user may not list: every source it needed failed,
-    so the node was not judged at all: exit 3 (DESIGN §3), with the report still printed."""
+    so the node was not judged at all: exit 3 (docs/design.md §3), with the report still printed."""
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="clusterdiag-unread-"))

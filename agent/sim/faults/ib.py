@@ -1,7 +1,7 @@
 """What each InfiniBand/RoCE fault kind does to a simulated node (the table is catalog.py).
 
 Faults name an HCA by ibdev name (``hca``) and optionally a ``port`` (default 1), as
-DESIGN §7 says. Each changes only what the real failure changes, so the one check meant
+docs/design.md §7 says. Each changes only what the real failure changes, so the one check meant
 to catch it does and the others stay quiet: a port without a subnet manager still has
 its physical link up (INIT + LinkUp), a flapping link is ACTIVE again between flaps.
 """
