@@ -7,7 +7,7 @@ kernel:``, the month in whatever locale the box runs). Instead of one regex per 
 each line is split into (timestamp prefix, kernel message) and the message is matched by
 driver-specific patterns. The formats come from the NVIDIA Xid catalog, gpud's xid/kmsg.go
 and the open-source nvswitch driver; the real lines the tests hold us to are under
-``shared/data/real/xid``.
+``tests/fixtures/real/xid`` and ``tests/fixtures/kernel_log``.
 
 This module is on the Slurm prolog path, so it imports only the standard library.
 Nothing here raises on bad input: undecodable bytes are replaced, lines that match

@@ -10,7 +10,7 @@ Read for Ethernet ports only, as facts; checks/ib/roce.py judges them against th
   (``NCCL_IB_GID_INDEX=-1``) lands on one of the first pairs.
 - ECN: mlx5 exposes ``/sys/class/net/<if>/ecn/roce_np/enable/<prio>`` and
   ``ecn/roce_rp/enable/<prio>`` (0/1 per priority; the layout of the real procfs fixture
-  in shared/data/real/sysfs/procfs). Other drivers have no such directory.
+  in tests/fixtures/ib/procfs). Other drivers have no such directory.
 - PFC and trust: ``dcb pfc show dev IF`` (iproute2: ``prio-pfc 0:off .. 3:on ..``) and
   ``dcb -N app show dev IF dscp-prio`` (``dscp-prio 24:3 26:3 ..``). mlx5 switches the
   port to DSCP trust when the first DSCP application entry is set and back to PCP when the

@@ -3,7 +3,7 @@
 Scripts written against nvidia-smi's output read this one unchanged: rows ``GPU0``...
 then ``NIC0``..., tab-separated cells, self as `` X ``, CPU/NUMA affinity columns after
 the GPU cells, then the legend and the NIC legend (layout of the real captures in
-shared/data/real/topo, driver 590).
+tests/fixtures/topo, driver 590).
 """
 
 from __future__ import annotations
