@@ -27,6 +27,7 @@ from tests.conftest import REPO, run_cli
 from tests.integration.test_html_render import CHROMIUM, FLAGS, NOT_READY_RED, png_rows
 from tests.integration.test_prolog_cli import Slurm
 from tests.processes import still_running
+from tests.real import real_file, real_names
 
 SCHEMA = REPO / "reports/schema/qualify-report.v1.json"
 NODES = 5  # enough peers for a median
@@ -266,10 +267,8 @@ def test_baseline_is_saved_then_drift_is_reported(tmp_path: Path) -> None:
 
 
 def test_from_logs_cli_reports_every_file(tmp_path: Path) -> None:
-    active = REPO / "../shared/data/real/active"
-    if not active.is_dir():
-        pytest.skip("no real captures")
-    files = sorted(str(p) for p in active.glob("*.txt"))
+    files = [str(real_file("real/active", "active", name))
+             for name in real_names("real/active", "active")]
     out = tmp_path / "logs.json"
     proc = run_cli("qualify", "--profile", "dgx-a100", "--format", "json", "--output",
                    str(out), "--from-logs", *files, timeout=60)

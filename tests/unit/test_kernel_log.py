@@ -1,8 +1,8 @@
 """The kernel-log reader against real Xid/SXid lines and the wrappers they arrive in.
 
 Three kinds of input, kept apart on purpose:
-- ``shared/data/real/xid``: the hand-checked corpus (kmsg.txt vs expected.tsv). Skipped,
-  with the reason, where ``shared/`` is not checked out beside the repository.
+- ``tests/fixtures/real/xid``: the hand-checked corpus (kmsg.txt vs expected.tsv), real
+  lines under Apache-2.0 (see its PROVENANCE.md).
 - ``tests/fixtures/kernel_log``: Apache-2.0 lines copied verbatim (see PROVENANCE.md).
 - lines marked CONSTRUCTED below: a copied message put in another wrapper, or a line
   written from the kernel's/driver's format string where no licensed real line exists.
@@ -25,11 +25,8 @@ from clusterdiag.agent.model.pci import normalize_bdf
 from clusterdiag.agent.model.serde import from_jsonable, to_jsonable
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernel_log"
-REAL_XID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "xid"
-needs_real = pytest.mark.skipif(
-    not REAL_XID.is_dir(),
-    reason=f"real Xid corpus not found at {REAL_XID} (CI checks out shared/ beside the repo)",
-)
+# The hand-checked real corpus (tests/fixtures/real/xid/PROVENANCE.md).
+REAL_XID = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "xid"
 
 # A fixed "now" (2025-06-15T12:00Z) so the year syslog omits is deterministic.
 NOW = 1_750_000_000.0
@@ -68,7 +65,6 @@ def _nullable(text: str) -> str | None:
 # --- the real corpus -------------------------------------------------------------------
 
 
-@needs_real
 def test_every_real_xid_line_parses_as_hand_checked() -> None:
     lines = (REAL_XID / "kmsg.txt").read_text(encoding="utf-8").splitlines()
     rows = _read_tsv(REAL_XID / "expected.tsv")
@@ -88,7 +84,6 @@ def test_every_real_xid_line_parses_as_hand_checked() -> None:
     assert mismatches == []
 
 
-@needs_real
 def test_real_xid_file_keeps_order_and_every_duplicate() -> None:
     rows = _read_tsv(REAL_XID / "expected.tsv")
     log = read_file(REAL_XID / "kmsg.txt", now=NOW)
@@ -99,7 +94,6 @@ def test_real_xid_file_keeps_order_and_every_duplicate() -> None:
     assert sum(1 for e in log.xids if e.xid == 13) == 16
 
 
-@needs_real
 def test_every_real_sxid_line_parses_as_hand_checked() -> None:
     lines = (REAL_XID / "sxid_kmsg.txt").read_text(encoding="utf-8").splitlines()
     rows = _read_tsv(REAL_XID / "sxid_expected.tsv")
@@ -114,14 +108,13 @@ def test_every_real_sxid_line_parses_as_hand_checked() -> None:
         assert event.time is None
 
 
-@needs_real
 @pytest.mark.parametrize(("name", "xids"), [
     ("gpud_dmesg-with-xid-119.log", 5),
     ("gpud_dmesg.0.log", 11),
     ("gpud_memory_dmesg.decode.iso.log", 17),
 ])
 def test_real_raw_logs_find_each_xid_line_and_nothing_else(name: str, xids: int) -> None:
-    path = REAL_XID / "raw_logs" / name
+    path = FIXTURES / name  # gpud's whole test logs (fixtures/kernel_log/PROVENANCE.md)
     text = path.read_text(encoding="utf-8")
     log = read_file(path, now=NOW)
     assert log.unknown == {}

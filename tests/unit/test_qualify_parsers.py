@@ -1,4 +1,6 @@
-"""The active-test parsers on every real tool output in ../shared/data/real/active/, on the
+"""The active-test parsers on every real tool output (tests/real.py: the copied ones in
+tests/fixtures/real/active/, the others where the shared real-data set is beside the
+repository), on the
 variants a saved log takes (launcher prefixes, N/A in #wrong, failures), and on what the
 simulated tools print (the stand-ins must pass the same parsers)."""
 
@@ -17,9 +19,9 @@ from clusterdiag.agent.sim.tools import SimTools
 from clusterdiag.checks.core.finding import Status
 from clusterdiag.checks.profiles.profile import load_profile
 from clusterdiag.checks.qualify.judge import StragglerRule
+from tests.real import FIXTURES, real_file, real_names
 
-ACTIVE = Path(__file__).resolve().parents[2] / "../shared/data/real/active"
-FILES = sorted(p.name for p in ACTIVE.glob("*.txt")) if ACTIVE.is_dir() else []
+FILES = real_names("real/active", "active")
 
 # file prefix -> (tool, (component, value) of the judged figure or None, complete, evidence)
 EXPECTED: dict[str, tuple[str | None, tuple[str, float] | None, bool, set[str]]] = {
@@ -45,8 +47,14 @@ EXPECTED: dict[str, tuple[str | None, tuple[str, float] | None, bool, set[str]]]
 }
 
 
+def _capture(prefix: str) -> str:
+    """The real capture numbered ``prefix``, or a skip saying it is not here."""
+    name = next((f for f in FILES if f.startswith(prefix)), f"{prefix}_*.txt")
+    return real_file("real/active", "active", name).read_text()
+
+
 def _parse(name: str) -> tuple[str | None, ToolRun]:
-    text = (ACTIVE / name).read_text()
+    text = _capture(name[:2])
     tool = parsers.detect(text)
     run = ToolRun(tool or "unknown", "n1", "x", name, from_log=True)
     if tool:
@@ -55,9 +63,10 @@ def _parse(name: str) -> tuple[str | None, ToolRun]:
 
 
 def test_every_real_output_has_an_expectation() -> None:
-    if not FILES:
-        pytest.skip("../shared/data/real/active/ is not here")
-    assert sorted({f[:2] for f in FILES}) == sorted(EXPECTED)
+    assert {f[:2] for f in FILES} <= set(EXPECTED)
+    copied = {p.name[:2] for p in (FIXTURES / "real/active").glob("*.txt")}
+    assert copied
+    assert copied <= {f[:2] for f in FILES}
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -74,34 +83,32 @@ def test_real_output(name: str) -> None:
 
 
 def test_nccl_figure_is_best_busbw_at_the_largest_size() -> None:
-    _, run = _parse(next(f for f in FILES if f.startswith("04")))
+    _, run = _parse("04")
     (figure,) = run.figures
     assert figure.value == 235.26
     assert "8589934592" in figure.detail
 
 
 def test_nccl_every_layout_of_file_16_is_read() -> None:
-    _, run = _parse(next(f for f in FILES if f.startswith("16")))
+    _, run = _parse("16")
     # v2.20 header, pre-2.13 'error' column, 1-GPU alltoall, the 2017 'bytes N type op' layout
     assert [round(f.value, 2) for f in run.figures] == [1.01, 2.22, 0.0, 0.98]
 
 
 def test_nccl_failure_lines_of_file_13() -> None:
-    _, run = _parse(next(f for f in FILES if f.startswith("13")))
+    _, run = _parse("13")
     fails = [e.text for e in run.evidence if e.kind == "fail"]
     assert any("Test NCCL failure" in t for t in fails)
     assert any("NET/IB : Got completion" in t for t in fails)
 
 
 def _gcm_fixture() -> str:
-    return (ACTIVE / next(f for f in FILES if f.startswith("01"))).read_text()
+    return _capture("01")
 
 
 @pytest.mark.parametrize("prefix", ["0: ", "[1,0]<stdout>:", "[0] ",
                                     "2026-02-16T10:00:03.000000000Z "])
 def test_nccl_launcher_prefixes_are_stripped(prefix: str) -> None:
-    if not FILES:
-        pytest.skip("no real captures")
     text = "\n".join(prefix + line for line in _gcm_fixture().splitlines())
     run = ToolRun("nccl-tests", "n1", "allreduce", "x")
     assert parsers.detect(text) == "nccl-tests"
@@ -111,8 +118,6 @@ def test_nccl_launcher_prefixes_are_stripped(prefix: str) -> None:
 
 
 def test_nccl_wrong_elements_and_out_of_bounds_fail() -> None:
-    if not FILES:
-        pytest.skip("no real captures")
     text = _gcm_fixture().replace("231.72      0   8109.7", "231.72      3   8109.7")
     text = text.replace("Out of bounds values : 0 OK", "Out of bounds values : 1 FAILED")
     run = ToolRun("nccl-tests", "n1", "allreduce", "x")
@@ -123,8 +128,6 @@ def test_nccl_wrong_elements_and_out_of_bounds_fail() -> None:
 
 
 def test_nccl_na_in_wrong_is_not_a_failure() -> None:
-    if not FILES:
-        pytest.skip("no real captures")
     text = _gcm_fixture().replace("  0\n", "N/A\n")
     run = ToolRun("nccl-tests", "n1", "allreduce", "x")
     parsers.parse("nccl-tests", text, run)
@@ -145,11 +148,9 @@ def test_perftest_report_gbits_unit_is_kept() -> None:
 
 
 def test_logs_name_an_unrecognised_file_and_judge_the_rest(tmp_path: Path) -> None:
-    if not FILES:
-        pytest.skip("no real captures")
     junk = tmp_path / "notes.txt"
     junk.write_text("hello\n")
-    good = ACTIVE / next(f for f in FILES if f.startswith("01"))
+    good = real_file("real/active", "active", next(f for f in FILES if f.startswith("01")))
     result = judge_logs([junk, good, tmp_path / "missing.log"], load_profile("dgx-a100"),
                         StragglerRule())
     assert [f.status for f in result.judgement.findings["notes.txt"]] == [Status.ERROR]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -21,19 +20,12 @@ from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.checks.core.topology import pci_distance
 from clusterdiag.checks.profiles.profile import load_profile
 from clusterdiag.reports.render.topo import TopoMatrix, build, render_text
-from tests.conftest import SHARED
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/topo"
-SHARED_TOPO = SHARED / "data/real/topo"
+from tests.real import real_file
 
 
 def capture(name: str) -> str:
-    """A real capture: Apache/MIT ones are copied into the fixtures; the others are read
-    from the shared data beside the checkout, and the test skips where it is absent."""
-    for folder in (FIXTURES, SHARED_TOPO):
-        if (folder / name).is_file():
-            return (folder / name).read_text()
-    pytest.skip(f"{name}: not in tests/fixtures/topo (license) and no {SHARED_TOPO}")
+    """A real ``nvidia-smi topo -m`` capture (tests/real.py: copied, or shared, or a skip)."""
+    return real_file("topo", "topo", name).read_text()
 
 
 # Profile -> the real capture of that platform (SOURCES.md in the same folder).

@@ -17,11 +17,8 @@ from clusterdiag.checks.catalogs.xid_catalog import (
 )
 from clusterdiag.checks.core.finding import Action
 
-REAL_XID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "xid"
-needs_real = pytest.mark.skipif(
-    not REAL_XID.is_dir(),
-    reason=f"real Xid corpus not found at {REAL_XID} (CI checks out shared/ beside the repo)",
-)
+# The hand-checked real corpus (tests/fixtures/real/xid/PROVENANCE.md).
+REAL_XID = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "xid"
 
 DATA = Path(__file__).resolve().parents[2] / "checks" / "catalogs" / "xid_catalog.tsv"
 # The codes whose immediate action in NVIDIA's catalog is a reset, a reboot or a check of
@@ -112,7 +109,6 @@ def test_reference_sxids_are_catalogued() -> None:
     assert (info.severity, info.action) == ("fail", "reset_gpu")
 
 
-@needs_real
 def test_every_code_in_the_real_logs_is_catalogued() -> None:
     xids = {e.xid for e in read_file(REAL_XID / "kmsg.txt").xids}
     sxids = {e.sxid for e in read_file(REAL_XID / "sxid_kmsg.txt").sxids}
