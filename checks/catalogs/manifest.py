@@ -1,6 +1,6 @@
 """The check catalog as plain data, for planning a run without importing it
 (checks/core/index.py). Generated from the registry: do not edit; after changing
-a check, run ``python -m clusterdiag.checks.core.generate --write``."""
+a check, run ``python -m dev.regenerate``."""
 
 CHECKS = {'fabric.clique': {'family': 'fabric',
                    'needs': ('nvml',),

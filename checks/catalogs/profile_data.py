@@ -1,6 +1,6 @@
 """The built-in profiles (checks/profiles/*.yaml) as YAML reads them, so that
 loading one needs no PyYAML (checks/profiles/profile.py). Generated: do not edit;
-after changing a profile file, run ``python -m clusterdiag.checks.core.generate --write``."""
+after changing a profile file, run ``python -m dev.regenerate``."""
 
 PROFILES = {'dgx-a100': {'extends': 'hgx-a100-8gpu',
               'description': 'DGX/HGX A100 8-GPU (SXM4, 6 NVSwitches, 8x ConnectX-6 HDR)',

@@ -2,17 +2,14 @@
 read by ``index.py`` to plan a run without importing the families) and the built-in
 profiles as YAML reads them (``profile_data.py``, so that loading one needs no PyYAML).
 
-After adding or changing a check or a profile file, run
-
-    python -m clusterdiag.checks.core.generate --write
-
+After adding or changing a check or a profile file, run ``python -m dev.regenerate`` from
+the repository's root, which writes them with the other generated files
 (``tests/unit/test_check_manifest.py`` fails, naming that command, while either is stale).
 """
 
 from __future__ import annotations
 
 import pprint
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,7 @@ from .registry import REGISTRY, CheckSpec
 
 MANIFEST = "manifest.py"
 PROFILE_DATA = "profile_data.py"
-COMMAND = "python -m clusterdiag.checks.core.generate --write"
+COMMAND = "python -m dev.regenerate"
 
 
 def render(registry: Mapping[str, CheckSpec]) -> str:
@@ -49,27 +46,3 @@ def generated() -> dict[Path, str]:
     catalogs = Path(__file__).resolve().parents[1] / "catalogs"
     return {catalogs / MANIFEST: render(REGISTRY),
             catalogs / PROFILE_DATA: render_profiles(read_builtin_files())}
-
-
-def _main(argv: list[str]) -> int:
-    files = generated()
-    if argv == ["--write"]:
-        for path, text in files.items():
-            path.write_text(text)
-            print(f"wrote {path}")
-        return 0
-    if argv == ["--check"]:
-        stale = [path for path, text in files.items() if path.read_text() != text]
-        for path in files:
-            print(f"{path}: {f'stale: run {COMMAND}' if path in stale else 'fresh'}")
-        return 1 if stale else 0
-    print(f"usage: {COMMAND} | --check", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
