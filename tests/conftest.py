@@ -13,9 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--update-golden", action="store_true", default=False,
-                     help="rewrite tests/golden/ from today's output (review the diff in git)")
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: the suite mostly waits (on child processes, sockets and deadlines), so
+    twice as many workers as cores keep the CPU busy; ``CLUSTERDIAG_TEST_WORKERS`` overrides."""
+    given = os.environ.get("CLUSTERDIAG_TEST_WORKERS")
+    return int(given) if given else 2 * (os.cpu_count() or 1)
 
 
 def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None,

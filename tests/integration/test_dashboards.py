@@ -26,6 +26,8 @@ from .daemon_helpers import AgentProc, get
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy/grafana/clusterdiag-dashboard.json"
 RULES = REPO / "deploy/prometheus/clusterdiag-rules.yaml"
+# One agent's scrapes (a 20 s wait for its XID) serve every test: they run on one worker.
+pytestmark = pytest.mark.xdist_group("dashboards")
 # The XID is due this long after the simulated node is built: after the agent's first
 # report (the "before" scrape), also on a loaded CI machine where start-up takes seconds.
 SPEC = {"nodes": [{"names": "n1", "profile": "dgx-h100"}],

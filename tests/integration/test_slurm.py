@@ -26,7 +26,9 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# One Slurm cluster (munge, slurmctld, a slurmd per node) serves the module: its tests run
+# on one worker, one after another.
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 NODES = ("n1", "n2", "n3", "n4")
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sbatch", "srun", "sinfo")
