@@ -1,32 +1,29 @@
-"""The reference pages generated from the code: docs/checks.md and docs/metrics.md.
-
-    python -m dev.docs --write    # rewrite the pages
-    python -m dev.docs --check    # exit 1 naming the pages that differ from the code
+"""The reference pages generated from the code: docs/checks.md, docs/metrics.md and
+docs/layers.md, written by ``python -m dev.regenerate`` with the other generated files.
 
 checks.md lists every node check of the registry (id, levels, what it needs, its
 parameters with their defaults, types and meaning, its actions and remedy), the cluster
 checks and the qualify findings. metrics.md lists every Prometheus family the agent
 serves, read from the exposition the agent's own registry renders for a simulated healthy
 DGX H100: name, type, help and label names. Both are deterministic (sorted; no times,
-hostnames or values), so a test can compare them with the files.
+hostnames or values), so a test can compare them with the files. layers.md is the layer
+map tests/test_layering.py enforces: each folder and the folders it may import.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import re
-import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKS_PAGE = "docs/checks.md"
 METRICS_PAGE = "docs/metrics.md"
-REGENERATE = "python -m dev.docs --write"
+LAYERS_PAGE = "docs/layers.md"
+REGENERATE = "python -m dev.regenerate"
 
 _CODE = re.compile(r"(`[^`]*`)")
 
@@ -219,47 +216,30 @@ def metrics_page(text: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def layers_page() -> str:
+    """The layer map as a table, from the one the layering test enforces."""
+    from tests.test_layering import LAYERS
+
+    def folder(dotted: str) -> str:
+        return "`" + "/".join(dotted.split(".")[1:]) + "`"
+
+    lines = ["# The layer map", "",
+             "Each folder of the code is a layer: it may import only the folders named beside it",
+             "(its own modules aside). `tests/test_layering.py` holds this map and fails on any",
+             "import it does not allow, function-level and type-checking imports included.",
+             "Generated from that test by `python -m dev.regenerate`; design.md §2 says why the",
+             "layers are what they are.", "",
+             "| folder | may import |", "|---|---|"]
+    for name, allowed in LAYERS.items():
+        lines.append(f"| {folder(name)} | {', '.join(map(folder, allowed)) or 'nothing of ours'} |")
+    return "\n".join(lines) + "\n"
+
+
 def pages() -> dict[str, str]:
     """Each generated page by its path in the repository, as the code says it should be."""
-    return {CHECKS_PAGE: checks_page(), METRICS_PAGE: metrics_page()}
+    return {CHECKS_PAGE: checks_page(), METRICS_PAGE: metrics_page(), LAYERS_PAGE: layers_page()}
 
 
-def stale(expected: Mapping[str, str], repo: Path = REPO) -> list[str]:
-    """The pages whose file is missing or differs from ``expected``."""
-    found = []
-    for path, text in sorted(expected.items()):
-        target = repo / path
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
-            found.append(path)
-    return found
-
-
-def write(expected: Mapping[str, str], repo: Path = REPO) -> list[str]:
-    """Write the pages that changed; the paths written."""
-    changed = stale(expected, repo)
-    for path in changed:
-        (repo / path).write_text(expected[path], encoding="utf-8")
-    return changed
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dev.docs", description=__doc__.split(
-        "\n", 1)[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite the generated pages")
-    mode.add_argument("--check", action="store_true",
-                      help="exit 1 naming the pages that differ from the code")
-    args = parser.parse_args(argv)
-    expected = pages()
-    if args.write:
-        for path in write(expected):
-            print(f"wrote {path}")
-        return 0
-    found = stale(expected)
-    for path in found:
-        print(f"{path} is stale: run {REGENERATE}", file=sys.stderr)
-    return 1 if found else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def generated() -> dict[Path, str]:
+    """Each generated page and the text it must have (``python -m dev.regenerate``)."""
+    return {REPO / path: text for path, text in pages().items()}
