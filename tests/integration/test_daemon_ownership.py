@@ -17,34 +17,20 @@ from pathlib import Path
 
 import pytest
 
+from tests import users
 from tests.conftest import run_cli
+from tests.users import NOBODY
 
-NOBODY = 65534
 EVENT = {"id": "xid79-gpu2-1", "xid": 79, "gpu_index": 2, "gpu_uuid": None, "time": 1.0,
          "cleared": None}
 KEEP = {**EVENT, "id": "xid48-gpu0-2", "xid": 48, "gpu_index": 0}
 
 def as_nobody(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                           "--clear-groups", *argv], capture_output=True, text=True,
+    return subprocess.run(users.as_nobody(*argv), capture_output=True, text=True,
                           timeout=timeout, check=False, cwd="/")
 
 
-def _why_nobody_cannot_run_python() -> str | None:
-    """Why this test cannot play the agent's user here: not root, or an interpreter that
-    user cannot run (pyenv's lives under /root, mode 700: its shared libpython is then not
-    found); None when it can."""
-    if os.geteuid() != 0:
-        return "needs root to play both users"
-    probe = as_nobody(sys.executable, "-c", "pass", timeout=30)
-    if probe.returncode != 0:
-        return (f"the unprivileged user cannot run {sys.executable} (exit "
-                f"{probe.returncode}: {probe.stderr.strip()[-200:]}): install Python where "
-                "every user can read it to run this test")
-    return None
-
-
-_WHY = _why_nobody_cannot_run_python()
+_WHY = users.why_nobody_cannot_run_clusterdiag()
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=_WHY or "")
 
 

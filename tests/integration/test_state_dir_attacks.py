@@ -19,21 +19,20 @@ from pathlib import Path
 
 import pytest
 
+from tests import users
 from tests.conftest import run_cli
-from tests.integration.test_daemon_ownership import EVENT, NOBODY
+from tests.integration.test_daemon_ownership import EVENT
 from tests.integration.test_prolog_cli import Slurm, write_config
+from tests.users import NOBODY, as_nobody
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to play both users")
+_WHY = users.why_nobody_cannot_run_clusterdiag()
+pytestmark = pytest.mark.skipif(_WHY is not None, reason=_WHY or "")
 
 TOKEN = "state-dir-attack-token-0123456789"
 # The prolog's budget here is 20 s, not 8: it keeps 6 s of it for two scontrol calls, and
 # on a loaded 2-core machine the simulated GPUs need more than the 0.5 s left of 8 s.
 PROLOG_BUDGET_S = 20
 PROLOG_BOUND_S = PROLOG_BUDGET_S + 10.0
-
-
-def nobody(*argv: str) -> list[str]:
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
 
 
 @pytest.fixture
@@ -47,7 +46,7 @@ def base() -> Iterator[Path]:
         shutil.rmtree(path)
 
 
-def _state_of_nobody(base: Path) -> Path:
+def _state_of_as_nobody(base: Path) -> Path:
     state = base / "state"
     state.mkdir(mode=0o750)
     (state / "events.json").write_text(json.dumps({"version": 1, "events": [EVENT]}))
@@ -56,9 +55,9 @@ def _state_of_nobody(base: Path) -> Path:
     return state
 
 
-def _agent_as_nobody(state: Path, seconds: float) -> subprocess.CompletedProcess[str]:
+def _agent_as_as_nobody(state: Path, seconds: float) -> subprocess.CompletedProcess[str]:
     """The agent as the state dir's owner for ``seconds`` (or until it exits)."""
-    proc = subprocess.Popen(nobody(sys.executable, "-m", "clusterdiag.agent", "agent",
+    proc = subprocess.Popen(as_nobody(sys.executable, "-m", "clusterdiag.agent", "agent",
                                    "--simulate", "dgx-h100", "--state-dir", str(state),
                                    "--listen", "127.0.0.1:0", "--interval", "1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -88,7 +87,7 @@ def test_a_state_dir_others_may_write_is_refused_in_one_line(tmp_path: Path, mod
 def test_a_state_dir_of_another_user_is_refused(base: Path) -> None:
     state = base / "state"
     state.mkdir(mode=0o755)  # root's
-    proc = subprocess.run(nobody(sys.executable, "-m", "clusterdiag.agent", "agent",
+    proc = subprocess.run(as_nobody(sys.executable, "-m", "clusterdiag.agent", "agent",
                                  "--simulate", "dgx-h100", "--state-dir", str(state),
                                  "--listen", "127.0.0.1:0"),
                           capture_output=True, text=True, timeout=60, check=False, cwd="/")
@@ -97,7 +96,7 @@ def test_a_state_dir_of_another_user_is_refused(base: Path) -> None:
 
 
 def test_a_clear_link_cannot_make_the_agent_delete_files_elsewhere(base: Path) -> None:
-    state = _state_of_nobody(base)
+    state = _state_of_as_nobody(base)
     victim = base / "victim"
     victim.mkdir()
     (victim / EVENT["id"]).write_text("precious")
@@ -106,7 +105,7 @@ def test_a_clear_link_cannot_make_the_agent_delete_files_elsewhere(base: Path) -
         os.chown(p, NOBODY, NOBODY)
     (state / "clear").symlink_to(victim)
     os.chown(state / "clear", NOBODY, NOBODY, follow_symlinks=False)
-    done = _agent_as_nobody(state, seconds=60)  # it refuses at start: exits long before
+    done = _agent_as_as_nobody(state, seconds=60)  # it refuses at start: exits long before
     assert (victim / EVENT["id"]).read_text() == "precious"
     assert (victim / "all").read_text() == "precious too"
     assert done.returncode == 3, done.stderr
@@ -115,7 +114,7 @@ def test_a_clear_link_cannot_make_the_agent_delete_files_elsewhere(base: Path) -
 
 
 def test_roots_clear_follows_no_planted_temp_link(base: Path) -> None:
-    state = _state_of_nobody(base)
+    state = _state_of_as_nobody(base)
     (state / "clear").mkdir(mode=0o750)
     os.chown(state / "clear", NOBODY, NOBODY)
     victim = base / "root-secret"
@@ -127,7 +126,7 @@ def test_roots_clear_follows_no_planted_temp_link(base: Path) -> None:
     planter = ("import os, sys\nfor pid in range(int(sys.argv[2]), int(sys.argv[2]) + 600):\n"
                "    for name in ('events.json', 'probe'):\n"
                "        os.symlink(sys.argv[3], f'{sys.argv[1]}/.tmp-{name}.{pid}')\n")
-    planted = subprocess.run(nobody(sys.executable, "-c", planter, str(state), str(last + 1),
+    planted = subprocess.run(as_nobody(sys.executable, "-c", planter, str(state), str(last + 1),
                                     str(victim)), capture_output=True, text=True, timeout=60,
                              check=False)
     assert planted.returncode == 0, planted.stderr
