@@ -32,7 +32,9 @@ COPIED = ("agent", "checks", "reports", "systemd", "deploy", "pyproject.toml", "
 HEALTHZ = ("import urllib.request; "
            "print(urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=5).status)")
 
-pytestmark = pytest.mark.slow
+# Every test here builds the project wheel in the checkout; setuptools builds in-tree
+# (build/, *.egg-info), so two builds of one checkout at once break each other.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 def _minor(python: str) -> str:

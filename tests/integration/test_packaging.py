@@ -11,6 +11,9 @@ import pytest
 
 from tests.conftest import REPO
 
+# Shares the in-tree wheel build with the bundle tests: one build of a checkout at a time.
+pytestmark = pytest.mark.xdist_group("wheel")
+
 
 @pytest.mark.slow
 def test_wheel_contains_profiles_schema_and_no_generic_top_level(tmp_path: Path) -> None:
