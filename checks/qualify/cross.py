@@ -7,8 +7,10 @@ scanner second pass, GoogleCloudPlatform/cluster-health-scanner): a suspect slow
 known-good partner is convicted; one that is fine with it is cleared; when both nodes of a
 slow pair are cleared, the pair was slow only together (the path between them, or a
 transient) — a warning on both, nobody excluded. Where no known-good partner could re-test
-a suspect (two nodes, every pair slow: a switch or another shared cause), the pair's
-slowness is an error on both (not ready, not judged), never a fail or a drain. A node that
+a suspect (two nodes, every pair slow: a switch or another shared cause), the slow pair is
+a cluster-level fail, "slow pair, unattributed", naming both nodes and the run that would
+tell which: the cluster is not ready, yet neither node is convicted, drained or left out
+(each carries a warning). A node that
 passed its first pass is never convicted by someone else's second pass. A figure is judged
 against the peers' median of the first pass (at least ``min_peers`` figures), else against
 the profile's expected figure, and always against its floor, with the node tests'
@@ -135,11 +137,13 @@ def _action(test: str, status: Status) -> Action:
     return CATALOG[f"qualify.{test}"] if status is Status.FAIL else Action.INVESTIGATE
 
 
-def attribute(test: str, graded: list[Graded],
-              expectation: Expectation | None = None) -> dict[str, list[Finding]]:
-    """Findings per node from a pairing's two passes (see the module's docstring)."""
+def attribute(test: str, graded: list[Graded], expectation: Expectation | None = None
+              ) -> tuple[dict[str, list[Finding]], list[Finding]]:
+    """Findings per node from a pairing's two passes, and the cluster's own (a slow pair no
+    known-good partner could attribute): see the module's docstring."""
     check, name = f"qualify.{test}", TEST_NAMES[test]
     out: dict[str, list[Finding]] = defaultdict(list)
+    unattributed: dict[tuple[str, ...], Finding] = {}
     firsts = [g for g in graded if g.run.stage == "first"]
     seconds = [g for g in graded if g.run.stage == "second"]
     for g in (g for g in graded if g.run.stage == "odd"):  # the odd node, with a good one
@@ -183,12 +187,21 @@ def attribute(test: str, graded: list[Graded],
                                      _expected(first, expectation), _action(test, status),
                                      check))
         elif not judged:  # "one of the two, or the path": not a verdict on either node
-            status = Status.WARN if first.status is Status.WARN else Status.ERROR
             message = (f"{name}: {_value(first)} with {first.partner(node)} and no "
                        "known-good partner to tell which of the two is slow")
-            out[node].append(Finding(status, component, message, observed,
+            out[node].append(Finding(Status.WARN, component, message, observed,
                                      _expected(first, expectation), Action.INVESTIGATE,
                                      check))
+            pair = tuple(sorted(first.run.nodes))
+            if first.status is Status.FAIL and pair not in unattributed:
+                unattributed[pair] = Finding(
+                    Status.FAIL, f"{pair[0]} and {pair[1]}",
+                    f"slow pair, unattributed: {name} {_value(first)} between {pair[0]} and "
+                    f"{pair[1]}, and no node passed to tell which of the two (or the path) is "
+                    f"slow; attribute it by qualifying both with nodes that pass (clusterdiag "
+                    f"qualify --tests {test} --nodes {pair[0]},{pair[1]},<more nodes>)",
+                    {"value": first.value, "round": first.run.round, "why": first.why},
+                    _expected(first, expectation), Action.INVESTIGATE, check)
         else:
             cleared[(node, component)] = again
     for (node, component), again in sorted(cleared.items()):
@@ -217,7 +230,7 @@ def attribute(test: str, graded: list[Graded],
             {"lowest": None if low.value is None else round(low.value, 2),
              "component": low.component, "partner": low.partner(node), "figures": len(items)},
             _expected(low, expectation), Action.NONE, check))
-    return dict(out)
+    return dict(out), list(unattributed.values())
 
 
 @dataclass

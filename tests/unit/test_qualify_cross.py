@@ -69,7 +69,7 @@ FIRST = [_run(("a", "b"), "first", 370.0), _run(("c", "d"), "first", 368.0),
 
 
 def _findings(runs: list[CrossRun]) -> dict[str, list[tuple[Status, str]]]:
-    found = attribute("pairs", grade(runs, None, RULE))
+    found, _ = attribute("pairs", grade(runs, None, RULE))
     return {n: [(f.status, f.message) for f in own] for n, own in found.items()}
 
 
@@ -90,16 +90,22 @@ def test_both_cleared_is_a_warning_on_the_pair_not_a_conviction() -> None:
     assert "only together" in out["x"][0][1]
 
 
-def test_no_known_good_partner_fails_neither_suspect() -> None:
-    """One of the two is slow, or the path: both are not ready (an error), neither failed."""
+def test_no_known_good_partner_fails_the_cluster_and_convicts_neither() -> None:
+    """One of the two is slow, or the path: the cluster is not ready (a cluster-level fail
+    naming both and how to attribute it), each node only warned, neither failed."""
     out = _findings([_run(("x", "y"), "first", 290.0)])
     assert [s for s, _ in out["x"]] == [Status.PASS]  # one pair: no median, no expectation
     expect = Expectation("pairs", "GB/s", "test", expected=370.0)
-    found = attribute("pairs", grade([_run(("x", "y"), "first", 290.0)], expect, RULE), expect)
+    found, cluster = attribute("pairs", grade([_run(("x", "y"), "first", 290.0)], expect,
+                                              RULE), expect)
     assert {n: [f.status for f in own] for n, own in found.items()} == {
-        "x": [Status.ERROR], "y": [Status.ERROR]}
+        "x": [Status.WARN], "y": [Status.WARN]}
     assert "no known-good partner" in found["x"][0].message
     assert {f.action for own in found.values() for f in own} == {Action.INVESTIGATE}
+    (whole,) = cluster
+    assert (whole.status, whole.component) == (Status.FAIL, "x and y")
+    assert whole.message.startswith("slow pair, unattributed")
+    assert "--nodes x,y," in whole.message
 
 
 def test_a_failed_run_is_a_suspect_whatever_its_figure() -> None:
