@@ -52,7 +52,7 @@ def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | 
     if logs and not from_logs:
         raise UsageError(f"unexpected argument {logs[0]} (saved logs go after --from-logs)")
     request = Request(nodes, via, tests, level, budget, profile, simulate,
-                      (*from_logs, *map(str, logs)), baseline, drain, seed)
+                      (*from_logs, *map(str, logs)), baseline, drain, seed, adopt_orphans=True)
     report = run(request, session.load(config_path))
     report.cluster.need = need
     if fmt == "json":

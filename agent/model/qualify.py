@@ -45,7 +45,9 @@ class Figure:
 class Evidence:
     """A line of the output that decides the verdict by itself, whatever the bandwidth:
     ``kind`` is ``fail`` (wrong results, NCCL/CUDA failure, IB completion error, a GPU
-    marked faulty), ``warn`` (an NCCL WARN line) or ``socket`` (NCCL chose sockets)."""
+    marked faulty), ``error`` (the tool could not do what it was asked: its arguments, a
+    feature its build lacks, CUDA or NVML failing to start — an error of the test, never
+    the node's failure), ``warn`` (an NCCL WARN line) or ``socket`` (NCCL chose sockets)."""
 
     kind: str
     component: str

@@ -27,6 +27,7 @@ from ..base.errors import CollectError, UsageError
 from ..cluster.nodes import resolve_nodes
 from ..model.nodeset import expand
 from ..model.qualify import CROSS_TESTS
+from ..read.sources import become_subreaper
 from ..run.session import site_profile
 from ..settings.config import Config
 from ..sim.tools import simulated_cluster
@@ -55,6 +56,9 @@ class Request:
     baseline: Path | None = None
     drain: bool = False
     seed: int = 0
+    # Kill what a finished tool left behind, even setsid'd (agent/read/sources.py
+    # become_subreaper): for the CLI process only, never a host process such as pytest's.
+    adopt_orphans: bool = False
 
 
 def _version() -> str:
@@ -113,6 +117,7 @@ def from_logs(request: Request, config: Config) -> QualifyReport:
     result = judge_logs([Path(p) for p in request.from_logs], profile, _rule(config))
     names = {node: profile.name if profile else "" for node in result.judgement.findings}
     cluster = _cluster(result.judgement.findings, names, {}, "files")
+    cluster.findings.extend(ClusterFinding(f) for f in result.judgement.cluster)
     return QualifyReport(cluster, "logs", ["logs"], request.level or "quick", 0.0,
                          result.judgement.figures, result.runs, result.judgement.findings)
 
@@ -134,6 +139,8 @@ def run(request: Request, config: Config) -> QualifyReport:
     """The qualification, its report, the baseline and the drains."""
     if request.from_logs:
         return from_logs(request, config)
+    if request.adopt_orphans:
+        become_subreaper()
     notes: list[str] = []
     tests, cross_tests = _tests(request.tests)
     settings = dict(config.section("qualify"))
@@ -192,6 +199,7 @@ def run(request: Request, config: Config) -> QualifyReport:
                                "; ".join(inv.problems) or "no GPUs", None, Action.INVESTIGATE,
                                "qualify.inventory"))
     cluster = _cluster(outcome.judgement.findings, names, gpus, via)
+    cluster.findings.extend(ClusterFinding(f) for f in outcome.judgement.cluster)
     report = QualifyReport(cluster, "run", sorted(tests | cross_tests), level,
                            outcome.seconds + (cross.seconds if cross else 0.0),
                            outcome.judgement.figures, outcome.runs, outcome.judgement.findings,

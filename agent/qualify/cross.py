@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from ...checks.core.finding import Action, Finding, Status
 from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile
+from ...checks.qualify.active import PAIRS, RACK, RAILS, SCALING, Invocation, cross_tests, fill
 from ...checks.qualify.cross import (
     Graded,
     ScalingPoint,
@@ -39,13 +40,14 @@ from ...checks.qualify.cross import (
 )
 from ...checks.qualify.judge import TEST_NAMES, expectations
 from ..model.qualify import CrossRun, Expectation, ToolRun
+from .inventory import Inventory, Rail
 from .launch import GroupRunner, ToolRunner
-from .plan import DEADLINES, NIC_PORT_BASE, Inventory, Step, program
+from .plan import DEADLINES, NIC_PORT_BASE, Step, program
 from .run import QualifyOptions, result_run, run_step
 from .schedule import Pair, first_pairing, scaling_sizes, second_pass
 
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
-CROSS_DEADLINES = {"pairs": 300.0, "rails": 120.0, "scaling": 600.0, "rack": 600.0}
+CROSS_DEADLINES = {t.id: t.invocation.deadline_s for t in cross_tests()}
 
 
 class Measure(Protocol):
@@ -100,6 +102,24 @@ class CrossOutcome:
                 "detail": [r.to_dict() for r in self.rounds]}
 
 
+_INVOCATIONS: dict[str, Invocation] = {"pairs": PAIRS, "scaling": SCALING, "rack": RACK}
+
+
+def matched_rails(mine: Inventory, theirs: Inventory) -> list[tuple[Rail, Rail]]:
+    """Rail to rail between two nodes: the rails serving the same GPU (the rail of GPU k is
+    rail k of the node, whatever its name or where ibstat prints it), else the rails of the
+    same name; a rail with no counterpart is left out."""
+    by_gpu = {r.gpu: r for r in theirs.rails if r.gpu is not None}
+    by_name = {(r.hca, r.port): r for r in theirs.rails}
+    out = []
+    for rail in mine.rails:
+        other = by_gpu.get(rail.gpu) if rail.gpu is not None else None
+        other = other or by_name.get((rail.hca, rail.port))
+        if other is not None:
+            out.append((rail, other))
+    return out
+
+
 @dataclass
 class Cross:
     """What the cross-node tests need: the nodes with their inventory and profile, the
@@ -149,8 +169,9 @@ class Cross:
                    env: Mapping[str, str]) -> CrossRun:
         tools = self.options.settings.get("tools") or {}
         iters = "100" if self.options.level == Level.FULL else "20"
-        argv = [program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
-                "-g", str(self._gpus(nodes)), "-w", "5", "-n", iters]
+        invocation = _INVOCATIONS[test]
+        argv = [program(invocation.program, tools),
+                *fill(invocation.argv, {"gpus": str(self._gpus(nodes)), "iters": iters})]
         step = Step(test, "nccl-tests", tuple(argv), tuple(sorted(env.items())),
                     self._deadline_s(test))
         left = min(step.deadline_s, self.deadline - time.monotonic())
@@ -168,28 +189,31 @@ class Cross:
         """Rail i of pair[0] to rail i of pair[1], every rail at once."""
         client, server = pair
         tools = self.options.settings.get("tools") or {}
-        theirs = self.inventories[server].rails
+        perftest = program(RAILS.program, tools)
         steps = []
-        for i, rail in enumerate(self.inventories[client].rails[:len(theirs)]):
+        for i, (rail, other) in enumerate(matched_rails(self.inventories[client],
+                                                        self.inventories[server])):
             component = f"{rail.hca}/{rail.port}"
             if only is not None and component not in only:
                 continue
-            other = theirs[i]
-            common = ("-s", "8388608", "-n", "2000", "-F", "--report_gbits", "-p",
-                      str(NIC_PORT_BASE + i))
-            server_argv = (program("ib_write_bw", tools), "-d", other.hca, "-i",
-                           str(other.port), f"--use_cuda={other.gpu}", *common)
-            client_argv = (program("ib_write_bw", tools), "-d", rail.hca, "-i",
-                           str(rail.port), f"--use_cuda={rail.gpu}", *common, server)
-            steps.append(Step("rails", "perftest", client_argv,
+            server_argv = (perftest, *fill(RAILS.argv, self._rail_values(server, other, i)))
+            client_argv = (perftest, *fill(RAILS.argv, self._rail_values(client, rail, i)),
+                           server)
+            steps.append(Step("rails", RAILS.parser, client_argv,
                               deadline_s=self._deadline_s("rails"), server_argv=server_argv,
-                              component=component))
+                              component=component, tests=("rails",), install=RAILS.install))
         if not steps:
             return []
         with ThreadPoolExecutor(len(steps)) as pool:
             runs = list(pool.map(lambda s: run_step(s, client, self.runner, self.deadline,
                                                     server_node=server), steps))
         return [CrossRun("rails", pair, number, stage, run) for run in runs]
+
+    def _rail_values(self, node: str, rail: Rail, index: int) -> dict[str, str]:
+        inv = self.inventories[node]
+        cuda = f"--use_cuda={rail.gpu}" if inv.perftest_cuda and rail.gpu is not None else ""
+        return {"hca": rail.hca, "port": str(rail.port), "use_cuda": cuda,
+                "tcp_port": str(NIC_PORT_BASE + index)}
 
     # -- pairings --------------------------------------------------------------------
 
@@ -224,11 +248,14 @@ class Cross:
                 Status.SKIP, "node", f"{TEST_NAMES[test]}: not run (the odd node out of "
                 "the first pass, and no pair passed to give it a known-good partner)",
                 None, None, Action.NONE, f"qualify.{test}")] for node in odd})
-        runs = [r for r in self.outcome.runs if r.test == test and r.nodes[0] in nodes
+        members = set(nodes)
+        runs = [r for r in self.outcome.runs if r.test == test and r.nodes[0] in members
                 and r.stage in ("first", "second", "odd")]
         started = time.monotonic()
         graded = grade(runs, expectation, self.options.rule)
-        self.outcome.add(attribute(test, graded, expectation))
+        by_node, cluster = attribute(test, graded, expectation)
+        self.outcome.add(by_node)
+        self.outcome.cluster.extend(cluster)
         self.outcome.judge_s += time.monotonic() - started
         self.outcome.graded.extend(graded)
         return graded
@@ -237,7 +264,7 @@ class Cross:
         return expectations(self.profiles[nodes[0]]).get(test) if nodes else None
 
     def pairs(self, nodes: list[str]) -> None:
-        env = {"NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        env = dict(PAIRS.env)
         self._pairwise("pairs", nodes, partial(self._pair, "pairs", env=env),
                        self._expect(nodes, "pairs"))
 
@@ -259,7 +286,8 @@ class Cross:
         self.outcome.judge_s += time.monotonic() - started
 
     def rack(self, nodes: list[str]) -> None:
-        racks = {rack: [t for t in trays if t in nodes] for rack, trays in self.racks.items()}
+        chosen = set(nodes)
+        racks = {rack: [t for t in trays if t in chosen] for rack, trays in self.racks.items()}
         racks = {r: t for r, t in racks.items() if len(t) >= 2
                  and all(self.profiles[n].nvl72 for n in t)}
         if not racks:
@@ -270,7 +298,7 @@ class Cross:
         channels: dict[str, str | None] = {}
         self._round("rack", "imex", [partial(self._imex, t, channels) for t in trays])
         self.outcome.add(imex_findings(channels))
-        env = {"NCCL_MNNVL_ENABLE": "1", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        env = dict(RACK.env)
         whole = self._round("rack", "rack", [partial(self._one, "rack", m, "rack", env=env)
                                              for m in racks.values()])
         expectation = self._expect(trays, "rack")
@@ -310,24 +338,42 @@ class Cross:
                 (result.stderr or result.error or f"ls exited {result.returncode}").strip()[:200])
         return []
 
+    def peer_groups(self, nodes: Sequence[str]) -> list[list[str]]:
+        """The nodes by kind: same profile and fabric. A pair, a rail and a scaling run
+        never mix kinds (a DGX H100 beside a GB200 tray is no peer of it), and each group is
+        judged against its own median and its own profile's expected figures."""
+        groups: dict[tuple[str, str | None], list[str]] = {}
+        for node in nodes:
+            profile = self.profiles[node]
+            groups.setdefault((profile.name, profile.hca_link_layer), []).append(node)
+        return [members for _, members in sorted(groups.items())]
+
     def run(self, tests: frozenset[str], excluded: set[str]) -> CrossOutcome:
         nodes = [n for n in self.nodes if n not in excluded and self.inventories.get(n)
                  and self.inventories[n].gpus]
         if excluded:
             self.outcome.notes.append(f"left out of the tests between nodes (failed their "
                                       f"node tests): {', '.join(sorted(excluded))}")
-        for test in ("pairs", "rails"):
-            if test in tests and len(nodes) >= 2:
-                getattr(self, test)(nodes)
+        groups = self.peer_groups(nodes)
+        if len(groups) > 1:
+            self.outcome.notes.append(
+                "tests between nodes run within each kind of node: " + "; ".join(
+                    f"{self.profiles[g[0]].name} ({len(g)})" for g in groups))
+        for group in groups:
+            for test in ("pairs", "rails"):
+                if test in tests and len(group) >= 2:
+                    getattr(self, test)(group)
         convicted = {n for n, own in self.outcome.findings.items()
                      if any(f.status in (Status.FAIL, Status.ERROR) for f in own)}
-        passed = [n for n in nodes if n not in convicted]
-        if "scaling" in tests and len(passed) >= 2:
-            self.scaling(passed)
+        for group in groups:
+            passed = [n for n in group if n not in convicted]
+            if "scaling" in tests and len(passed) >= 2:
+                self.scaling(passed)
+            for test in tests & {"pairs", "rails", "scaling"}:
+                if len(group if test != "scaling" else passed) < 2:
+                    self.outcome.notes.append(
+                        f"{test}: {self.profiles[group[0]].name} needs two nodes or more that "
+                        "passed their node tests")
         if "rack" in tests:
             self.rack(nodes)
-        for test in tests & {"pairs", "rails", "scaling"}:
-            if len(nodes if test != "scaling" else passed) < 2:
-                self.outcome.notes.append(f"{test}: needs two nodes or more that passed "
-                                          "their node tests")
         return self.outcome

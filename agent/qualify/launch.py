@@ -90,10 +90,29 @@ def command_runner(via: str) -> ToolRunner:
     return run
 
 
+_LOADER = "error while loading shared libraries: "
+
+
 def missing(result: CommandResult) -> bool:
-    """The program is not there: not found locally, or the remote shell/step said so."""
+    """The program is not there: not found locally, or the remote shell/step said so. A
+    program that is there but cannot start (``cannot_start``) is not missing."""
     if result.error is not None:
         return result.error.endswith("not found")
     text = result.stderr[-2000:]
+    if cannot_start(result) is not None:
+        return False
     return result.returncode == 127 or (result.returncode not in (0, None) and (
         "command not found" in text or ("execve(): " in text and "No such file" in text)))
+
+
+def cannot_start(result: CommandResult) -> str | None:
+    """Why an installed program could not start: the dynamic loader could not find a
+    library it needs (exit 127 with ld.so's "error while loading shared libraries: X"), or
+    the program may not be run (exit 126, "Permission denied"); None otherwise."""
+    text = result.stderr[-2000:]
+    if _LOADER in text:
+        line = next(x for x in text.splitlines() if _LOADER in x)
+        return "a library it needs is missing: " + line.split(_LOADER, 1)[1].strip()[:200]
+    if result.returncode == 126 or ("Permission denied" in text and result.returncode == 127):
+        return "not permitted to run it (exit 126: " + (text.strip()[-160:] or "no output") + ")"
+    return None

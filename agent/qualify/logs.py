@@ -18,6 +18,7 @@ from ...checks.qualify.judge import Judgement, StragglerRule, expectations, judg
 from ..model.qualify import ToolRun
 from . import parsers
 from .parsers import nccl
+from .run import assign_tests
 
 MAX_BYTES = 16 << 20
 _TEST_OF_TOOL = {"perftest": "nic", "nvbandwidth": "nvbandwidth", "dcgmi": "dcgm",
@@ -71,6 +72,7 @@ def judge_logs(paths: list[Path], profile: Profile | None, rule: StragglerRule) 
             "allreduce" if nccl.collective(text, "collective") == "allreduce" else "collective")
         run = ToolRun(tool, name, test, str(path), from_log=True)
         parsers.parse(tool, text, run)
+        assign_tests(run, test)
         runs.append(run)
     profile_names = {run.node: profile.name if profile else "" for run in runs}
     expect = {profile.name: expectations(profile)} if profile else {}

@@ -286,15 +286,21 @@ def _fails(report: QualifyReport) -> list[tuple[str, str]]:
 def test_a_slow_pair_without_a_known_good_partner_convicts_neither(
         tmp_path: Path, names: str, faulty: str) -> None:
     """Two nodes, or every pair slow (a switch, a shared cause): the first pass says only
-    "one of these two, or the path", and no pair passed to tell which. Nobody is failed
-    or drained for it; each node is not ready (an error: not judged), naming the pair."""
+    "one of these two, or the path", and no pair passed to tell which. The cluster is not
+    ready (a cluster-level fail, "slow pair, unattributed"), yet nobody is failed, drained
+    or in bad_nodes: each node carries a warning naming the pair."""
     report = _run(tmp_path, [{"node": faulty, "kind": "cable_slow", "hca": "mlx5_4",
                               "factor": 0.5}], "rails", names=names)
     assert _fails(report) == []
+    assert report.bad_nodes == []
     assert not report.ready
+    unattributed = [c for c in report.cluster.findings
+                    if c.finding.message.startswith("slow pair, unattributed")]
+    assert unattributed
+    assert all(c.finding.status is Status.FAIL and not c.nodes for c in unattributed)
     for node, own in report.findings.items():
         (rail,) = [f for f in own if f.check == "qualify.rails"]
-        assert rail.status is Status.ERROR, (node, rail)
+        assert rail.status is Status.WARN, (node, rail)
         assert "no known-good partner" in rail.message
         assert rail.action.value == "investigate"
 

@@ -25,8 +25,15 @@ _FAILURES = (
     re.compile(r"\bTest failure\b"),
     re.compile(r"Test timeout"),
     re.compile(r"NET/IB\s*:\s*Got completion .* with error"),
-    re.compile(r"Invalid number of GPUs"),
 )
+# The test could not do what it was asked, which says nothing of the node's bandwidth: its
+# arguments (an unknown option prints "invalid option" and the usage and exits 0; bad sizes
+# "invalid size(s)": src/common.cu:1217-1230, 1358-1411), or more GPUs asked for than CUDA
+# shows (util.cu:679-683; the passive checks judge a GPU CUDA cannot see).
+# main()'s trace of a failure already printed: " .. <host> pid <n>: Test failure
+# common.cu:<line>" (common.h TESTCHECK).
+_TRACE = re.compile(r"^\.\. \S+ pid \d+: Test failure ")
+_USAGE = re.compile(r"^(?:USAGE: |invalid option |invalid sizes? |Invalid number of GPUs)")
 _WARN = re.compile(r"\bNCCL WARN\b")
 _SOCKET = re.compile(r"NCCL INFO Using network Socket|NCCL INFO NET/Socket : Using")
 _STARTING = re.compile(r"# Collective test starting:\s*(\S+)")
@@ -34,7 +41,8 @@ _BINARY = re.compile(r"\b(all_reduce|all_gather|alltoall|sendrecv|reduce_scatter
                      r"reduce|gather|scatter|hypercube)_perf\b")
 HEADER_HINT = re.compile(r"^#\s+(?:size|bytes)\s+(?:count|N)\s+type\b.*\bbusbw\b")
 MARKERS = (re.compile(r"^#\s*nThread \d+ nGpus \d+"), re.compile(r"^nThread \d+ nGpus \d+"),
-           HEADER_HINT, _FAILURES[0], re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)"))
+           HEADER_HINT, _FAILURES[0], re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)"),
+           re.compile(r"^USAGE: \w+_perf\b"))
 _WRONG_NAMES = ("#wrong",)  # "error" (max relative error) and "res" are not counts
 
 
@@ -112,13 +120,23 @@ def collective(text: str, default: str) -> str:
 
 
 def parse(text: str, run: ToolRun) -> None:
+    """The run's figure per table, its failure lines and warnings. A CUDA failure before the
+    first row of results is the test failing to start (a driver the passive checks judge, a
+    launch where CUDA sees no GPU): an ``error`` evidence, never a node's failure; after it,
+    and any NCCL failure (communication could not be set up), a failure of the run."""
     segments: list[Segment] = []
     for number_, line in enumerate(clean_lines(text), 1):
         stripped = line.strip()
         if stripped.startswith("#"):
             pass  # nccl-tests prints its failures without a leading '#'
+        elif _USAGE.search(stripped):
+            run.evidence.append(Evidence("error", "node", f"line {number_}: {stripped}"))
         elif any(p.search(stripped) for p in _FAILURES):
-            run.evidence.append(Evidence("fail", "node", f"line {number_}: {stripped}"))
+            starting = "Test CUDA failure" in stripped and not any(s.rows for s in segments)
+            kind = "error" if starting else "fail"
+            if _TRACE.search(stripped) and run.evidence:  # the failure above, passed up
+                kind = run.evidence[-1].kind
+            run.evidence.append(Evidence(kind, "node", f"line {number_}: {stripped}"))
         elif _SOCKET.search(stripped):
             run.evidence.append(Evidence("socket", "node", f"line {number_}: {stripped}"))
         elif _WARN.search(stripped):

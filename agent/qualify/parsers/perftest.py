@@ -18,9 +18,19 @@ _BANNER = re.compile(r"^\s*(RDMA_Write|RDMA_Read|Send|Atomic)\s.*BW Test")
 _DEVICE = re.compile(r"Device\s*:\s*(\S+)")
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(\S+?)\]\s+BW average\[(\S+?)\]")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)")
-_FAILURES = re.compile(r"Couldn't connect to|Unable to init the socket connection|"
-                       r"Failed to modify QP|Couldn't allocate|Unable to open file descriptor|"
-                       r"No IB devices found|Couldn't get context|Error: ")
+_FAILURES = re.compile(r"Failed to modify QP|Couldn't allocate|Completion with error|Error: ")
+# The test could not be set up, which says nothing of the rail: the client could not reach
+# its server over TCP (perftest_communication.c "Couldn't connect to %s:%d", no retry), an
+# option this build lacks (a perftest built without CUDA refuses --use_cuda:
+# perftest_parameters.c "Invalid Command or flag"), or the device could not be opened
+# (perftest_resources.c "Did not detect devices", "IB device %s not found"): the passive
+# InfiniBand checks judge the device itself.
+_SETUP = re.compile(r"Couldn't connect to|Unable to init the socket connection|"
+                    r"Unable to open file descriptor|unrecognized option|"
+                    r"Invalid Command or flag|Parser function exited with Error|"
+                    r"Did not detect devices|IB device \S+ not found|"
+                    r"Unable to find the Infiniband/RoCE device|No IB devices found|"
+                    r"Couldn't get context")
 MARKERS = (_BANNER, _HEADER)
 _TO_GBPS = {"MB/sec": 1048576 * 8 / 1e9, "MiB/sec": 1048576 * 8 / 1e9, "Gb/sec": 1.0}
 
@@ -37,7 +47,9 @@ def parse(text: str, run: ToolRun, port: int = 1) -> None:
             continue
         if device is None and (found := _DEVICE.search(line)):
             device = found.group(1)
-        if _FAILURES.search(line):
+        if _SETUP.search(line):
+            run.evidence.append(Evidence("error", "node", f"line {number_}: {line.strip()}"))
+        elif _FAILURES.search(line):
             run.evidence.append(Evidence("fail", "node", f"line {number_}: {line.strip()}"))
         header = _HEADER.match(line)
         if header:  # the block after the last header is the client's
