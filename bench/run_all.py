@@ -44,6 +44,7 @@ BENCHES: dict[str, bool] = {
     "agent_load.py": True,
     "agent_http_load.py": True,
     "qualify_schedule.py": True,
+    "qualify_report.py": True,
 }
 
 
