@@ -90,6 +90,11 @@ class Plan:
     work: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
 
     @property
+    def cuda_lib(self) -> Path:
+        """lib64 in a toolkit, lib in a pip-installed one (nvidia/cu13)."""
+        return self.cuda / "lib64" if (self.cuda / "lib64").is_dir() else self.cuda / "lib"
+
+    @property
     def compute(self) -> str:
         digits = re.sub(r"\D", "", self.arch)
         if not digits:
@@ -192,8 +197,8 @@ def find_nccl(plan: Plan) -> Found:
 
 def find_cublas(plan: Plan) -> Found:
     if plan.cublas is None and (plan.cuda / "include" / "cublas_v2.h").is_file() \
-            and any((plan.cuda / "lib64").glob("libcublas.so*")):
-        return Found(plan.cuda / "include", plan.cuda / "lib64", f"CUDA toolkit {plan.cuda}")
+            and any(plan.cuda_lib.glob("libcublas.so*")):
+        return Found(plan.cuda / "include", plan.cuda_lib, f"CUDA toolkit {plan.cuda}")
     found = _resolve(plan.cublas, "nvidia_cublas*.whl", ("nvidia/cu13", "nvidia/cublas",
                                                           "nvidia/cu12"),
                      "cublas_v2.h", "libcublas.so*", plan.out / "deps", "cublas")
@@ -314,7 +319,8 @@ def build_nccl_tests(plan: Plan, work: Path, log: Path) -> dict[str, str]:
     build = work / "build"
     # No -rpath in nccl-tests' link line: LD_RUN_PATH gives the binaries NCCL's folder.
     _run(["make", f"-j{plan.jobs}", "-C", str(tree / "src"), "build",
-          f"CUDA_HOME={plan.cuda}", f"NCCL_HOME={nccl.include.parent}",
+          f"CUDA_HOME={plan.cuda}", f"CUDA_LIB={plan.cuda_lib}",
+          f"NCCL_HOME={nccl.include.parent}",
           f"NVCC_GENCODE=-gencode=arch=compute_{plan.compute},code=sm_{plan.compute}",
           f"BIN_FILES_LIST={' '.join(NCCL_TESTS)}", f"BUILDDIR={build}"],
          log, 1800.0, env={"LD_RUN_PATH": str(nccl.lib.resolve())})
@@ -328,7 +334,11 @@ def build_nccl_tests(plan: Plan, work: Path, log: Path) -> dict[str, str]:
 
 
 def key_gpu_burn(plan: Plan) -> str:
-    return _key(_stat(tarball(plan, "gpu-burn")), plan.arch, find_cublas(plan).origin)
+    cublas = find_cublas(plan)
+    assert cublas.lib is not None
+    # The binary's run path names cuBLAS's folder: a moved folder is a new build.
+    return _key(_stat(tarball(plan, "gpu-burn")), plan.arch, cublas.origin,
+                cublas.lib.resolve())
 
 
 def build_gpu_burn(plan: Plan, work: Path, log: Path) -> dict[str, str]:
