@@ -4,6 +4,7 @@ on the GPUs, and bring back what everything printed (docs/development.md, "Real 
     python3 bench/device_probe.py prepare [--carry .probe-carry]    # here, with network
     python3 bench/device_probe.py run --out DIR [--archive FILE]    # on the GPU machine
     python3 bench/device_probe.py nvml DIR                          # NVML's answers alone
+    python3 bench/device_probe.py mask FILE|-                       # a JSON file, masked
 
 ``prepare`` fills the carry folder with what a GPU machine with no network needs beyond
 the checkout: the tool sources (copied from ../shared/tools-src), the Python packages
@@ -78,7 +79,10 @@ class Masker:
     def _token(self, value: str, serial: bool) -> str:
         if value in self.masks:
             return self.masks[value]
-        index = str(len(self.masks))
+        if not re.sub(r"[0:x-]", "", value) or value.startswith("MASKED") \
+                or value in self.masks.values():  # zeros hide nothing; masked already
+            return value
+        index = str(len(self.masks) + 1)
         if serial:
             body = "MASKED" + "0" * max(0, len(value) - 6)
         else:
@@ -108,16 +112,21 @@ class Masker:
         return value
 
     def text(self, text: str) -> str:
-        """Every value met so far, and every UUID-shaped string, masked in free text."""
-        for value in sorted(self.masks, key=len, reverse=True):
-            if len(value) >= 6 and value in text:
-                text = text.replace(value, self.masks[value])
-        return UUID.sub(lambda m: m.group(0) if m.group(0) in self.masks.values()
+        """Every value met so far, and every UUID-shaped string, masked in free text: in
+        one pass, so that a stand-in is never masked again (masking is idempotent)."""
+        known = sorted((v for v in self.masks if len(v) >= 6), key=len, reverse=True)
+        if known:
+            pattern = re.compile("|".join(map(re.escape, known)))
+            text = pattern.sub(lambda m: self.masks[m.group(0)], text)
+        stand_ins = set(self.masks.values())
+        return UUID.sub(lambda m: m.group(0) if m.group(0) in stand_ins
                         else self._token(m.group(0), False), text)
 
     def leftovers(self, text: str) -> list[str]:
         """UUID-shaped strings and known secrets still in ``text`` (none, once masked)."""
-        found = [m for m in UUID.findall(text) if m not in self.masks.values()]
+        stand_ins = set(self.masks.values())
+        found = [m for m in UUID.findall(text) if m not in stand_ins
+                 and re.sub(r"[0-]", "", m)]
         return found + [v for v in self.masks if len(v) >= 6 and v in text]
 
 
@@ -390,6 +399,18 @@ def nvml(out: Path) -> None:
     (out / "nvml-probe.json").write_text(json.dumps(answers, indent=1, default=str) + "\n")
 
 
+def mask(name: str) -> int:
+    """The masking of ``run`` on its own: the masked JSON on stdout, and on stderr how
+    many values were masked and whatever UUID-shaped text is left (nothing: exit 0)."""
+    text = sys.stdin.read() if name == "-" else Path(name).read_text()
+    masker = Masker()
+    masked = json.dumps(masker.data(json.loads(text)), indent=1)
+    left = masker.leftovers(masked)
+    print(masked)
+    print(f"masked {len(masker.masks)} values; left: {left or 'nothing'}", file=sys.stderr)
+    return 1 if left else 0
+
+
 def run(given: argparse.Namespace) -> int:
     out = given.out.resolve()
     if out.exists():
@@ -541,7 +562,11 @@ def main(argv: list[str]) -> int:
     r.add_argument("--cublas", help="for dev.tools (default: the toolkit's or nvidia-cublas)")
     n = sub.add_parser("nvml", help="NVML's answers to clusterdiag's calls, into DIR")
     n.add_argument("out", type=Path)
+    m = sub.add_parser("mask", help="print a JSON file (a snapshot, a report) masked")
+    m.add_argument("file", help="the file, or - for stdin")
     given = parser.parse_args(argv)
+    if given.command == "mask":
+        return mask(given.file)
     if given.command == "prepare":
         return prepare(given)
     if given.command == "nvml":
