@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..read.sources import CommandResult
-
-Runner = Any  # agent/qualify/launch.py ToolRunner: (node, argv, env, timeout) -> CommandResult
+from .launch import ToolRunner
 
 # nvidia-smi topo -m's classes, nearest first (its own legend); SYS crosses the sockets.
 NEAR = ("PIX", "PXB", "PHB", "NODE")
@@ -146,7 +145,7 @@ def _why(result: CommandResult) -> str:
     return (result.error or result.stderr.strip()[-200:] or f"exit {result.returncode}")
 
 
-def compare_file(node: str, runner: Runner, tools: Mapping[str, Any], timeout: float
+def compare_file(node: str, runner: ToolRunner, tools: Mapping[str, Any], timeout: float
                  ) -> tuple[str | None, str | None]:
     """(gpu_burn's compare.fatbin, why there is none): ``qualify.tools.gpu_burn_compare``,
     else beside the binary (an absolute ``qualify.tools.gpu_burn``, or the one on the
@@ -166,7 +165,7 @@ def compare_file(node: str, runner: Runner, tools: Mapping[str, Any], timeout: f
     return os.path.join(os.path.dirname(real.stdout.strip()), "compare.fatbin"), None
 
 
-def take(node: str, runner: Runner, settings: Mapping[str, Any], tests: frozenset[str],
+def take(node: str, runner: ToolRunner, settings: Mapping[str, Any], tests: frozenset[str],
          timeout: float) -> Inventory:
     """The node's inventory for ``tests`` (test ids): only what they need is asked."""
     tools = settings.get("tools") or {}

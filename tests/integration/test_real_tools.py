@@ -35,7 +35,6 @@ one, says whether the installed perftest takes ``--use_cuda``.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import json
 import os
@@ -51,6 +50,8 @@ import pytest
 from clusterdiag.agent.base.errors import ClusterdiagError
 from clusterdiag.agent.model.qualify import ToolRun
 from clusterdiag.agent.qualify import parsers
+from clusterdiag.agent.qualify.inventory import compare_file
+from clusterdiag.agent.qualify.launch import command_runner
 from clusterdiag.agent.qualify.plan import NODE_TESTS, Inventory, Rail, Step, node_steps
 from clusterdiag.checks.core.finding import Action, Finding, Status
 from clusterdiag.checks.core.levels import Level
@@ -63,7 +64,8 @@ BUILD_HINT = ("python -m dev.tools build (needs CUDA's nvcc and ../shared/tools-
 LEVELS = [Level.QUICK, Level.FULL]
 BUILDS = ("all_reduce_perf", "sendrecv_perf", "alltoall_perf", "gpu_burn", "nvbandwidth")
 BURN_S = 7  # settings["burn_s"]: small, so that a wrong "Burning for" shows
-# What a usage error of each tool looks like (docs: /tmp notes on each tool's parser).
+# What a usage error of each tool looks like (the tools' option parsers: nccl-tests
+# src/common.cu, perftest src/perftest_parameters.c).
 GPU_BURN_TRAPS = ("-h", "-l", "-d", "-tc")  # see TRAPS below
 NCCL_USAGE = ("USAGE:", "invalid option", "invalid size", "unrecognized option")
 PERFTEST_USAGE = ("unrecognized option", "Invalid Command or flag")
@@ -93,19 +95,22 @@ def settings(tools: Mapping[str, Path]) -> dict[str, Any]:
     return {"tools": {name: str(path) for name, path in tools.items()}, "burn_s": BURN_S}
 
 
-def inventory(gpus: int = 8, cuda: bool | None = None) -> Inventory:
-    """Eight GPUs and two compute rails; ``cuda`` sets every Inventory field that says
-    whether perftest takes ``--use_cuda`` (none today: the planner always passes it)."""
-    inv = Inventory(gpus=list(range(gpus)), rails=[Rail("mlx5_0", 1, 0), Rail("mlx5_3", 1, 1)])
-    if cuda is not None:
-        names = {f.name: cuda for f in dataclasses.fields(inv) if "cuda" in f.name.lower()}
-        inv = dataclasses.replace(inv, **names)
+def inventory(gpus: int = 8, cuda: bool | None = None,
+              tools: Mapping[str, Path] | None = None) -> Inventory:
+    """Eight GPUs and two compute rails; ``cuda``: whether perftest takes ``--use_cuda``;
+    gpu_burn's compare file found the way ``take`` finds it on a node, from ``tools``."""
+    inv = Inventory(gpus=list(range(gpus)), rails=[Rail("mlx5_0", 1, 0), Rail("mlx5_3", 1, 1)],
+                    perftest_cuda=cuda)
+    if tools is not None:
+        inv.gpu_burn_compare, why = compare_file(
+            "localhost", command_runner("local"), settings(tools)["tools"], 10)
+        assert why is None, why
     return inv
 
 
 def steps(tool: str, level: Level, tools: Mapping[str, Path], inv: Inventory | None = None
           ) -> list[Step]:
-    found = [s for s in node_steps(inv or inventory(), level, settings(tools),
+    found = [s for s in node_steps(inv or inventory(tools=tools), level, settings(tools),
                                    frozenset(NODE_TESTS)) if s.tool == tool]
     assert found, f"the planner issues no {tool} step at {level} (tests {NODE_TESTS})"
     return found
@@ -334,13 +339,14 @@ def test_planner_gpu_burn_survives_a_trap_in_its_path(
     tools = {**built(), "gpu_burn": where / "gpu_burn",
              "gpu_burn_compare": where / "compare.fatbin"}
     try:
-        planned = [s for s in node_steps(inventory(), Level.QUICK, settings(tools),
-                                         frozenset(NODE_TESTS)) if s.tool == "gpu_burn"]
+        planned = [s for s in node_steps(inventory(tools=tools), Level.QUICK,
+                                         settings(tools), frozenset(NODE_TESTS))
+                   if s.tool == "gpu_burn"]
     except (ClusterdiagError, ValueError) as exc:
         refused = str(exc)
         planned = []
     else:
-        refused = ""
+        refused = " ".join(s.error for s in planned if s.error)
     if refused:
         assert folder in refused, refused
         return
