@@ -164,7 +164,7 @@ def run(request: Request, config: Config) -> QualifyReport:
         profile = load_site_profile(config, name)
         profiles = {n: profile for n in nodes}
         tool_runner = command_runner(via)
-        group = group_runner(via, str(settings.get("srun_mpi", "pmix")))
+        group = group_runner(via, str(settings.get("srun_mpi", "auto")))
         racks = _racks(config, nodes)
     options = QualifyOptions(tests, level, budget, settings)
     outcome = qualify(nodes, tool_runner, profiles, options)
@@ -198,6 +198,11 @@ def run(request: Request, config: Config) -> QualifyReport:
             own.append(Finding(Status.ERROR, "node", "could not list the node's GPUs",
                                "; ".join(inv.problems) or "no GPUs", None, Action.INVESTIGATE,
                                "qualify.inventory"))
+    saved = baseline.load(request.baseline) if request.baseline is not None else None
+    moved = baseline.drift(saved, outcome.judgement.figures) if saved is not None else []
+    for node, own in baseline.drift_findings(moved, float(settings.get("drift_pct", 10.0))
+                                             ).items():
+        outcome.judgement.findings.setdefault(node, []).extend(own)
     cluster = _cluster(outcome.judgement.findings, names, gpus, via)
     cluster.findings.extend(ClusterFinding(f) for f in outcome.judgement.cluster)
     report = QualifyReport(cluster, "run", sorted(tests | cross_tests), level,
@@ -210,14 +215,11 @@ def run(request: Request, config: Config) -> QualifyReport:
         report.scaling = cross.scaling
         report.schedule = cross.schedule()
         report.fail_pct = options.rule.fail_pct
-    if request.baseline is not None:
-        saved = baseline.load(request.baseline)
-        if saved is None:
-            baseline.save(request.baseline, report.figures, cluster.generated_at)
-            report.notes.append(f"saved {len(report.figures)} figures as the baseline "
-                                f"{request.baseline}")
-        else:
-            report.drift = baseline.drift(saved, report.figures)
+    report.drift = moved
+    if request.baseline is not None and saved is None:
+        baseline.save(request.baseline, report.figures, cluster.generated_at)
+        report.notes.append(f"saved {len(report.figures)} figures as the baseline "
+                            f"{request.baseline}")
     if request.drain:
         report.drained = drain(report, config)
     return report

@@ -4,11 +4,12 @@ checks/qualify/cross.py).
 ``pairs``: all_reduce_perf over two nodes, every GPU of each, ``NCCL_ALGO=Ring`` (on two
 nodes NCCL's default picks Tree/NVLSTree, whose busbw goes beyond the network: nccl-tests
 #196), ``NCCL_DEBUG=INFO`` so a fall-back to sockets shows; all pairs of a round at once.
-``rails``: ``ib_write_bw --use_cuda`` from rail *i* of one node to rail *i* of its partner
-(rails matched by their position in ``ibstat``), every rail of a pair at once on its own
-port. ``scaling``: all_reduce_perf over the first 2, 4, 8 … N nodes that passed (in rack
-order, so a group fills a rack before it crosses the spine), Ring and NCCL's default at
-each size, one size at a time. ``rack``: on NVL72 racks, the IMEX channel of every tray,
+``rails``: ``ib_write_bw`` (``--use_cuda`` where the node's perftest has it and a GPU is near
+the rail) from each rail of one node to the rail of its partner serving the same GPU
+(matched_rails), every rail of a pair at once on its own port. ``scaling``: all_reduce_perf
+over the first 2, 4, 8 … N nodes of each kind that passed (in rack order, so a group fills
+a rack before it crosses the spine), Ring and NCCL's default at each size, one size at a
+time. ``rack``: on NVL72 racks, the IMEX channel of every tray,
 then all_reduce_perf over every GPU of the rack with ``NCCL_MNNVL_ENABLE=1``; a slow rack
 is localised by pairing its trays over multi-node NVLink, with a second pass.
 
@@ -28,7 +29,16 @@ from typing import Any, Protocol
 from ...checks.core.finding import Action, Finding, Status
 from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile
-from ...checks.qualify.active import PAIRS, RACK, RAILS, SCALING, Invocation, cross_tests, fill
+from ...checks.qualify.active import (
+    ACTIVE_TESTS,
+    PAIRS,
+    RACK,
+    RAILS,
+    SCALING,
+    Invocation,
+    cross_tests,
+    fill,
+)
 from ...checks.qualify.cross import (
     Graded,
     ScalingPoint,
@@ -37,6 +47,7 @@ from ...checks.qualify.cross import (
     imex_findings,
     rack_findings,
     scaling_curve,
+    shortfall,
 )
 from ...checks.qualify.judge import TEST_NAMES, expectations
 from ..model.qualify import CrossRun, Expectation, ToolRun
@@ -256,12 +267,21 @@ class Cross:
         by_node, cluster = attribute(test, graded, expectation)
         self.outcome.add(by_node)
         self.outcome.cluster.extend(cluster)
+        short = shortfall(test, runs, expectation, self.options.rule, self._kind(nodes))
+        if short is not None:
+            self.outcome.cluster.append(short)
         self.outcome.judge_s += time.monotonic() - started
         self.outcome.graded.extend(graded)
         return graded
 
     def _expect(self, nodes: Sequence[str], test: str) -> Expectation | None:
-        return expectations(self.profiles[nodes[0]]).get(test) if nodes else None
+        """The profile's figure ``test`` is judged against (all ``nodes`` share a profile:
+        peer_groups)."""
+        key = ACTIVE_TESTS[test].expected_key
+        return expectations(self.profiles[nodes[0]]).get(key) if nodes else None
+
+    def _kind(self, nodes: Sequence[str]) -> str:
+        return f"{self.profiles[nodes[0]].name} nodes" if nodes else "nodes"
 
     def pairs(self, nodes: list[str]) -> None:
         env = dict(PAIRS.env)
@@ -281,7 +301,9 @@ class Cross:
                 runs += self._round("scaling", stage, [
                     partial(self._one, "scaling", group, stage, env=env)])
         started = time.monotonic()
-        self.outcome.scaling, found = scaling_curve(runs, self.options.rule)
+        points, found = scaling_curve(runs, self.options.rule, self._expect(ordered, "scaling"),
+                                      self.profiles[ordered[0]].name)
+        self.outcome.scaling.extend(points)
         self.outcome.cluster.extend(found)
         self.outcome.judge_s += time.monotonic() - started
 
@@ -305,6 +327,9 @@ class Cross:
         started = time.monotonic()
         graded = grade(whole, expectation, self.options.rule)
         self.outcome.graded.extend(graded)
+        slow = shortfall("rack", whole, expectation, self.options.rule, "racks")
+        if slow is not None:
+            self.outcome.cluster.append(slow)
         self.outcome.judge_s += time.monotonic() - started
         for (rack, members), g in zip(racks.items(), graded, strict=True):
             missing = [t for t in members if channels.get(t) is not None]

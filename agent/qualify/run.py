@@ -79,6 +79,9 @@ def assign_tests(run: ToolRun, invocation: str) -> None:
         run.notes.append(f"testcases read but not judged: {', '.join(unused)}")
 
 
+_TAIL_CHARS = 600  # of stderr kept in a finding: srun's or the loader's reason fits
+
+
 def result_run(step: Step, node: str, result: CommandResult, seconds: float,
                limit_s: float | None = None) -> ToolRun:
     """What the run says; ``limit_s`` is the time it was given, when the budget left less
@@ -105,6 +108,10 @@ def result_run(step: Step, node: str, result: CommandResult, seconds: float,
             return run
         run.error = f"no answer within {step.deadline_s:g} s; its process tree was killed"
         return run
+    if result.returncode not in (0, None):  # the launcher's or tool's own words, bounded
+        tail = (result.stderr.strip() or result.stdout.strip())[-_TAIL_CHARS:]
+        if tail:
+            run.notes.append(f"exit {result.returncode}; its last lines: {tail}")
     if result.stray:
         run.notes.append(f"{result.stray} process(es) it left running after it exited were "
                          "killed")

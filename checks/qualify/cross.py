@@ -13,8 +13,10 @@ tell which: the cluster is not ready, yet neither node is convicted, drained or 
 (each carries a warning). A node that
 passed its first pass is never convicted by someone else's second pass. A figure is judged
 against the peers' median of the first pass (at least ``min_peers`` figures), else against
-the profile's expected figure, and always against its floor, with the node tests'
-warn/fail percentages.
+the profile's expected figure, and against its floor, with the node tests'
+warn/fail percentages; the peers' median itself is judged against the profile, so that a
+cluster slow as a whole is one cluster-level fail (shortfall) rather than a pass, or every
+pair below the floor.
 
 Pure functions of plain data (agent.model.qualify), like checks/qualify/judge.py.
 """
@@ -29,7 +31,7 @@ from typing import Any
 
 from ...agent.model.qualify import CrossRun, Expectation
 from ..core.finding import Action, Finding, Status, worst
-from .judge import CATALOG, TEST_NAMES, StragglerRule, run_findings
+from .judge import CATALOG, TEST_NAMES, StragglerRule, run_findings, short_of_profile
 
 
 @dataclass
@@ -78,19 +80,53 @@ def _component(run: CrossRun) -> str:
     return figure.component if figure is not None else "node"
 
 
+def _first_figures(runs: Iterable[CrossRun]) -> list[float]:
+    return [r.figure.value for r in runs if r.stage in ("first", "rack", "ring")
+            and r.figure is not None and trouble(r) is None]
+
+
+def peers_median(runs: Iterable[CrossRun], rule: StragglerRule) -> float | None:
+    """The median of the first pass's figures, where there are ``min_peers`` of them."""
+    firsts = _first_figures(runs)
+    return statistics.median(firsts) if len(firsts) >= rule.min_peers else None
+
+
+def shortfall(test: str, runs: Iterable[CrossRun], expectation: Expectation | None,
+              rule: StragglerRule, who: str) -> Finding | None:
+    """One cluster-level fail where the peers' median of a test between nodes falls short
+    of the profile (below its floor, or more than ``fail_pct`` below its expected figure):
+    every pair or rack slow alike is the fabric, a setting or a firmware, which no pair's
+    relative judging would see and draining every node would not mend."""
+    runs = list(runs)
+    median = peers_median(runs, rule)
+    why = short_of_profile(median, expectation, rule)
+    if why is None or median is None or expectation is None:
+        return None
+    unit = next((r.figure.unit for r in runs if r.figure is not None), "")
+    return Finding(
+        Status.FAIL, "cluster",
+        f"{TEST_NAMES[test]}: the {who} are slow as a whole, their median {median:.1f} "
+        f"{unit} {why}", {"median": round(median, 2), "figures": len(_first_figures(runs)),
+                          "unit": unit},
+        {"expected": expectation.expected, "floor": expectation.floor,
+         "source": expectation.source}, Action.INVESTIGATE, f"qualify.{test}")
+
+
 def grade(runs: Iterable[CrossRun], expectation: Expectation | None,
           rule: StragglerRule) -> list[Graded]:
     """Every run's status: its failure, its floor, then its deficit against the first
     pass's median (or the expected figure when too few pairs ran)."""
     runs = list(runs)
-    firsts = [r.figure.value for r in runs if r.stage in ("first", "rack", "ring")
-              and r.figure is not None and trouble(r) is None]
+    median = peers_median(runs, rule)
     reference, basis = None, ""
-    if len(firsts) >= rule.min_peers:
-        reference, basis = statistics.median(firsts), "peers' median"
+    if median is not None:
+        reference, basis = median, "peers' median"
     elif expectation is not None and expectation.expected is not None:
         reference, basis = expectation.expected, "expected"
-    floor = expectation.floor if expectation is not None else None
+    # Peers slow as a whole are one cluster-level finding (shortfall), not every pair
+    # below the floor: the floor then convicts nobody, the peers still find the straggler.
+    floor = expectation.floor if expectation is not None \
+        and short_of_profile(median, expectation, rule) is None else None
     out = []
     for run in runs:
         figure = run.figure
@@ -240,21 +276,26 @@ class ScalingPoint:
     default: float | None
     efficiency: float | None  # ring / two-node ring
     status: Status
+    group: str = ""  # the kind of node (profile) of the curve: kinds never mix in a run
 
     def to_dict(self) -> dict[str, Any]:
-        return {"nodes": self.nodes,
+        return {"nodes": self.nodes, "group": self.group,
                 "ring_busbw": None if self.ring is None else round(self.ring, 2),
                 "default_busbw": None if self.default is None else round(self.default, 2),
                 "efficiency_pct": None if self.efficiency is None
                 else round(100 * self.efficiency, 2), "status": self.status.value}
 
 
-def scaling_curve(runs: Iterable[CrossRun], rule: StragglerRule
+def scaling_curve(runs: Iterable[CrossRun], rule: StragglerRule,
+                  expectation: Expectation | None = None, group: str = ""
                   ) -> tuple[list[ScalingPoint], list[Finding]]:
     """Bus bandwidth at each size with NCCL_ALGO=Ring and with NCCL's default, the Ring
     figure's efficiency against the two-node Ring figure, and where it breaks: the first
     size more than ``fail_pct`` below (a warning for the cluster; nobody is excluded for
-    how the fabric scales). A run that failed is a warning naming its size."""
+    how the fabric scales). A run that failed is a warning naming its size. The two-node
+    Ring figure is also judged against the profile (``expectation``: the pairs' figure, the
+    same all-reduce over two nodes): a curve that holds 100 % of a slow start is a
+    cluster-level fail, not a pass."""
     by_size: dict[int, dict[str, CrossRun]] = defaultdict(dict)
     for run in runs:
         by_size[len(run.nodes)][run.stage] = run
@@ -276,8 +317,17 @@ def scaling_curve(runs: Iterable[CrossRun], rule: StragglerRule
     for size in sorted(by_size):
         ring = figure(by_size[size].get("ring"))
         default = figure(by_size[size].get("default"))
-        points.append(ScalingPoint(size, ring, default, None, Status.PASS))
+        points.append(ScalingPoint(size, ring, default, None, Status.PASS, group))
     base = points[0].ring if points else None
+    slow_start = short_of_profile(base, expectation, rule)
+    if slow_start is not None and expectation is not None and base is not None:
+        findings.append(Finding(
+            Status.FAIL, "cluster",
+            f"{TEST_NAMES['scaling']}{f' ({group})' if group else ''}: the two-node Ring "
+            f"all-reduce, {base:.1f} GB/s, is {slow_start}: the curve starts slow",
+            {"nodes": points[0].nodes, "ring_busbw": base},
+            {"expected": expectation.expected, "floor": expectation.floor,
+             "source": expectation.source}, Action.INVESTIGATE, "qualify.scaling"))
     for point in points:
         if base and point.ring is not None:
             point.efficiency = point.ring / base

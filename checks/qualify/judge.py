@@ -172,7 +172,7 @@ def grade(figures: list[Figure], profiles: Mapping[str, str],
         item = Judged(f, profile, expectation=expect.get(profile, {}).get(f.test),
                       peers=len(groups[key]), median=medians.get(key))
         floor = item.expectation.floor if item.expectation else None
-        if _slow_as_a_group(item.median, item.expectation, rule) is not None:
+        if short_of_profile(item.median, item.expectation, rule) is not None:
             floor = None
         deficit = item.deficit_pct
         if floor is not None and f.value < floor:
@@ -185,7 +185,7 @@ def grade(figures: list[Figure], profiles: Mapping[str, str],
     return out
 
 
-def _slow_as_a_group(median: float | None, exp: Expectation | None, rule: StragglerRule
+def short_of_profile(median: float | None, exp: Expectation | None, rule: StragglerRule
                      ) -> str | None:
     """How a peer group's median falls short of its profile, or None: below the floor, or
     more than ``fail_pct`` below the expected figure."""
@@ -208,7 +208,7 @@ def uniformly_slow(judged: Iterable[Judged], rule: StragglerRule) -> list[Findin
         seen.setdefault((j.profile, j.figure.test, component_kind(j.figure.component)), j)
     out = []
     for (profile, test, kind), j in sorted(seen.items()):
-        why = _slow_as_a_group(j.median, j.expectation, rule)
+        why = short_of_profile(j.median, j.expectation, rule)
         if why is None or j.expectation is None or j.median is None:
             continue
         exp = j.expectation
@@ -304,9 +304,13 @@ def run_findings(run: ToolRun) -> list[Finding]:
     findings = _evidence_findings(run)
     if any(f.status in (Status.FAIL, Status.ERROR) for f in findings):
         return findings
-    if run.returncode not in (0, None):
-        findings.append(Finding(Status.FAIL, "node", f"{run.tool} exited with an error",
-                                run.returncode, 0, Action.DRAIN, check))
+    if run.returncode not in (0, None):  # no failure of the hardware in what it printed
+        findings.append(Finding(Status.ERROR, "node",
+                                f"{run.tool} exited with {run.returncode} and printed no "
+                                "failure of the hardware (a launcher, a library, a usage "
+                                "error: its last lines say which)",
+                                "; ".join(run.notes) or run.returncode, 0, Action.INVESTIGATE,
+                                check))
     elif not run.complete:
         status = Status.ERROR if run.from_log else Status.FAIL
         findings.append(Finding(status, "node",

@@ -22,7 +22,7 @@ from ...agent.model.qualify import Expectation, ToolRun
 from ...checks.core.finding import Action, Finding, Status, worst
 from ...checks.qualify.cross import Graded, ScalingPoint
 from ...checks.qualify.judge import Judged, component_kind
-from .cluster import ClusterReport
+from .cluster import ClusterReport, fold
 from .summary import STATUSES, NodeSummary
 
 QUALIFY_SCHEMA = "clusterdiag/qualify-report/v1"
@@ -158,7 +158,16 @@ class QualifyReport:
 
     @property
     def bad_nodes(self) -> list[str]:
-        return self.cluster.bad_nodes
+        """The nodes a test convicted (a fail on the node): the ones to leave out. A node
+        with only an error (a tool that could not run, our own deadline) is not ready but
+        not convicted: it is in :attr:`unjudged`, never excluded or drained for it."""
+        return [s.node for s in self.cluster.nodes if self.cluster.node_verdict(s) is Status.FAIL]
+
+    @property
+    def unjudged(self) -> list[str]:
+        """Nodes not convicted whose tests could not all be judged (an error)."""
+        return [s.node for s in self.cluster.nodes
+                if self.cluster.node_verdict(s) is Status.ERROR]
 
     @property
     def ready(self) -> bool:
@@ -254,6 +263,8 @@ class QualifyReport:
     def to_dict(self) -> dict[str, Any]:
         data = self.cluster.to_dict()
         data["schema"] = QUALIFY_SCHEMA
+        data["bad_nodes"] = fold(self.bad_nodes)  # convicted only (see bad_nodes)
+        data["unjudged_nodes"] = fold(self.unjudged)
         data["qualify"] = {
             "mode": self.mode, "level": self.level, "tests": self.tests,
             "duration_s": round(self.duration_s, 3),

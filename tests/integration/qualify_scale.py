@@ -284,16 +284,19 @@ def build(count: int, seed: int = 0, rename: Mapping[str, str] | None = None,
     eligible = [n for n in names if n not in failed]
     pair_runs, rail_runs, scaling_runs = _cross(eligible, noise, planted)
     graded: list[Graded] = []
+    unattributed: list[Finding] = []
     for test, cross_runs in (("pairs", pair_runs), ("rails", rail_runs)):
         expectation = expect.get(test)
         these = grade(cross_runs, expectation, rule)
         graded += these
-        for node, own in attribute(test, these, expectation).items():
+        by_node, cluster_level = attribute(test, these, expectation)
+        unattributed += cluster_level
+        for node, own in by_node.items():
             findings.setdefault(node, []).extend(own)
     points, scaling_findings = scaling_curve(scaling_runs, rule)
     h2d = expect["h2d"]
     a, b = planted.slow_pair
-    cluster_findings = [ClusterFinding(f) for f in scaling_findings] + [
+    cluster_findings = [ClusterFinding(f) for f in scaling_findings + unattributed] + [
         ClusterFinding(Finding(
             Status.WARN, "cluster", "host-to-device copy bandwidth uniformly slow: every "
             "node below the expected figure, none below its peers",

@@ -117,13 +117,19 @@ def test_warn_lines_are_reported_not_failed() -> None:
 
 
 @pytest.mark.parametrize(("returncode", "complete", "status"), [
-    (1, True, Status.FAIL), (0, False, Status.FAIL), (None, False, Status.ERROR)])
+    (1, True, Status.ERROR), (0, False, Status.FAIL), (None, False, Status.ERROR)])
 def test_exit_and_missing_summary(returncode: int | None, complete: bool,
                                   status: Status) -> None:
+    """A non-zero exit with no failure in the output is the launcher's, a library's or a
+    usage error (srun without PMIx exits 1): an error carrying its last lines, no drain."""
     run = ToolRun("nccl-tests", "x", "allreduce", "all_reduce_perf", returncode,
                   from_log=returncode is None, complete=complete)
+    run.notes.append("exit 1; its last lines: srun: error: Couldn't find the specified plugin")
     findings = judge([run], {"x": "p"}, {}, RULE).findings["x"]
     assert [f.status for f in findings] == [status]
+    assert all(f.action is not Action.DRAIN for f in findings if f.status is Status.ERROR)
+    if returncode:
+        assert "specified plugin" in str(findings[0].observed)
 
 
 def test_remote_commands_carry_their_own_timeout() -> None:
