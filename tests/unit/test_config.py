@@ -162,3 +162,21 @@ def test_the_qualify_names_come_from_the_declarations() -> None:
         assert runs[test.invocation.name] == test.invocation.name
     assert set(qualify_tools()) == {t.invocation.program for t in ACTIVE_TESTS.values()} | {
         f.program for f in FALLBACKS.values()} | {"gpu_burn_compare", "ibstat"}
+
+
+def test_the_device_probe_configures_only_tools_qualify_takes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/device_probe.py writes a config for the real GPU run: a name qualify does not
+    take there would stop that run at exit 2."""
+    import importlib.util
+    import sys
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("device_probe", REPO / "bench/device_probe.py")
+    assert spec is not None
+    assert spec.loader is not None
+    probe = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "device_probe", probe)  # its dataclasses look it up
+    spec.loader.exec_module(probe)
+    assert set(probe.QUALIFY_TOOLS) == set(qualify_tools())
