@@ -52,6 +52,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CARRY = REPO / ".probe-carry"
 SHARED_SRC = REPO.parent / "shared" / "tools-src"
+QUALIFY_TOOLS = ("all_reduce_perf", "nvbandwidth", "gpu_burn", "gpu_burn_compare", "ib_write_bw",
+                 "dcgmi", "ibstat")  # what the config's qualify.tools may name
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
@@ -296,8 +298,12 @@ def wrappers(probe: Probe, tools: Mapping[str, str]) -> Path:
         wrapper.chmod(0o755)
         named[name] = str(wrapper)
     config = probe.work / "config.yaml"
+    # qualify.tools takes only the programs qualify runs (agent/settings/config.py
+    # qualify_tools: an unknown name is exit 2); sendrecv_perf and alltoall_perf are built
+    # for the argument checks alone.
     config.write_text("# bench/device_probe.py\nqualify:\n  tools:\n" + "".join(
-        f"    {k}: {json.dumps(v)}\n" for k, v in sorted(named.items())))
+        f"    {k}: {json.dumps(v)}\n" for k, v in sorted(named.items())
+        if k in QUALIFY_TOOLS))
     shutil.copy2(config, probe.out / "config.yaml")
     return config
 
