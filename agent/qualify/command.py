@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -21,7 +22,7 @@ from ...checks.core.finding import Action, Finding, Status
 from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile, UnknownProfileError, load_profile
 from ...checks.qualify.judge import StragglerRule
-from ...reports.model.cluster import ClusterFinding, ClusterReport
+from ...reports.model.cluster import ClusterFinding, ClusterReport, fold
 from ...reports.model.qualify import QualifyReport, node_summary
 from ..base.errors import CollectError, UsageError
 from ..cluster.nodes import resolve_nodes
@@ -35,6 +36,7 @@ from ..slurm.scontrol import Scontrol
 from . import baseline
 from .cross import Cross
 from .drain import drain_nodes
+from .inventory import Inventory
 from .launch import VIAS, GroupRunner, ToolRunner, command_runner, group_runner
 from .logs import judge_logs
 from .plan import NODE_TESTS
@@ -108,6 +110,23 @@ def _cluster(findings: dict[str, list[Any]], profiles: dict[str, str], gpus: dic
     return ClusterReport(summaries, [], _version(), via)
 
 
+_MAX_INVENTORY_NOTES = 20
+
+
+def inventory_notes(inventories: Mapping[str, Inventory]) -> list[str]:
+    """What the inventories say of how tests ran (a rail in host memory, a port left out),
+    each note once with the nodes it holds for, folded; at most ``_MAX_INVENTORY_NOTES``."""
+    by_note: dict[str, list[str]] = {}
+    for node, inv in inventories.items():
+        for note in inv.notes:
+            by_note.setdefault(note, []).append(node)
+    out = [f"{fold(nodes)}: {note}" for note, nodes in sorted(by_note.items())]
+    if len(out) > _MAX_INVENTORY_NOTES:
+        more = len(out) - _MAX_INVENTORY_NOTES
+        out = [*out[:_MAX_INVENTORY_NOTES], f"... and {more} more notes on how the tests ran"]
+    return out
+
+
 def _rule(config: Config) -> StragglerRule:
     return StragglerRule.from_config(config.section("qualify"))
 
@@ -168,6 +187,7 @@ def run(request: Request, config: Config) -> QualifyReport:
         racks = _racks(config, nodes)
     options = QualifyOptions(tests, level, budget, settings)
     outcome = qualify(nodes, tool_runner, profiles, options)
+    notes += inventory_notes(outcome.inventories)
     cross = None
     if cross_tests:
         excluded = {n for n, own in outcome.judgement.findings.items()

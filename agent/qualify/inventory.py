@@ -2,13 +2,17 @@
 GPUs, its compute rails and the GPU nearest each, whether its perftest can use GPU memory,
 and where gpu-burn's compare kernel is.
 
-Rails come from ``ibstat`` (active InfiniBand ports; storage and management ports are
-Ethernet), but never their GPUs: ibstat lists CAs sorted by name with ``strcmp``
-(rdma-core libibumad umad.c ``umad_sort_ca_device_list``, called by ibstat.c), so mlx5_10
-comes before mlx5_2 and print order says nothing of where a NIC sits. Each rail's GPU is the
-one ``nvidia-smi topo -m`` puts nearest it (PIX, then PXB, PHB, NODE), as NCCL pairs them,
-unless ``qualify.rails`` pins it; a NIC no GPU is nearer than SYS to, or a node whose
-topology could not be read, runs its test in host memory and the report says so.
+Ports come from ``ibstat`` (its active InfiniBand ports), but never their GPUs: ibstat lists
+CAs sorted by name with ``strcmp`` (rdma-core libibumad umad.c ``umad_sort_ca_device_list``,
+called by ibstat.c), so mlx5_10 comes before mlx5_2 and print order says nothing of where a
+NIC sits. Each rail's GPU is the one ``nvidia-smi topo -m`` puts nearest it (PIX, then PXB,
+PHB, NODE), as NCCL pairs them, unless ``qualify.rails`` pins it. Where some ports share a
+PCIe switch with a GPU (PIX or PXB: a DGX's or HGX's compute NICs, one per GPU), only those
+are compute rails; the others (a DGX H100's storage and management ports, which hang off
+the CPU's root ports) are left out and named in the report. A NIC no GPU is nearer than
+SYS to, or a node whose topology could not be read, runs its test in host memory and the
+report says so. RoCE ports are not tested: perftest would need each one's RoCE v2 GID
+index (``-x``), which is not chosen yet.
 """
 
 from __future__ import annotations
@@ -77,8 +81,9 @@ def parse_topo(text: str) -> dict[str, dict[int, str]]:
     class to every GPU (``{"mlx5_0": {0: "PIX", 1: "PXB", ...}}``); ANSI escapes (a
     terminal's underlined header) are ignored."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in text.splitlines()]
-    header = next((line.split() for line in lines
-                   if re.search(r"\bGPU0\b", line) and not line.lstrip().startswith("GPU0")), [])
+    # The header names the columns from GPU0 on; GPU0's own row follows with "X" (itself).
+    header = next((words for words in map(str.split, lines)
+                   if len(words) > 1 and words[0] == "GPU0" and words[1] != "X"), [])
     labels = [w for w in header if re.fullmatch(r"(GPU|NIC)\d+", w)]
     names = {m.group(1): m.group(2) for line in lines if (m := _NIC_LEGEND.match(line))}
     out: dict[str, dict[int, str]] = {}
@@ -92,9 +97,36 @@ def parse_topo(text: str) -> dict[str, dict[int, str]]:
     return out
 
 
+# A NIC sharing a PCIe switch with a GPU: a compute rail (GPUDirect RDMA's own criterion:
+# NCCL uses GPU Direct RDMA up to PXB by default, NCCL_NET_GDR_LEVEL in NCCL's env docs).
+_COMPUTE = ("PIX", "PXB")
+
+
+def compute_ports(ports: list[tuple[str, int]], topo: Mapping[str, Mapping[int, str]] | None,
+                  pinned: Mapping[str, Any]) -> tuple[list[tuple[str, int]], list[str]]:
+    """The ports that are compute rails, and a note per port left out: where the topology
+    shows ports under a GPU's PCIe switch, those (and any pinned in ``qualify.rails``);
+    else every port."""
+    near = {hca for hca, classes in (topo or {}).items()
+            if any(c in _COMPUTE for c in classes.values())}
+    if not near:
+        return ports, []
+    kept = [(h, p) for h, p in ports if h in near or h in pinned]
+    notes = [f"{h}/{p}: no GPU under its PCIe switch (nearest "
+             f"{_nearest((topo or {}).get(h, {}))}): a storage or management port, not tested"
+             for h, p in ports if (h, p) not in kept]
+    return kept, notes
+
+
+def _nearest(classes: Mapping[int, str]) -> str:
+    ranked = sorted(classes.values(), key=lambda c: NEAR.index(c) if c in NEAR else len(NEAR))
+    return ranked[0] if ranked else "unknown"
+
+
 def pair_rails(ports: list[tuple[str, int]], topo: Mapping[str, Mapping[int, str]] | None,
                pinned: Mapping[str, Any]) -> list[Rail]:
-    """Each rail with the GPU nearest it: pinned in ``qualify.rails``, else the nearest in
+    """Each rail with the GPU nearest it: pinned in ``qualify.rails`` (a GPU index, or
+    ``host`` for host memory), else the nearest in
     ``topo`` (ties to the GPU with fewest rails so far, then the lowest index), else none."""
     taken: dict[int, int] = {}
     rails = []
@@ -102,6 +134,9 @@ def pair_rails(ports: list[tuple[str, int]], topo: Mapping[str, Mapping[int, str
         pin = pinned.get(hca)
         if isinstance(pin, int) and not isinstance(pin, bool):
             rails.append(Rail(hca, port, pin, "qualify.rails"))
+            continue
+        if pin == "host":
+            rails.append(Rail(hca, port, None, "qualify.rails pins it to host memory"))
             continue
         classes = (topo or {}).get(hca)
         if not classes:
@@ -180,12 +215,18 @@ def take(node: str, runner: ToolRunner, settings: Mapping[str, Any], tests: froz
     ports = parse_ibstat(ibstat.stdout) if ibstat.returncode == 0 else []
     if ibstat.returncode != 0:
         inv.problems.append(f"ibstat: {_why(ibstat)}")
+    elif not ports and "Link layer: Ethernet" in ibstat.stdout:
+        inv.notes.append("RoCE ports only: not tested (perftest would need each port's RoCE "
+                         "v2 GID index, -x)")
     if ports:
         topo = runner(node, ["nvidia-smi", "topo", "-m"], {}, timeout)
         matrix = parse_topo(topo.stdout) if topo.returncode == 0 else None
         if matrix is None:
             inv.notes.append(f"nvidia-smi topo -m: {_why(topo)}: rails use host memory")
-        inv.rails = pair_rails(ports, matrix, settings.get("rails") or {})
+        pinned = settings.get("rails") or {}
+        ports, left_out = compute_ports(ports, matrix, pinned)
+        inv.notes += left_out
+        inv.rails = pair_rails(ports, matrix, pinned)
         for rail in inv.rails:
             if rail.gpu is None:
                 inv.notes.append(f"{rail.hca}/{rail.port}: {rail.why}: host memory")
