@@ -264,6 +264,16 @@ def test_baseline_is_saved_then_drift_is_reported(tmp_path: Path) -> None:
     assert (worst["node"], worst["test"], worst["component"]) == ("q1", "hbm", "gpu2")
     assert worst["change_pct"] < -15
     assert all(abs(d["change_pct"]) < 6 for d in later.drift[1:])
+    # Beyond qualify.drift_pct (10 %) a warning on the node naming test and part; the
+    # others moved less and carry none.
+    drifted = [(node, f.component, f.status) for node, own in later.findings.items()
+               for f in own if "below its baseline" in f.message]
+    assert drifted == [("q1", "gpu2", Status.WARN)]
+    strict = run(Request(simulate=slow, baseline=base, seed=3),
+                 Config(data={**Config().data, "qualify": {**Config().section("qualify"),
+                                                           "drift_pct": 50.0}}))
+    assert not any("below its baseline" in f.message for own in strict.findings.values()
+                   for f in own)
 
 
 def test_from_logs_cli_reports_every_file(tmp_path: Path) -> None:
