@@ -138,7 +138,8 @@ def from_logs(request: Request, config: Config) -> QualifyReport:
     cluster = _cluster(result.judgement.findings, names, {}, "files")
     cluster.findings.extend(ClusterFinding(f) for f in result.judgement.cluster)
     return QualifyReport(cluster, "logs", ["logs"], request.level or "quick", 0.0,
-                         result.judgement.figures, result.runs, result.judgement.findings)
+                         result.judgement.figures, result.runs, result.judgement.findings,
+                         notes=result.notes, cross=result.cross)
 
 
 def _nodes_and_via(request: Request) -> tuple[list[str], str]:

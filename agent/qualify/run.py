@@ -31,6 +31,7 @@ from ..read.sources import CommandResult
 from . import parsers
 from .inventory import Inventory, take
 from .launch import ToolRunner, cannot_start, missing
+from .parsers import gpuburn
 from .plan import DEADLINES, Step, node_steps
 
 _HUNG_EXITS = (124, 137)  # coreutils timeout on the node: TERM, then KILL
@@ -116,7 +117,10 @@ def result_run(step: Step, node: str, result: CommandResult, seconds: float,
         run.notes.append(f"{result.stray} process(es) it left running after it exited were "
                          "killed")
     parsing = time.monotonic()
-    parsers.parse(step.tool, result.stdout + "\n" + result.stderr, run)
+    text = result.stdout + "\n" + result.stderr
+    parsers.parse(step.tool, text, run)
+    if step.tool == "gpu_burn":
+        gpuburn.as_asked(text, step.argv, run)
     assign_tests(run, step.test)
     run.parse_s = time.monotonic() - parsing
     for figure in run.figures:

@@ -11,7 +11,8 @@ that could not be repeated (a saved log) is at most a ``warn``. The floor of the
 (a peer tool's threshold, with its source) fails a figure below it whatever the peers do.
 
 Pure functions of plain data (``agent.model.qualify``): the same code judges a live run,
-a simulated one and saved logs.
+a simulated one and saved logs. One exception: :func:`judge` first takes every figure no
+measurement can give out of its run, in place (sanity.py), so that no report holds it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ...agent.model.qualify import Expectation, Figure, ToolRun
 from ..core.finding import Action, Finding, Status, worst
 from ..profiles.profile import Profile
 from .active import ACTIVE_TESTS, INVOCATIONS, Scope, served_by
+from .sanity import screen
 
 # What each test measures, in words a person reads in a finding (active.py), and the names
 # of what a run may stand for that is no test of its own: nvbandwidth's run serves four
@@ -269,6 +271,10 @@ def _evidence_findings(run: ToolRun) -> list[Finding]:
         if e.kind == "error":
             out.append(Finding(Status.ERROR, e.component, f"{run.tool} could not run the test "
                                "as asked", e.text, None, Action.INVESTIGATE, check))
+        elif e.kind == "impossible":  # checks/qualify/sanity.py
+            out.append(Finding(Status.ERROR, e.component, f"{run.tool} printed a figure no "
+                               "measurement can give", e.text, "a possible figure",
+                               Action.INVESTIGATE, f"qualify.{e.test or run.test}"))
         elif e.kind == "fail":
             out.append(Finding(Status.FAIL, e.component, f"{run.tool} reported a failure",
                                e.text, "no failure lines", Action.DRAIN, check))
@@ -347,6 +353,7 @@ def judge(runs: list[ToolRun], profiles: Mapping[str, str],
     """Findings per node (every test that ran yields at least one) and the judged figures.
     ``runs`` holds each (node, test) once, with a repeat's figures already merged in."""
     result = Judgement()
+    screen(runs, profiles, expect)  # impossible figures become errors, never judged
     figures = judged_figures(runs)
     graded = grade(figures, profiles, expect, rule)
     result.figures = graded

@@ -151,11 +151,9 @@ def test_logs_name_an_unrecognised_file_and_judge_the_rest(tmp_path: Path) -> No
     junk = tmp_path / "notes.txt"
     junk.write_text("hello\n")
     good = real_file("real/active", "active", next(f for f in FILES if f.startswith("01")))
-    result = judge_logs([junk, good, tmp_path / "missing.log"], load_profile("dgx-a100"),
-                        StragglerRule())
+    result = judge_logs([junk, good], load_profile("dgx-a100"), StragglerRule())
     assert [f.status for f in result.judgement.findings["notes.txt"]] == [Status.ERROR]
     assert "notes.txt" in result.names
-    assert result.judgement.findings["missing.log"][0].status is Status.ERROR
     statuses = {f.status for f in result.judgement.findings[good.name]}
     assert statuses == {Status.PASS}
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 
 from ...model.qualify import Evidence, Figure, ToolRun
-from .lines import clean_lines, number
+from .lines import NUMBER, numbered_lines, pick, reading
 
 _RUNNING = re.compile(r"^Running ([a-z0-9]+(?:_[a-z0-9]+)+)\.\s*$")
-_ROW = re.compile(r"^\s*(\d+)((?:\s+(?:[0-9.]+|N/A))+)\s*$")
+_ROW = re.compile(rf"^\s*(\d+)((?:\s+(?:{NUMBER}|N/A))+)\s*$")
 _LABELS = re.compile(r"^\s+\d+(?:\s+\d+)*\s*$")
 MARKERS = (re.compile(r"^nvbandwidth Version"), _RUNNING)
 # What says the tool could not do what it was asked, not that a copy went wrong: a testcase
@@ -26,13 +26,15 @@ MARKERS = (re.compile(r"^nvbandwidth Version"), _RUNNING)
 # "ERROR: Invalid Arguments"), CUDA or NVML failing to start (error_handling.h CU_ASSERT
 # prints "[CUDA_ERROR_...] ...", NVML_ASSERT "NVML_ERROR: ...").
 _TOOL_ERROR = re.compile(r"^(?:ERROR: |\[CUDA_ERROR_|NVML_ERROR: )")
-def matrices(text: str, run: ToolRun, pairs: set[str] | None = None
+def matrices(text: str, run: ToolRun, pairs: set[str] | None = None,
+             lines: dict[str, dict[tuple[int, int], int]] | None = None
              ) -> dict[str, dict[tuple[int, int], float]]:
     """Each testcase's measured cells, (row, column) -> GB/s; ``pairs`` collects the
-    testcases whose rows are GPUs too (their description says ``GPU(row)``)."""
+    testcases whose rows are GPUs too (their description says ``GPU(row)``), ``lines`` the
+    output line of each cell."""
     found: dict[str, dict[tuple[int, int], float]] = {}
     current: str | None = None
-    for number_, line in enumerate(clean_lines(text), 1):
+    for number_, line in numbered_lines(text):
         running = _RUNNING.match(line)
         if running:
             current = running.group(1)
@@ -55,28 +57,34 @@ def matrices(text: str, run: ToolRun, pairs: set[str] | None = None
                 current = None if line.startswith("Waived") else current
             continue
         for column, token in enumerate(row.group(2).split()):
-            value = number(token)
+            value = reading(token)
             if value is not None:
                 found[current][(int(row.group(1)), column)] = value
+                if lines is not None:
+                    lines.setdefault(current, {})[(int(row.group(1)), column)] = number_
     return found
 
 
 def parse(text: str, run: ToolRun) -> None:
     pairs: set[str] = set()
-    found = matrices(text, run, pairs)
+    lines: dict[str, dict[tuple[int, int], int]] = {}
+    found = matrices(text, run, pairs, lines)
     run.complete = bool(found)
     for name, cells in found.items():
-        if name in pairs:
+        at = lines.get(name, {})
+        if name in pairs:  # the oldest release prints 0.00 where it measured nothing
             for (a, b), value in sorted(cells.items()):
-                if a != b and value > 0:
+                if a != b and value != 0:
                     run.figures.append(Figure(run.node, name, f"gpu{a}-gpu{b}", [value], "GB/s",
-                                              "nvbandwidth", name))
+                                              "nvbandwidth", name, at.get((a, b))))
             continue
-        best: dict[int, float] = {}
-        for (_, column), value in cells.items():
-            best[column] = max(value, best.get(column, 0.0))
-        for column, value in sorted(best.items()):
+        by_column: dict[int, list[tuple[int, int]]] = {}
+        for cell in sorted(cells):
+            by_column.setdefault(cell[1], []).append(cell)
+        for column, column_cells in sorted(by_column.items()):
+            value = pick([cells[c] for c in column_cells])
+            where = next(c for c in column_cells if cells[c] is value)
             run.figures.append(Figure(run.node, name, f"gpu{column}", [value], "GB/s",
-                                      "nvbandwidth", name))
+                                      "nvbandwidth", name, at.get(where)))
     if not found:
         run.notes.append("no nvbandwidth testcase with a matrix")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 
 from ...model.qualify import Evidence, Figure, ToolRun
-from .lines import clean_lines, number
+from .lines import NUMBER, numbered_lines, pick, reading
 
 _BANNER = re.compile(r"^\s*(RDMA_Write|RDMA_Read|Send|Atomic)\s.*BW Test")
 _DEVICE = re.compile(r"Device\s*:\s*(\S+)")
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(\S+?)\]\s+BW average\[(\S+?)\]")
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)")
+_ROW = re.compile(rf"^\s*(\d+)\s+(\d+)\s+({NUMBER})\s+({NUMBER})\s+({NUMBER})")
 _FAILURES = re.compile(r"Failed to modify QP|Couldn't allocate|Completion with error|Error: ")
 # The test could not be set up, which says nothing of the rail: the client could not reach
 # its server over TCP (perftest_communication.c "Couldn't connect to %s:%d", no retry), an
@@ -39,9 +39,9 @@ def parse(text: str, run: ToolRun, port: int = 1) -> None:
     device = None
     banner_bidirectional = bidirectional = False
     unit = None
-    rows: list[tuple[int, float]] = []
+    rows: list[tuple[int, float, int]] = []  # size, BW average, line
     ended = closed = False
-    for number_, line in enumerate(clean_lines(text), 1):
+    for number_, line in numbered_lines(text):
         if _BANNER.match(line):
             banner_bidirectional = "Bidirectional" in line
             continue
@@ -58,9 +58,9 @@ def parse(text: str, run: ToolRun, port: int = 1) -> None:
             continue
         row = _ROW.match(line)
         if row and unit is not None and not ended:
-            average = number(row.group(4))
+            average = reading(row.group(4))
             if average is not None:
-                rows.append((int(row.group(1)), average))
+                rows.append((int(row.group(1)), average, number_))
         elif rows and not ended:  # the table ends at its closing rule, or is cut short
             ended, closed = True, line.strip().startswith("-----")
     if unit not in _TO_GBPS or not rows:
@@ -68,12 +68,15 @@ def parse(text: str, run: ToolRun, port: int = 1) -> None:
                          else f"unknown unit {unit}")
         return
     run.complete = closed
-    size = max(s for s, _ in rows)
-    average = max(v for s, v in rows if s == size) * _TO_GBPS[unit]
+    size = max(s for s, _, _ in rows)
+    read = [(v, at) for s, v, at in rows if s == size]
+    best = pick([v for v, _ in read])
+    found_at = next(at for v, at in read if v is best)
+    average = best * _TO_GBPS[unit]
     detail = f"BW average at {size} B" + ("" if closed else ", output cut short")
     if bidirectional:
         average /= 2
         detail += ", bidirectional sum halved"
     component = f"{device}/{port}" if device else "node"
     run.figures.append(Figure(run.node, run.test, component, [average], "Gb/s", "perftest",
-                              detail))
+                              detail, found_at))
