@@ -50,9 +50,11 @@ from ...checks.qualify.cross import (
     shortfall,
 )
 from ...checks.qualify.judge import TEST_NAMES, expectations
-from ..model.qualify import CrossRun, Expectation, ToolRun
+from ...checks.qualify.sanity import screen
+from ..model.qualify import CrossRun, Evidence, Expectation, ToolRun
 from .inventory import Inventory, Rail
 from .launch import GroupRunner, ToolRunner
+from .parsers.nccl import one_run
 from .plan import DEADLINES, NIC_PORT_BASE, Step, program
 from .run import QualifyOptions, result_run, run_step
 from .schedule import Pair, first_pairing, scaling_sizes, second_pass
@@ -150,6 +152,8 @@ class Cross:
     def __post_init__(self) -> None:
         self.deadline = self.deadline or time.monotonic() + self.options.budget_s
         self.rack_of = {n: rack for rack, trays in self.racks.items() for n in trays}
+        self._profile_names = {n: p.name for n, p in self.profiles.items()}
+        self._expectations = {p.name: expectations(p) for p in self.profiles.values()}
 
     # -- running ---------------------------------------------------------------------
 
@@ -166,6 +170,7 @@ class Cross:
         workers = max(1, min(len(jobs), int(self.options.settings.get("parallel_nodes", 64))))
         with ThreadPoolExecutor(workers) as pool:
             runs = [r for batch in pool.map(lambda job: job(number), jobs) for r in batch]
+        screen([r.run for r in runs], self._profile_names, self._expectations)
         self.outcome.rounds.append(Round(
             test, stage, len(runs), time.monotonic() - started,
             max((r.run.seconds for r in runs), default=0.0),
@@ -193,7 +198,19 @@ class Cross:
             started = time.monotonic()
             result = self.group(list(nodes), argv, dict(env), left)
             run = result_run(step, nodes[0], result, time.monotonic() - started, left)
+            self._one_job(run, nodes)
         return CrossRun(test, tuple(nodes), number, stage, run)
+
+    def _one_job(self, run: ToolRun, nodes: Sequence[str]) -> None:
+        """A figure between nodes counts only from one job that joined every rank of every
+        node (nccl.one_run): otherwise it is the test's error, and its figure is dropped."""
+        if run.error is not None or run.skipped is not None or not run.figures:
+            return
+        why = one_run(run, len(nodes), self._gpus(nodes))
+        if why is not None:
+            run.evidence.append(Evidence("error", "node", why))
+            run.notes += [f"figure not counted: {f.value:g} {f.unit}" for f in run.figures]
+            run.figures = []
 
     def _rails(self, pair: Pair, stage: str, number: int, *,
                only: frozenset[str] | None) -> list[CrossRun]:
