@@ -27,7 +27,6 @@ from functools import partial
 from typing import Any, Protocol
 
 from ...checks.core.finding import Action, Finding, Status
-from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile
 from ...checks.qualify.active import (
     ACTIVE_TESTS,
@@ -55,9 +54,9 @@ from ..model.qualify import CrossRun, Evidence, Expectation, ToolRun
 from .inventory import Inventory, Rail
 from .launch import GroupRunner, ToolRunner
 from .parsers.nccl import one_run
-from .plan import DEADLINES, NIC_PORT_BASE, Step, program
+from .plan import DEADLINES, NIC_PORT_BASE, Step, iterations, program
 from .run import QualifyOptions, result_run, run_step
-from .schedule import Pair, first_pairing, scaling_sizes, second_pass
+from .schedule import Pair, first_pairing, peer_groups, scaling_sizes, second_pass
 
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
 CROSS_DEADLINES = {t.id: t.invocation.deadline_s for t in cross_tests()}
@@ -167,7 +166,7 @@ class Cross:
             return []
         number = len(self.outcome.rounds) + 1
         started = time.monotonic()
-        workers = max(1, min(len(jobs), int(self.options.settings.get("parallel_nodes", 64))))
+        workers = max(1, min(len(jobs), int(self.options.settings.get("parallel_nodes", 256))))
         with ThreadPoolExecutor(workers) as pool:
             runs = [r for batch in pool.map(lambda job: job(number), jobs) for r in batch]
         screen([r.run for r in runs], self._profile_names, self._expectations)
@@ -184,7 +183,7 @@ class Cross:
     def _allreduce(self, test: str, nodes: Sequence[str], stage: str, number: int,
                    env: Mapping[str, str]) -> CrossRun:
         tools = self.options.settings.get("tools") or {}
-        iters = "100" if self.options.level == Level.FULL else "20"
+        iters = iterations(self.options.level)
         invocation = _INVOCATIONS[test]
         argv = [program(invocation.program, tools),
                 *fill(invocation.argv, {"gpus": str(self._gpus(nodes)), "iters": iters})]
@@ -380,23 +379,13 @@ class Cross:
                 (result.stderr or result.error or f"ls exited {result.returncode}").strip()[:200])
         return []
 
-    def peer_groups(self, nodes: Sequence[str]) -> list[list[str]]:
-        """The nodes by kind: same profile and fabric. A pair, a rail and a scaling run
-        never mix kinds (a DGX H100 beside a GB200 tray is no peer of it), and each group is
-        judged against its own median and its own profile's expected figures."""
-        groups: dict[tuple[str, str | None], list[str]] = {}
-        for node in nodes:
-            profile = self.profiles[node]
-            groups.setdefault((profile.name, profile.hca_link_layer), []).append(node)
-        return [members for _, members in sorted(groups.items())]
-
     def run(self, tests: frozenset[str], excluded: set[str]) -> CrossOutcome:
         nodes = [n for n in self.nodes if n not in excluded and self.inventories.get(n)
                  and self.inventories[n].gpus]
         if excluded:
             self.outcome.notes.append(f"left out of the tests between nodes (failed their "
                                       f"node tests): {', '.join(sorted(excluded))}")
-        groups = self.peer_groups(nodes)
+        groups = peer_groups(nodes, self.profiles)
         if len(groups) > 1:
             self.outcome.notes.append(
                 "tests between nodes run within each kind of node: " + "; ".join(

@@ -56,9 +56,15 @@ def program(name: str, tools: Mapping[str, Any]) -> str:
     return str(tools.get(name) or name)
 
 
+def iterations(level: Level) -> str:
+    """nccl-tests' ``-n`` at ``level``: 20 timed iterations per size (nccl-tests' own
+    default, src/common.cu), 100 at ``full`` for a steadier figure."""
+    return "100" if level == Level.FULL else "20"
+
+
 def _values(inventory: Inventory, level: Level, settings: Mapping[str, Any]) -> dict[str, str]:
     burn = float(settings.get("burn_s", 30.0)) * (4 if level == Level.FULL else 1)
-    return {"gpus": str(len(inventory.gpus)), "iters": "100" if level == Level.FULL else "20",
+    return {"gpus": str(len(inventory.gpus)), "iters": iterations(level),
             "burn_s": str(int(burn)), "dcgm_level": "3" if level == Level.FULL else "2",
             "compare": inventory.gpu_burn_compare or ""}
 

@@ -213,7 +213,7 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
             options: QualifyOptions) -> Outcome:
     started = time.monotonic()
     deadline = started + options.budget_s
-    workers = max(1, min(len(nodes), int(options.settings.get("parallel_nodes", 64))))
+    workers = max(1, min(len(nodes), int(options.settings.get("parallel_nodes", 256))))
     inventories: dict[str, Inventory] = {}
     plans: dict[str, list[Step]] = {}
 

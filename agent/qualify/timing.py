@@ -39,7 +39,7 @@ from ...checks.qualify.active import (
 from ...checks.qualify.judge import expectations
 from .cross import CROSS_DEADLINES
 from .inventory import Inventory, Rail
-from .plan import NODE_TESTS, Step, node_steps
+from .plan import NODE_TESTS, Step, iterations, node_steps
 from .schedule import (
     GROUPS,
     has_rails,
@@ -399,8 +399,8 @@ def node_plan(profile: Profile, level: Level, settings: Mapping[str, Any],
 
 def _allreduce_argv(invocation: Invocation, gpus: int, level: Level) -> tuple[str, ...]:
     """The command line cross.py runs (its iterations by level)."""
-    iters = "100" if level == Level.FULL else "20"
-    return (invocation.program, *fill(invocation.argv, {"gpus": str(gpus), "iters": iters}))
+    return (invocation.program,
+            *fill(invocation.argv, {"gpus": str(gpus), "iters": iterations(level)}))
 
 
 @dataclass
@@ -412,7 +412,7 @@ class _Cross:
 
     @property
     def workers(self) -> int:
-        return max(1, int(self.settings.get("parallel_nodes", 64)))
+        return max(1, int(self.settings.get("parallel_nodes", 256)))
 
     def deadline(self, test: str) -> float:
         given = self.settings.get("deadline_s") or {}
@@ -465,7 +465,7 @@ def estimate(nodes: Sequence[str], profiles: Mapping[str, Profile], groups: Coll
              racks: Mapping[str, Sequence[str]] | None = None) -> Schedule:
     """The schedule of ``groups`` (node, pairs, rails, scaling, rack) over ``nodes``, each
     stage with its rounds, runs and estimated seconds, as command.py and cross.py run it."""
-    workers = max(1, int(settings.get("parallel_nodes", 64)))
+    workers = max(1, int(settings.get("parallel_nodes", 256)))
     stages: list[Stage] = []
     if Scope.NODE.value in groups:
         plans = {p.name: node_plan(p, level, settings, frozenset(NODE_TESTS), via)

@@ -160,7 +160,8 @@ SCHEMA: dict[str, Any] = {
         "tools": ((dict,), {}),
         "rails": ((dict,), {}),
         "burn_s": (_NUM, 30.0, (QUALIFY_MIN_BURN_S, MAX_SECONDS)),
-        "parallel_nodes": ((int,), 64, (1, 100_000)),
+        # Launches under way at once: each only waits on its tool (an ssh or srun process).
+        "parallel_nodes": ((int,), 256, (1, 100_000)),
         "srun_mpi": ((str,), "auto"),  # srun --mpi= of the jobs between nodes
         "drift_pct": (_NUM, 10.0, _PCT),  # --baseline: a figure this far off warns
     },
