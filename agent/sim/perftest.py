@@ -266,7 +266,6 @@ class Rendezvous:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
 
     def _path(self, host: str, port: int, suffix: str) -> Path:
         return self.folder / f"{host}_{port}.{suffix}"
@@ -274,6 +273,7 @@ class Rendezvous:
     def listen(self, host: str, port: int, hca: str, gpu: int | None) -> None:
         """Listen, saying which device the server opened and which GPU's memory its
         buffer is in (None: host memory)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
         for suffix in ("claim", "done"):
             self._path(host, port, suffix).unlink(missing_ok=True)
         temporary = self._path(host, port, f"listen.{os.getpid()}")

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -65,8 +66,9 @@ class SimTools:
         # Simulated duration of each call (the test time a real tool would take), by
         # (node or comma-joined nodes, command line): bench/qualify_schedule.py adds them up.
         self.test_seconds: dict[tuple[str, str], float] = {}
-        if rendezvous is None:
-            rendezvous = Path(tempfile.mkdtemp(prefix="clusterdiag-sim-perftest-"))
+        if rendezvous is None:  # made by the first server, removed with the runner
+            rendezvous = Path(tempfile.gettempdir()) / (
+                f"clusterdiag-sim-perftest-{os.getpid()}-{id(self):x}-{uuid.uuid4().hex[:8]}")
             weakref.finalize(self, shutil.rmtree, rendezvous, True)
         self.meet = perftest.Rendezvous(rendezvous)
         self._tools: dict[str, Tool] = {
