@@ -27,7 +27,9 @@ SOCKET_BUSBW = 5.0  # GB/s: what users measured once NCCL fell back to sockets
 @dataclass(frozen=True)
 class Rates:
     gflops: float  # gpu_burn FP64 Gflop/s per GPU
-    hbm: float  # nvbandwidth device_local_copy, GB/s
+    # nvbandwidth device_local_copy, GB/s as it prints it: a copy rate, bytes copied once
+    # per second (memcpy.cpp:483), half the read+write traffic (NVIDIA/nvbandwidth#48).
+    hbm: float
     host: float  # host<->device copy engine, GB/s
     nvlink: float  # one GPU to another, unidirectional copy engine read, GB/s
     ring_eff: float  # ring all-reduce busbw / nvlink (NCCL_ALGO=Ring)
@@ -42,17 +44,21 @@ class Rates:
 # NVLS 480; B200 HBM 5.43-5.87 (DCGM); B300 ring/NVLS 695/845 (nccl #2140); GB200 d2d ~770
 # (Azure guide #7), rack 846.8 (coreweave PR #43); NIC: line rate x 0.98 (AzNHC floors at
 # 0.9-0.95). Compute of Hopper/Blackwell: FP64 tensor-core datasheet figure x 0.8 (no
-# published gpu_burn capture).
+# published gpu_burn capture). The HBM figures above count every byte read and written
+# (BabelStream Copy); nvbandwidth's device_local_copy counts each copied byte once
+# (memcpy.cpp:483 adjustedCopySizes x loops / time; testcases_ce.cpp:214-223, one
+# memcpy per GPU), which its maintainer puts at half the read+write figure
+# (NVIDIA/nvbandwidth#48: 1.1 TB/s printed is ~2.2 TB/s of memory traffic): hbm is half.
 RATES: dict[str, Rates] = {
-    "dgx-a100": Rates(17000, 1610, 26.3, 276, 0.84, 0, 196),
-    "dgx-h100": Rates(53600, 2900, 52, 370, 1.0, 480, 392),
-    "dgx-h200": Rates(53600, 4010, 52, 370, 1.0, 480, 392),
-    "dgx-b200": Rates(32000, 5600, 52, 740, 0.94, 845, 392),
-    "gb200-nvl72": Rates(36000, 5600, 346, 770, 0.9, 0, 392, 846.8),
-    "gb300-nvl72": Rates(1250, 6000, 346, 770, 0.9, 0, 784, 846.8),
-    "hgx-h100-pcie": Rates(41000, 1900, 52, 0, 0.8, 0, 392),
+    "dgx-a100": Rates(17000, 1610 / 2, 26.3, 276, 0.84, 0, 196),
+    "dgx-h100": Rates(53600, 2900 / 2, 52, 370, 1.0, 480, 392),
+    "dgx-h200": Rates(53600, 4010 / 2, 52, 370, 1.0, 480, 392),
+    "dgx-b200": Rates(32000, 5600 / 2, 52, 740, 0.94, 845, 392),
+    "gb200-nvl72": Rates(36000, 5600 / 2, 346, 770, 0.9, 0, 392, 846.8),
+    "gb300-nvl72": Rates(1250, 6000 / 2, 346, 770, 0.9, 0, 784, 846.8),
+    "hgx-h100-pcie": Rates(41000, 1900 / 2, 52, 0, 0.8, 0, 392),
 }
-_DEFAULT = Rates(10000, 1000, 25, 0, 0.8, 0, 100)
+_DEFAULT = Rates(10000, 1000 / 2, 25, 0, 0.8, 0, 100)
 
 
 def rates(node: SimNode) -> Rates:
