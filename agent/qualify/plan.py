@@ -62,9 +62,11 @@ def iterations(level: Level) -> str:
     return "100" if level == Level.FULL else "20"
 
 
-def _values(inventory: Inventory, level: Level, settings: Mapping[str, Any]) -> dict[str, str]:
+def _values(inventory: Inventory, level: Level, settings: Mapping[str, Any],
+            doubles: bool) -> dict[str, str]:
     burn = float(settings.get("burn_s", 30.0)) * (4 if level == Level.FULL else 1)
     return {"gpus": str(len(inventory.gpus)), "iters": iterations(level),
+            "precision": "-d" if doubles else "",
             "burn_s": str(int(burn)), "dcgm_level": "3" if level == Level.FULL else "2",
             "compare": inventory.gpu_burn_compare or ""}
 
@@ -107,9 +109,10 @@ def use_cuda(rail: Rail, inventory: Inventory) -> str:
 
 
 def node_steps(inventory: Inventory, level: Level, settings: Mapping[str, Any],
-               tests: frozenset[str]) -> list[Step]:
-    """The node's steps, in the order they run (one at a time: they share the GPUs)."""
-    values = _values(inventory, level, settings)
+               tests: frozenset[str], doubles: bool = True) -> list[Step]:
+    """The node's steps, in the order they run (one at a time: they share the GPUs);
+    ``doubles``: gpu_burn in FP64 (the profile's gpu_burn_doubles)."""
+    values = _values(inventory, level, settings, doubles)
     steps: list[Step] = []
     for invocation, served in _invocations(tests, inventory):
         if invocation is PERFTEST_LOOPBACK:

@@ -220,7 +220,8 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
     def first_pass(node: str) -> list[ToolRun]:
         inv = inventory(node, runner, options.settings, options.tests)
         inventories[node] = inv
-        plans[node] = node_steps(inv, options.level, options.settings, options.tests)
+        plans[node] = node_steps(inv, options.level, options.settings, options.tests,
+                                 profiles[node].gpu_burn_doubles)
         return [run_step(step, node, runner, deadline) for step in plans[node]]
 
     with ThreadPoolExecutor(workers) as pool:

@@ -387,7 +387,7 @@ def node_plan(profile: Profile, level: Level, settings: Mapping[str, Any],
     inventory = stand_in(profile)
     rates = figures(profile)
     gpus = len(inventory.gpus)
-    steps = node_steps(inventory, level, settings, tests)
+    steps = node_steps(inventory, level, settings, tests, profile.gpu_burn_doubles)
     costs = [step_seconds(s, gpus, via, rates) for s in steps]
     inventory_s = _inventory_commands(inventory, tests) * (launch_s(via) + INVENTORY_COMMAND_S)
     repeatable = [c for s, c in zip(steps, costs, strict=True)

@@ -36,6 +36,7 @@ class Rates:
     nvls: float  # all-reduce busbw with NVLink SHARP (0: no NVLS, the default is the ring)
     nic: float  # GPUDirect RDMA per rail, Gb/s
     mnnvl: float = 0.0  # rack-wide all-reduce busbw over multi-node NVLink (NVL72)
+    single: float = 0.0  # gpu_burn in TF32 (-tc without -d) Gflop/s; 0: twice ``gflops``
 
 
 # Sources: A100 gflops 16.9-17.2 TF (outputs/06), HBM 1.61 TB/s (Azure
@@ -55,7 +56,8 @@ RATES: dict[str, Rates] = {
     "dgx-h200": Rates(53600, 4010 / 2, 52, 370, 1.0, 480, 392),
     "dgx-b200": Rates(32000, 5600 / 2, 52, 740, 0.94, 845, 392),
     "gb200-nvl72": Rates(36000, 5600 / 2, 346, 770, 0.9, 0, 392, 846.8),
-    "gb300-nvl72": Rates(1250, 6000 / 2, 346, 770, 0.9, 0, 784, 846.8),
+    # GB300: FP64 1.25 TF; TF32 1.25 PF dense x 0.6 achieved (ours) for gpu_burn -tc.
+    "gb300-nvl72": Rates(1250, 6000 / 2, 346, 770, 0.9, 0, 784, 846.8, 750_000),
     "hgx-h100-pcie": Rates(41000, 1900 / 2, 52, 0, 0.8, 0, 392),
 }
 _DEFAULT = Rates(10000, 1000 / 2, 25, 0, 0.8, 0, 100)
@@ -76,8 +78,10 @@ def factor(node: SimNode, part: str, index: int | str) -> float:
     return node.slow.get(f"{part}:{index}", 1.0)
 
 
-def gpu_gflops(node: SimNode, gpu: int) -> float:
-    return rates(node).gflops * factor(node, "compute", gpu)
+def gpu_gflops(node: SimNode, gpu: int, doubles: bool = True) -> float:
+    own = rates(node)
+    rate = own.gflops if doubles else own.single or 2 * own.gflops
+    return rate * factor(node, "compute", gpu)
 
 
 def hbm(node: SimNode, gpu: int) -> float:

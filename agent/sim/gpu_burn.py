@@ -190,7 +190,7 @@ def _children(node: SimNode, args: Args, noise: list[float]) -> list[_Child]:
         use = (int(free * USEMEM) if args.use_bytes == 0 else
                int(free * -args.use_bytes / 100) if args.use_bytes < 0 else args.use_bytes)
         iters = max((use - 2 * result) // result, 0)
-        gflops = bw.gpu_gflops(node, index) * noise[index]
+        gflops = bw.gpu_gflops(node, index, args.doubles) * noise[index]
         out.append(_Child(index, total >> 20, free >> 20, use >> 20, result, iters,
                           iters * OPS_PER_MUL / (gflops * 1e9) if iters else 1.0))
     return out
@@ -263,12 +263,14 @@ def _no_compare_kernel(node: SimNode, args: Args, head: str, smi: str,
 
 def _burn(node: SimNode, args: Args, head: str, smi: str, children: list[_Child],
           errs: str, order: random.Random) -> Printed:
-    """A healthy run: reports every batch after the first two (:356-374), temperatures
+    """A healthy run: reports each batch once it is done (:356-374: the first pass waits on
+    an event never recorded, which cuEventQuery answers CUDA_SUCCESS, NVIDIA's CUDA Driver
+    API reference; each later pass waits on the batch before the one it queued), temperatures
     every 5 s, the loop ending at the first wake-up past the run length (:608-609)."""
     count = len(children)
     events: list[tuple[float, int]] = []  # (seconds since the parent listened, child or -1)
     for k, child in enumerate(children):
-        when = INIT_S + 2 * child.batch_s
+        when = INIT_S + child.batch_s
         while when <= args.run_s + 1 + child.batch_s:
             events.append((when, k))
             when += child.batch_s

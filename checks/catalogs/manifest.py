@@ -971,7 +971,11 @@ ACTIVE: dict[str, dict[str, Any]] = {'allreduce': {'summary': 'local all-reduce 
                  'invocation': {'run': 'gpu_compute',
                                 'program': 'gpu_burn',
                                 'parser': 'gpu_burn',
-                                'argv': ('-d', '-tc', '-c', '{compare}', '{burn_s}'),
+                                'argv': ('{precision}',
+                                         '-tc',
+                                         '-c',
+                                         '{compare}',
+                                         '{burn_s}'),
                                 'env': (),
                                 'deadline_s': 120.0,
                                 'install': 'build gpu-burn (github.com/wilicc/gpu-burn) '
@@ -979,11 +983,12 @@ ACTIVE: dict[str, dict[str, Any]] = {'allreduce': {'summary': 'local all-reduce 
                                            'qualify.tools.gpu_burn_compare, its '
                                            'compare.fatbin)',
                                 'source': "doubles and tensor cores (SuperBench's "
-                                          'gpu-burn run); -c names the compare kernel, '
-                                          'which gpu_burn otherwise looks for in its '
-                                          'working directory (gpu_burn-drv.cpp:33, 821), '
-                                          'and the seconds come last '
-                                          '(gpu_burn-drv.cpp:912)'},
+                                          "gpu-burn run; TF32 where the profile's "
+                                          'gpu_burn_doubles is false); -c names the '
+                                          'compare kernel, which gpu_burn otherwise '
+                                          'looks for in its working directory '
+                                          '(gpu_burn-drv.cpp:33, 821), and the seconds '
+                                          'come last (gpu_burn-drv.cpp:912)'},
                  'fallback': {'run': 'gpu_compute',
                               'program': 'dcgmi',
                               'parser': 'dcgmi',

@@ -81,6 +81,9 @@ class Profile:
     allreduce_busbw_gbps: float | None = None
     # Active tests (clusterdiag qualify): test -> {expected, floor, unit, source}
     qualify: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # gpu_burn in doubles (-d): false where FP64 is vestigial (Blackwell Ultra: 1.25 TFLOPS),
+    # so that a burn of a few seconds still completes its batches and prints a rate.
+    gpu_burn_doubles: bool = True
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property

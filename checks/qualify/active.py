@@ -124,11 +124,12 @@ NVBANDWIDTH = Invocation(
     source="nvbandwidth's copy-engine testcases, all in one run (-t takes several: "
            "nvbandwidth.cpp's multitoken testcase option)")
 GPU_BURN = Invocation(
-    "gpu_compute", "gpu_burn", "gpu_burn", ("-d", "-tc", "-c", "{compare}", "{burn_s}"),
+    "gpu_compute", "gpu_burn", "gpu_burn", ("{precision}", "-tc", "-c", "{compare}", "{burn_s}"),
     deadline_s=120.0,
     install="build gpu-burn (github.com/wilicc/gpu-burn) or set qualify.tools.gpu_burn "
             "(and qualify.tools.gpu_burn_compare, its compare.fatbin)",
-    source="doubles and tensor cores (SuperBench's gpu-burn run); -c names the compare "
+    source="doubles and tensor cores (SuperBench's gpu-burn run; TF32 where the profile's "
+           "gpu_burn_doubles is false); -c names the compare "
            "kernel, which gpu_burn otherwise looks for in its working directory "
            "(gpu_burn-drv.cpp:33, 821), and the seconds come last (gpu_burn-drv.cpp:912)")
 DCGM_DIAGNOSTIC = Invocation(

@@ -17,7 +17,8 @@ from clusterdiag.checks.qualify.judge import run_findings
 from tests.real import real_file, real_names
 
 COMPARE = "/opt/gpu-burn/compare.fatbin"
-ARGV = ("gpu_burn", *fill(GPU_BURN.argv, {"compare": COMPARE, "burn_s": "30"}))
+ARGV = ("gpu_burn", *fill(GPU_BURN.argv, {"precision": "-d", "compare": COMPARE,
+                                          "burn_s": "30"}))
 STEP = Step("gpu_compute", "gpu_burn", ARGV, tests=("gpu_compute",))
 # The real capture's progress and verdict lines (superbench, 8 x A100), which predate the
 # printed-back lines; what the real binary prints first comes before them in each case.

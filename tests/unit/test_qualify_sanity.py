@@ -4,6 +4,8 @@ saved log, the tool and node of a live run — never a pass, warn or fail."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from clusterdiag.agent.model.qualify import Expectation, ToolRun
 from clusterdiag.agent.qualify import parsers
 from clusterdiag.agent.qualify.logs import judge_logs
 from clusterdiag.agent.qualify.plan import Step
-from clusterdiag.agent.qualify.run import result_run
+from clusterdiag.agent.qualify.run import result_run, run_step
 from clusterdiag.agent.read.sources import CommandResult
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
@@ -89,6 +91,26 @@ def _sim(argv: list[str]) -> str:
     return result.stdout
 
 
+def _sim_client(half: tuple[str, ...]) -> str:
+    """What the simulated perftest client prints, run against its server as the planner
+    runs the pair (run_step: the client retried until the server listens)."""
+    tools = SimTools({"s1": build(NodeSpec("s1", "dgx-h100"))})
+    said: list[CommandResult] = []
+
+    def runner(node: str, argv: list[str], env: Mapping[str, str],
+               timeout_s: float) -> CommandResult:
+        result = tools(node, argv, env, timeout_s)
+        if argv[-1] == "localhost":
+            said.append(result)
+        return result
+
+    step = Step("nic", "perftest", ("ib_write_bw", *half, "localhost"), deadline_s=60,
+                server_argv=("ib_write_bw", *half))
+    run_step(step, "s1", runner, time.monotonic() + 60)
+    assert said[-1].returncode == 0, said[-1].stderr
+    return said[-1].stdout
+
+
 def _live(step: Step, stdout: str) -> list[Finding]:
     run = result_run(step, "gpu-node-3", CommandResult(list(step.argv), 0, stdout), 1.0)
     judgement = judge([run], {"gpu-node-3": "dgx-h100"}, {"dgx-h100": expectations(H100)},
@@ -119,8 +141,8 @@ def test_live_hbm_above_the_hbm_peak_is_an_error_naming_tool_and_node(value: str
 def test_live_nic_above_the_line_rate_is_an_error() -> None:
     step = Step("nic", "perftest", ("ib_write_bw", "-d", "mlx5_0", "--report_gbits"),
                 component="mlx5_0/1")
-    text = _sim(["ib_write_bw", "-d", "mlx5_0", "-i", "1", "-s", "8388608", "--report_gbits",
-                 "-p", "18515", "localhost"])
+    text = _sim_client(("-d", "mlx5_0", "-i", "1", "-s", "8388608", "--report_gbits",
+                        "-p", "18515"))
     average = text.split("BW average[Gb/sec]")[1].split()[4]
     findings = _live(step, text.replace(average, "900.00"))
     assert [f.status for f in findings] == [Status.ERROR]
