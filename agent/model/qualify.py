@@ -48,7 +48,9 @@ class Evidence:
     ``kind`` is ``fail`` (wrong results, NCCL/CUDA failure, IB completion error, a GPU
     marked faulty), ``error`` (the tool could not do what it was asked: its arguments, a
     feature its build lacks, CUDA or NVML failing to start — an error of the test, never
-    the node's failure), ``warn`` (an NCCL WARN line) or ``socket`` (NCCL chose sockets)."""
+    the node's failure), ``setup`` (the tool's build or installation is wrong: a library
+    the loader cannot find, nccl-tests without MPI; an error to fix, never the node's
+    failure), ``warn`` (an NCCL WARN line) or ``socket`` (NCCL chose sockets)."""
 
     kind: str
     component: str

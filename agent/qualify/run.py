@@ -26,7 +26,7 @@ from ...checks.qualify.judge import (
     needs_repeat,
     suspects,
 )
-from ..model.qualify import ToolRun
+from ..model.qualify import Evidence, ToolRun
 from ..read.sources import CommandResult
 from . import parsers
 from .inventory import Inventory, take
@@ -94,8 +94,9 @@ def result_run(step: Step, node: str, result: CommandResult, seconds: float,
         run.returncode = None
         run.skipped = f"{program} not found: {step.install or 'install it'}"
         return run
-    if (cannot := cannot_start(result)) is not None:
-        run.error = f"{program} is installed but cannot start: {cannot}"
+    if (cannot := cannot_start(result)) is not None:  # its installation, not the node
+        run.evidence.append(Evidence("setup", "node",
+                                     f"{program} is installed but cannot start: {cannot}"))
         return run
     if result.error is not None or result.returncode in _HUNG_EXITS:
         run.hung = result.error is None or "no answer within" in result.error

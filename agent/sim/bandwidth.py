@@ -157,11 +157,15 @@ def cross_rail_gbps(node: SimNode, hca: str) -> float:
 
 
 def network_busbw(node: SimNode) -> float:
-    """The node's share of a cross-node ring: its slowest rail times the rails."""
+    """The node's share of a cross-node ring: its slowest rail times the rails, times
+    ``network:0`` where the node's whole way out is slow (not one rail's cable: its PCIe
+    switches to the NICs, its GPUDirect path), which a same-rail perftest pair of ports
+    under the same PCIe switch does not cross."""
     if node.socket_fallback:
         return SOCKET_BUSBW
     rails = [cross_rail_gbps(node, hca) for hca in compute_hcas(node)]
-    return NET_EFF * min(rails) / 8 * len(rails) if rails else SOCKET_BUSBW
+    share = NET_EFF * min(rails) / 8 * len(rails) if rails else SOCKET_BUSBW
+    return share * factor(node, "network", 0)
 
 
 def _steps(nodes: int, algo: str) -> float:

@@ -90,11 +90,15 @@ def run(node: SimNode, argv: list[str], noise: Callable[..., float]) -> Printed:
     if level not in ("1", "2", "3", "4", "diagnostic"):
         raise NotModelled(f"dcgmi diag -r {level} is not simulated")
 
-    def result(index: int, info: list[str] | None = None) -> JsonValue:
+    def result(index: int, info: list[str] | None = None, test: str = "") -> JsonValue:
         entry: dict[str, JsonValue] = {"entity_group": "GPU", "entity_group_id": 1,
                                        "entity_id": index, "status": "Pass"}
         if info is not None:
             entry["info"] = list[JsonValue](info)
+        failing = node.dcgm_failing.get((test, index))
+        if failing is not None:  # a result's "warnings": error_id and text (NvvsJsonStrings.h)
+            entry["status"] = "Fail"
+            entry["warnings"] = [{"error_id": failing[0], "warning": failing[1]}]
         return entry
 
     # Each test in its plugin's category (nvvs/include/PluginStrings.h:41-60: software
@@ -103,8 +107,10 @@ def run(node: SimNode, argv: list[str], noise: Callable[..., float]) -> Printed:
         {"name": "software", "results": [result(0)], "test_summary": {"status": "Pass"}}]}]
 
     def per_gpu(name: str, info: Callable[[int], list[str]]) -> JsonValue:
-        return {"name": name, "results": [result(g.index, info(g.index)) for g in node.gpus],
-                "test_summary": {"status": "Pass"}}
+        failed = any(test == name for test, _ in node.dcgm_failing)
+        return {"name": name,
+                "results": [result(g.index, info(g.index), name) for g in node.gpus],
+                "test_summary": {"status": "Fail" if failed else "Pass"}}
 
     if level not in ("1", "diagnostic"):
         categories.append({"category": "Integration", "tests": [per_gpu("pcie", lambda i: [

@@ -807,7 +807,7 @@ ACTIVE: dict[str, dict[str, Any]] = {'allreduce': {'summary': 'local all-reduce 
                               'the best in-place or out-of-place figure at the largest '
                               'size',
                     'action': 'drain',
-                    'fault': 'nvlink_ring_slow',
+                    'fault': 'tool_hang',
                     'judging': {'floor': True,
                                 'peers': True,
                                 'repeat': True,

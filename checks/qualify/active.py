@@ -182,7 +182,7 @@ _TESTS = (
                ALLREDUCE, "busbw", "GB/s", _BUSBW, Action.DRAIN, "tool_hang"),
     ActiveTest("allreduce_ring", "local all-reduce bus bandwidth (NCCL_ALGO=Ring)",
                Scope.NODE, ALLREDUCE_RING, "busbw", "GB/s", _BUSBW, Action.DRAIN,
-               "nvlink_ring_slow"),
+               "tool_hang"),
     ActiveTest("allreduce_net", "all-reduce through the node's NICs (P2P and SHM off)",
                Scope.NODE, ALLREDUCE_NET, "busbw", "GB/s", _BUSBW, Action.DRAIN,
                "nccl_socket_fallback", needs_rails=True),

@@ -47,6 +47,7 @@ class Graded:
     why: str = ""
     unit: str = ""
     failed: bool = False  # the run itself failed (hung, printed a failure, used sockets)
+    action: Action = Action.INVESTIGATE  # what its failure asks for, where it did not run
 
     def partner(self, node: str) -> str:
         return next((n for n in self.run.nodes if n != node), node)
@@ -136,7 +137,7 @@ def grade(runs: Iterable[CrossRun], expectation: Expectation | None,
                       unit=figure.unit if figure is not None else "")
         deficit = item.deficit_pct
         if bad is not None:
-            item.status, item.failed = bad.status, True
+            item.status, item.failed, item.action = bad.status, True, bad.action
             item.why = f"{bad.message}: {str(bad.observed)[:200]}" if bad.observed \
                 else bad.message
         elif figure is None:
@@ -204,7 +205,7 @@ def attribute(test: str, graded: list[Graded], expectation: Expectation | None =
             elif g.status in (Status.ERROR, Status.SKIP):
                 out[node].append(Finding(g.status, g.component, f"{name}: the run with "
                                          f"{g.partner(node)} could not be judged", g.why,
-                                         None, Action.INVESTIGATE, check))
+                                         None, g.action, check))
             else:
                 suspect[(node, g.component)] = g
     cleared: dict[tuple[str, str], list[Graded]] = {}

@@ -271,6 +271,9 @@ def _evidence_findings(run: ToolRun) -> list[Finding]:
         if e.kind == "error":
             out.append(Finding(Status.ERROR, e.component, f"{run.tool} could not run the test "
                                "as asked", e.text, None, Action.INVESTIGATE, check))
+        elif e.kind == "setup":  # the tool's build or installation, not the node
+            out.append(Finding(Status.ERROR, e.component, f"{run.tool} is not installed as "
+                               "the test needs", e.text, None, Action.FIX_CONFIG, check))
         elif e.kind == "impossible":  # checks/qualify/sanity.py
             out.append(Finding(Status.ERROR, e.component, f"{run.tool} printed a figure no "
                                "measurement can give", e.text, "a possible figure",

@@ -85,6 +85,11 @@ def test_active_fault_is_named_on_its_node_and_component_only(tmp_path: Path,
     spec = FAULTS[kind]
     component = spec.component.format(**fault)
     bad = _bad(findings)
+    if spec.silent:  # a correct caller copes: nothing trips, the test still passes
+        assert not bad, bad
+        assert any(f.check == spec.check and f.status is Status.PASS  # type: ignore[attr-defined]
+                   for f in findings["q3"]), findings["q3"]
+        return
     assert {node for node, _ in bad} == {"q3"}, bad
     assert {f.component for _, f in bad} == {component}, bad  # type: ignore[attr-defined]
     hits = [f for _, f in bad if f.check == spec.check]  # type: ignore[attr-defined]

@@ -54,6 +54,7 @@ from .nccl import (
     peermem_missing,
 )
 from .qualify import (
+    dcgm_plugin_fail,
     imex_channel_missing,
     nccl_library_unloadable,
     nccl_tests_no_mpi,
@@ -533,20 +534,24 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("hbm_slow", "qualify.hbm", "fail", "drain", "gpu{gpu}", ("gpu",), slow("hbm"),
               options=("factor",), active=True),
     FaultKind("pcie_slow", "qualify.h2d", "fail", "drain", "gpu{gpu}", ("gpu",), slow("pcie"),
-              options=("factor",), active=True),
+              options=("factor",), also=("qualify.d2h",), active=True),
     FaultKind("nvlink_slow", "qualify.d2d", "fail", "drain", "gpu{gpu}", ("gpu",),
               slow("nvlink"), options=("factor",), needs=_NVLINK, active=True),
     FaultKind("rail_slow", "qualify.nic", "fail", "reseat_cable", "{hca}/1", ("hca",),
               slow("rail"), options=("factor",), needs=_IB, active=True),
     FaultKind("nccl_socket_fallback", "qualify.allreduce_net", "fail", "fix_config", "node",
               (), socket_fallback, needs=_IB, active=True),
+    # Every tool of the node hangs: each node test is a hang, found at its deadline.
     FaultKind("tool_hang", "qualify.allreduce", "fail", "drain", "node", (), tool_hang,
-              active=True),
+              also=("qualify.allreduce_ring",), active=True),
+    FaultKind("dcgm_plugin_fail", "qualify.dcgm", "fail", "drain", "gpu{gpu}", ("gpu",),
+              dcgm_plugin_fail, active=True),
     # How the node's tools were built or installed (faults/qualify.py): the tool, not the
-    # node, is at fault, so the test is an error to fix, never a drain; a slow server
-    # start is nothing a correct caller reports.
-    FaultKind("perftest_no_cuda", "qualify.nic", "error", "fix_config", "node", (),
-              perftest_no_cuda, needs=_IB, active=True),
+    # node, is at fault, so the test is an error to fix, never a drain. A slow server start
+    # is nothing a correct caller reports, and a perftest without CUDA still tests the NIC
+    # through host memory (the inventory's note says GPUDirect went untested).
+    FaultKind("perftest_no_cuda", "qualify.nic", "pass", "none", "node", (),
+              perftest_no_cuda, needs=_IB, active=True, silent=True),
     FaultKind("perftest_slow_start", "qualify.nic", "pass", "none", "node", (),
               perftest_slow_start, options=("delay_s",), needs=_IB, active=True,
               silent=True),
@@ -561,6 +566,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               options=("factor",), needs=_NVL, active=True, cross=True),
     FaultKind("imex_channel_missing", "qualify.rack", "fail", "fix_config", "node", (),
               imex_channel_missing, needs=_NVL, active=True, cross=True),
+    FaultKind("node_uplink_slow", "qualify.pairs", "fail", "drain", "node", (),
+              slow("network"), options=("factor",), needs=_IB, active=True, cross=True),
     FaultKind("nccl_tests_no_mpi", "qualify.pairs", "error", "fix_config", "node", (),
               nccl_tests_no_mpi, active=True, cross=True),
     # Cluster-level kinds: each node passes alone; the cross-node view catches them.

@@ -20,7 +20,7 @@ Apply = Callable[[SimNode, Mapping[str, Any]], None]
 DEFAULT_FACTOR = 0.8  # 20 % slow: a fail-slow part that clears every absolute floor
 # Parts that are the node's as a whole: its rack's leaf uplinks to the spine, its path into
 # the NVL72 rack's NVLink switch trays.
-NODE_WIDE = ("uplink", "mnnvl")
+NODE_WIDE = ("uplink", "mnnvl", "network")
 
 
 def slow(part: str) -> Apply:
@@ -37,6 +37,19 @@ def socket_fallback(node: SimNode, fault: Mapping[str, Any]) -> None:
 
 def imex_channel_missing(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.imex_channel = False
+
+
+# DCGM_FR_PCI_REPLAY_RATE (error 3), the PCIe plugin's (BusGrind) replay check; its message
+# format is DCGM's dcgm_errors.h DCGM_FR_PCI_REPLAY_RATE_MSG.
+PCIE_REPLAY_WARNING = (3, "Detected more than {limit} PCIe replays per minute for GPU {gpu} : "
+                          "{count}")
+
+
+def dcgm_plugin_fail(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """dcgmi diag's pcie test fails on GPU ``gpu`` with DCGM's replay-rate warning."""
+    gpu = int(fault["gpu"])
+    error_id, text = PCIE_REPLAY_WARNING
+    node.dcgm_failing[("pcie", gpu)] = (error_id, text.format(limit=8, gpu=gpu, count=412))
 
 
 def tool_hang(node: SimNode, fault: Mapping[str, Any]) -> None:

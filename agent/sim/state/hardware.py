@@ -119,6 +119,8 @@ class SimNode:
     slow: dict[str, float] = field(default_factory=dict)
     socket_fallback: bool = False
     tools_hang: bool = False
+    # dcgmi diag results that fail: (test, GPU index) -> (DCGM error id, its warning text).
+    dcgm_failing: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
     imex_channel: bool = True  # /dev/nvidia-caps-imex-channels/channel0 (NVL72 trays)
     # How the node's active-test tools were built and what their loader finds
     # (agent/sim/toolkit.py, perftest.py, nccl_tests.py): a perftest with CUDA support
