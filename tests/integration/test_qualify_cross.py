@@ -114,20 +114,24 @@ def test_socket_fallback_between_nodes_is_named(tmp_path: Path) -> None:
 
 
 def test_a_mixed_cluster_is_judged_inside_each_profile(tmp_path: Path) -> None:
-    """A100 pairs (HDR rails) run at about half the H100 pairs' (NDR) bus bandwidth: judged
-    against one median they would all be stragglers. Each profile is its own peer group,
-    and a node slow inside its group is still found."""
+    """GB200 trays' pairs (four 400G rails) run at half the DGX H100 pairs' (eight) bus
+    bandwidth: judged against one median every GB200 pair would be a straggler, and one
+    all-reduce over both would scale "50 %". Each profile is its own peer group, and a
+    node slow inside its group is still found."""
     nodes = [{"names": "q[1-6]", "profile": "dgx-h100"},
-             {"names": "a[1-6]", "profile": "dgx-a100"}]
+             {"names": "g[1-6]", "profile": "gb200-nvl72"}]
     (tmp_path / "healthy").mkdir()
-    healthy = _run(tmp_path / "healthy", [], "pairs", nodes=nodes)
+    healthy = _run(tmp_path / "healthy", [], "pairs,scaling", nodes=nodes)
     assert not _bad(healthy), _bad(healthy)
+    assert not [c.finding for c in healthy.cluster.findings
+                if c.finding.status is not Status.PASS], healthy.cluster.findings
     pairs = [g.run.nodes for g in healthy.cross if g.run.test == "pairs"]
     assert pairs
     assert all(len({n[0] for n in nodes}) == 1 for nodes in pairs), pairs
-    slow = _run(tmp_path, [{"node": "a3", "kind": "node_uplink_slow", "factor": 0.5}], "pairs",
+    assert {p.group for p in healthy.scaling} == {"dgx-h100", "gb200-nvl72"}, healthy.scaling
+    slow = _run(tmp_path, [{"node": "g3", "kind": "node_uplink_slow", "factor": 0.5}], "pairs",
                 nodes=nodes)
-    assert _bad(slow) == [("a3", "qualify.pairs", "node", Status.FAIL)], _bad(slow)
+    assert _bad(slow) == [("g3", "qualify.pairs", "node", Status.FAIL)], _bad(slow)
 
 
 def test_a_node_the_node_tests_failed_is_left_out(tmp_path: Path) -> None:
