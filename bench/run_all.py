@@ -44,6 +44,7 @@ BENCHES: dict[str, bool] = {
     "agent_load.py": True,
     "agent_http_load.py": True,
     "qualify_schedule.py": True,
+    "qualify_report.py": True,
 }
 
 
@@ -100,6 +101,12 @@ GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("agent RSS, real host path (aiohttp kept)", "agent RSS peak (real host path",
      "node_exporter RSS peak"),
     ("agent during an XID storm of 8 events/s", "agent CPU during an XID storm", ""),
+    ("qualify at 1,024 simulated nodes: clusterdiag's own overhead, % of the schedule",
+     "1,024 nodes: clusterdiag's overhead", ""),
+    ("qualify: clusterdiag CPU time growth from 128 to 1,024 nodes (exponent)",
+     "clusterdiag CPU time growth 128 -> 1,024", ""),
+    ("qualify report of 1,024 nodes: HTML size", "qualify report, 1,024 nodes: HTML size",
+     ""),
 )
 
 

@@ -121,6 +121,9 @@ def _cluster_checks() -> list[str]:
 
 
 def _qualify_findings() -> list[str]:
+    from clusterdiag.agent.cli.checks import active_facts, expected_rows
+    from clusterdiag.checks.catalogs.manifest import ACTIVE
+    from clusterdiag.checks.profiles.profile import builtin_names
     from clusterdiag.checks.qualify.judge import CATALOG, TEST_NAMES
 
     lines = ["## Qualify findings", "",
@@ -133,7 +136,21 @@ def _qualify_findings() -> list[str]:
                                       "inventory": "the node's GPUs could not be listed"}
                                .get(test, ""))
         lines.append(f"| `{check_id}` | {cell(words)} | {action.value} |")
-    return [*lines, ""]
+    lines += ["", "## Active tests", "",
+              "Each active test as `checks/qualify/active.py` declares it: its tool, the "
+              "command line the planner builds, its figure and unit, how it is judged, and "
+              "the expected figure and floor of each built-in profile that gives one (in the "
+              "test's unit, with its source; a site profile's `qualify.ID` overrides it).", ""]
+    for test, declared in ACTIVE.items():
+        lines += [f"### qualify.{test}", "", markdown(declared["summary"][:1].upper()
+                                                      + declared["summary"][1:]) + ".", ""]
+        lines += [f"- {label}: {cell(markdown(text))}" for label, text in active_facts(test)]
+        rows = expected_rows(test, builtin_names())
+        if rows:
+            lines += ["- expected, per profile:",
+                      *(f"  - {cell(markdown(row))}" for row in rows)]
+        lines.append("")
+    return lines
 
 
 def checks_page() -> str:

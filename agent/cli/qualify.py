@@ -28,7 +28,11 @@ from .output import write
               help="Comma-separated: node,pairs,rails,scaling,rack (default: what applies).")
 @click.option("--level", type=click.Choice(LEVEL_NAMES), default=None,
               help="quick (default) or full: longer runs and dcgmi diag -r 3.")
-@click.option("--budget", type=float, default=None, help="Seconds the whole run may take.")
+@click.option("--budget", type=float, default=None,
+              help="Seconds the whole run may take (default: qualify.budget_s).")
+@click.option("--fit-budget", "fit_budget", is_flag=True,
+              help="Run what fits --budget, leaving out the tests that do not (rack first, "
+                   "then scaling, rails, pairs), instead of refusing to start.")
 @click.option("--profile", default=None, help="Platform profile name or a site profile file.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Config file (default /etc/clusterdiag/config.yaml when present).")
@@ -43,16 +47,18 @@ from .output import write
 @click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
 @report_options
 def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | None,
-            budget: float | None, profile: str | None, config_path: Path | None,
+            budget: float | None, fit_budget: bool, profile: str | None, config_path: Path | None,
             simulate: str | None, seed: int, drain: bool, baseline: Path | None,
             from_logs: tuple[str, ...], logs: tuple[Path, ...], fmt: str,
             output: Path | None, exclude_file: Path | None, need: int | None) -> None:
-    """Run the active tests on every node (or judge saved logs: --from-logs FILE [FILE...])
-    and report stragglers against the profile and the node's peers."""
+    """Run the active tests on every node and between nodes (or judge saved logs:
+    --from-logs FILE [FILE...]) and report stragglers against the profile and the node's
+    peers. The schedule and its estimated duration are printed on stderr before it starts."""
     if logs and not from_logs:
         raise UsageError(f"unexpected argument {logs[0]} (saved logs go after --from-logs)")
     request = Request(nodes, via, tests, level, budget, profile, simulate,
-                      (*from_logs, *map(str, logs)), baseline, drain, seed)
+                      (*from_logs, *map(str, logs)), baseline, drain, seed, adopt_orphans=True,
+                      fit_budget=fit_budget, say=lambda line: click.echo(line, err=True))
     report = run(request, session.load(config_path))
     report.cluster.need = need
     if fmt == "json":

@@ -30,6 +30,7 @@ class Figure:
     unit: str  # GB/s, Gb/s, Gflop/s
     tool: str
     detail: str = ""  # what exactly was measured ("busbw at 8589934592 B, in-place")
+    line: int | None = None  # the line of the tool's output it was read from (1-based)
 
     @property
     def value(self) -> float:
@@ -45,7 +46,11 @@ class Figure:
 class Evidence:
     """A line of the output that decides the verdict by itself, whatever the bandwidth:
     ``kind`` is ``fail`` (wrong results, NCCL/CUDA failure, IB completion error, a GPU
-    marked faulty), ``warn`` (an NCCL WARN line) or ``socket`` (NCCL chose sockets)."""
+    marked faulty), ``error`` (the tool could not do what it was asked: its arguments, a
+    feature its build lacks, CUDA or NVML failing to start — an error of the test, never
+    the node's failure), ``setup`` (the tool's build or installation is wrong: a library
+    the loader cannot find, nccl-tests without MPI; an error to fix, never the node's
+    failure), ``warn`` (an NCCL WARN line) or ``socket`` (NCCL chose sockets)."""
 
     kind: str
     component: str
@@ -73,6 +78,10 @@ class ToolRun:
     notes: list[str] = field(default_factory=list)  # what the parser could not use
     seconds: float = 0.0
     parse_s: float = 0.0  # of ``seconds``, how long reading the output took (bench/)
+    # nccl-tests: the ranks of one job and the hosts they ran on, from its device list
+    # (one "#  Rank" line per rank); None and () where the output lists no devices.
+    ranks: int | None = None
+    hosts: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "node": self.node, "test": self.test, "source": self.source,

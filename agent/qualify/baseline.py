@@ -1,7 +1,9 @@
 """``qualify --baseline FILE``: the first run saves its figures as the site's baseline; a
 later run with the same file reports each figure's drift from it (SuperBench's
-``variance = (value - baseline) / baseline``, microsoft/superbenchmark). A baseline file is read
-bounded and validated: a malformed one is a usage error naming the file."""
+``variance = (value - baseline) / baseline``, microsoft/superbenchmark), and a figure slower
+than its baseline by more than ``qualify.drift_pct`` is a warning on its node: the part still
+meets the profile and its peers, yet is not what it was. A baseline file is read bounded and
+validated: a malformed one is a usage error naming the file."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...checks.qualify.judge import Judged
+from ...checks.core.finding import Action, Finding, Status
+from ...checks.qualify.judge import TEST_NAMES, Judged
 from ..base.errors import UsageError
 
 SCHEMA = "clusterdiag/qualify-baseline/v1"
@@ -68,3 +71,22 @@ def drift(baseline: dict[str, float], judged: Iterable[Judged]) -> list[dict[str
                         "baseline": before, "value": round(f.value, 3), "unit": f.unit,
                         "change_pct": round(100.0 * (f.value - before) / before, 2)})
     return sorted(out, key=lambda d: d["change_pct"])
+
+
+def drift_findings(moved: Iterable[dict[str, Any]], threshold_pct: float
+                   ) -> dict[str, list[Finding]]:
+    """A warning per figure more than ``threshold_pct`` slower than its baseline, on its
+    node, naming the test and the part (faster is no finding)."""
+    out: dict[str, list[Finding]] = {}
+    for d in moved:
+        if d["change_pct"] >= -threshold_pct:
+            continue
+        out.setdefault(d["node"], []).append(Finding(
+            Status.WARN, d["component"],
+            f"{TEST_NAMES.get(d['test'], d['test'])}: {d['value']:g} {d['unit']}, "
+            f"{-d['change_pct']:.1f} % below its baseline {d['baseline']:g} (more than "
+            f"{threshold_pct:g} %: qualify.drift_pct)",
+            {"value": d["value"], "change_pct": d["change_pct"]},
+            {"baseline": d["baseline"], "drift_pct": threshold_pct}, Action.INVESTIGATE,
+            f"qualify.{d['test']}"))
+    return out

@@ -3,14 +3,19 @@ profile of each node, the run (or the logs), the report, the baseline, the drain
 
 Defaults: inside a Slurm allocation the nodes are ``SLURM_JOB_NODELIST`` and the
 launcher ``srun``; with ``--nodes`` outside one, ssh; otherwise this node, locally. Under
-``--simulate`` every node of the spec is qualified through the simulated tools.
+``--simulate`` every node of the spec is qualified through the simulated tools. Without
+``--tests`` every test that applies runs (schedule.py ``default_groups``). Before anything
+starts, the schedule and its estimated duration (timing.py) are said, and a schedule that
+cannot fit the budget is refused unless told to run what fits.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -20,26 +25,31 @@ from ClusterShell.NodeSet import NodeSetParseError
 from ...checks.core.finding import Action, Finding, Status
 from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile, UnknownProfileError, load_profile
+from ...checks.qualify.active import ACTIVE_TESTS
 from ...checks.qualify.judge import StragglerRule
-from ...reports.model.cluster import ClusterFinding, ClusterReport
+from ...reports.model.cluster import ClusterFinding, ClusterReport, fold
 from ...reports.model.qualify import QualifyReport, node_summary
 from ..base.errors import CollectError, UsageError
 from ..cluster.nodes import resolve_nodes
 from ..model.nodeset import expand
 from ..model.qualify import CROSS_TESTS
+from ..read.sources import become_subreaper
 from ..run.session import site_profile
-from ..settings.config import Config
+from ..settings.config import Config, seconds_problem
 from ..sim.tools import simulated_cluster
 from ..slurm.scontrol import Scontrol
 from . import baseline
 from .cross import Cross
 from .drain import drain_nodes
+from .inventory import Inventory
 from .launch import VIAS, GroupRunner, ToolRunner, command_runner, group_runner
 from .logs import judge_logs
 from .plan import NODE_TESTS
 from .run import QualifyOptions, qualify
+from .schedule import GROUPS, default_groups
+from .timing import Schedule, duration, estimate
 
-TEST_GROUPS = ("node", "pairs", "rails", "scaling", "rack")
+TEST_GROUPS = GROUPS
 
 
 @dataclass
@@ -55,9 +65,17 @@ class Request:
     baseline: Path | None = None
     drain: bool = False
     seed: int = 0
+    # Kill what a finished tool left behind, even setsid'd (agent/read/sources.py
+    # become_subreaper): for the CLI process only, never a host process such as pytest's.
+    adopt_orphans: bool = False
+    fit_budget: bool = False  # drop the groups of tests that do not fit instead of refusing
+    say: Callable[[str], None] | None = None  # where the schedule is said before it starts
 
 
+@cache
 def _version() -> str:
+    """The installed version, read once: every node's summary carries it, and each read of
+    the package metadata costs about a millisecond (1.5 s of 1,024 nodes' report)."""
     try:
         return version("clusterdiag")
     except PackageNotFoundError:
@@ -74,15 +92,59 @@ def load_site_profile(config: Config, arg: str) -> Profile:
         raise UsageError(f"--profile {arg}: {exc}") from None
 
 
-def _tests(arg: str | None) -> tuple[frozenset[str], frozenset[str]]:
-    """The node tests and the tests between nodes that ``--tests`` asks for."""
-    groups = [t.strip() for t in (arg or "node").split(",") if t.strip()]
+def _groups(arg: str) -> tuple[str, ...]:
+    """The test groups ``--tests`` asks for."""
+    groups = [t.strip() for t in arg.split(",") if t.strip()]
     unknown = [g for g in groups if g not in TEST_GROUPS]
-    if unknown:
-        raise UsageError(f"--tests: unknown test group {unknown[0]!r} "
+    if unknown or not groups:
+        raise UsageError(f"--tests: unknown test group {(unknown or [arg])[0]!r} "
                          f"(choose from {', '.join(TEST_GROUPS)})")
+    return tuple(g for g in TEST_GROUPS if g in groups)
+
+
+def _tests(groups: Sequence[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The node tests and the tests between nodes of ``groups``."""
     node = frozenset(NODE_TESTS) if "node" in groups else frozenset()
     return node, frozenset(CROSS_TESTS) & set(groups)
+
+
+def _budget(request: Request, settings: Mapping[str, Any]) -> float:
+    budget = float(request.budget if request.budget is not None else settings["budget_s"])
+    if (problem := seconds_problem(budget, 1.0)) is not None:
+        where = "--budget" if request.budget is not None else "qualify.budget_s"
+        raise UsageError(f"{where} {budget:g}: {problem}")
+    return budget
+
+
+def plan(request: Request, nodes: list[str], profiles: Mapping[str, Profile],
+         racks: Mapping[str, list[str]], level: Level, settings: Mapping[str, Any],
+         budget: float, via: str, notes: list[str]) -> tuple[tuple[str, ...], Schedule]:
+    """The test groups to run and their schedule, said before anything starts; a schedule
+    over ``budget`` is refused (exit 2), or with ``--fit-budget`` trimmed of the groups that
+    do not fit, last first in the order of TEST_GROUPS, with a note saying what was left out."""
+    groups = _groups(request.tests) if request.tests else default_groups(
+        nodes, profiles, racks)
+    schedule = estimate(nodes, profiles, groups, level, settings, via, racks)
+    say = request.say or (lambda line: None)
+    for line in schedule.lines(budget):
+        say(line)
+    if schedule.seconds <= budget:
+        return groups, schedule
+    over = (f"the schedule is estimated at {duration(schedule.seconds)}, over the budget of "
+            f"{duration(budget)}")
+    if not request.fit_budget:
+        raise UsageError(f"qualify: {over}: raise --budget (or qualify.budget_s), narrow "
+                         "--tests, or add --fit-budget to run what fits")
+    fitted, dropped = schedule.fit(budget)
+    if not fitted.stages:
+        raise UsageError(f"qualify: {over}, and not even the node tests fit: raise --budget "
+                         "(or qualify.budget_s) or qualify.parallel_nodes")
+    left_out = ", ".join(f"{g} ({duration(schedule.group_seconds(g))})" for g in dropped)
+    note = (f"--fit-budget: {over}; left out {left_out}, and ran "
+            f"{', '.join(fitted.groups)} (about {duration(fitted.seconds)})")
+    notes.append(note)
+    say(f"qualify: {note}")
+    return tuple(g for g in groups if g not in dropped), fitted
 
 
 def _racks(config: Config, nodes: list[str]) -> dict[str, list[str]]:
@@ -104,6 +166,23 @@ def _cluster(findings: dict[str, list[Any]], profiles: dict[str, str], gpus: dic
     return ClusterReport(summaries, [], _version(), via)
 
 
+_MAX_INVENTORY_NOTES = 20
+
+
+def inventory_notes(inventories: Mapping[str, Inventory]) -> list[str]:
+    """What the inventories say of how tests ran (a rail in host memory, a port left out),
+    each note once with the nodes it holds for, folded; at most ``_MAX_INVENTORY_NOTES``."""
+    by_note: dict[str, list[str]] = {}
+    for node, inv in inventories.items():
+        for note in inv.notes:
+            by_note.setdefault(note, []).append(node)
+    out = [f"{fold(nodes)}: {note}" for note, nodes in sorted(by_note.items())]
+    if len(out) > _MAX_INVENTORY_NOTES:
+        more = len(out) - _MAX_INVENTORY_NOTES
+        out = [*out[:_MAX_INVENTORY_NOTES], f"... and {more} more notes on how the tests ran"]
+    return out
+
+
 def _rule(config: Config) -> StragglerRule:
     return StragglerRule.from_config(config.section("qualify"))
 
@@ -113,8 +192,10 @@ def from_logs(request: Request, config: Config) -> QualifyReport:
     result = judge_logs([Path(p) for p in request.from_logs], profile, _rule(config))
     names = {node: profile.name if profile else "" for node in result.judgement.findings}
     cluster = _cluster(result.judgement.findings, names, {}, "files")
+    cluster.findings.extend(ClusterFinding(f) for f in result.judgement.cluster)
     return QualifyReport(cluster, "logs", ["logs"], request.level or "quick", 0.0,
-                         result.judgement.figures, result.runs, result.judgement.findings)
+                         result.judgement.figures, result.runs, result.judgement.findings,
+                         notes=result.notes, cross=result.cross)
 
 
 def _nodes_and_via(request: Request) -> tuple[list[str], str]:
@@ -134,11 +215,14 @@ def run(request: Request, config: Config) -> QualifyReport:
     """The qualification, its report, the baseline and the drains."""
     if request.from_logs:
         return from_logs(request, config)
+    if request.adopt_orphans:
+        become_subreaper()
     notes: list[str] = []
-    tests, cross_tests = _tests(request.tests)
     settings = dict(config.section("qualify"))
     level = Level(request.level or config.data["level"])
-    budget = float(request.budget if request.budget is not None else settings["budget_s"])
+    budget = _budget(request, settings)
+    if request.tests is not None:
+        _groups(request.tests)  # a bad --tests is said before anything else is asked
     if request.simulate is not None:
         sims, runner = simulated_cluster(request.simulate, request.seed)
         nodes, via = sorted(sims), "local"
@@ -157,10 +241,19 @@ def run(request: Request, config: Config) -> QualifyReport:
         profile = load_site_profile(config, name)
         profiles = {n: profile for n in nodes}
         tool_runner = command_runner(via)
-        group = group_runner(via, str(settings.get("srun_mpi", "pmix")))
+        group = group_runner(via, str(settings.get("srun_mpi", "auto")))
         racks = _racks(config, nodes)
+    # A simulated cluster stands for one qualified from inside a Slurm allocation.
+    groups, _ = plan(request, nodes, profiles, racks, level, settings, budget,
+                     "srun" if request.simulate is not None else via, notes)
+    tests, cross_tests = _tests(groups)
     options = QualifyOptions(tests, level, budget, settings)
     outcome = qualify(nodes, tool_runner, profiles, options)
+    notes += inventory_notes(outcome.inventories)
+    if request.tests is None and not any(i.rails for i in outcome.inventories.values()):
+        # No node has a compute rail: the tests that need one do not apply after all.
+        tests, cross_tests = (frozenset(t for t in ts if not ACTIVE_TESTS[t].needs_rails)
+                              for ts in (tests, cross_tests))
     cross = None
     if cross_tests:
         excluded = {n for n, own in outcome.judgement.findings.items()
@@ -191,7 +284,13 @@ def run(request: Request, config: Config) -> QualifyReport:
             own.append(Finding(Status.ERROR, "node", "could not list the node's GPUs",
                                "; ".join(inv.problems) or "no GPUs", None, Action.INVESTIGATE,
                                "qualify.inventory"))
+    saved = baseline.load(request.baseline) if request.baseline is not None else None
+    moved = baseline.drift(saved, outcome.judgement.figures) if saved is not None else []
+    for node, own in baseline.drift_findings(moved, float(settings.get("drift_pct", 10.0))
+                                             ).items():
+        outcome.judgement.findings.setdefault(node, []).extend(own)
     cluster = _cluster(outcome.judgement.findings, names, gpus, via)
+    cluster.findings.extend(ClusterFinding(f) for f in outcome.judgement.cluster)
     report = QualifyReport(cluster, "run", sorted(tests | cross_tests), level,
                            outcome.seconds + (cross.seconds if cross else 0.0),
                            outcome.judgement.figures, outcome.runs, outcome.judgement.findings,
@@ -202,14 +301,11 @@ def run(request: Request, config: Config) -> QualifyReport:
         report.scaling = cross.scaling
         report.schedule = cross.schedule()
         report.fail_pct = options.rule.fail_pct
-    if request.baseline is not None:
-        saved = baseline.load(request.baseline)
-        if saved is None:
-            baseline.save(request.baseline, report.figures, cluster.generated_at)
-            report.notes.append(f"saved {len(report.figures)} figures as the baseline "
-                                f"{request.baseline}")
-        else:
-            report.drift = baseline.drift(saved, report.figures)
+    report.drift = moved
+    if request.baseline is not None and saved is None:
+        baseline.save(request.baseline, report.figures, cluster.generated_at)
+        report.notes.append(f"saved {len(report.figures)} figures as the baseline "
+                            f"{request.baseline}")
     if request.drain:
         report.drained = drain(report, config)
     return report

@@ -4,11 +4,12 @@ checks/qualify/cross.py).
 ``pairs``: all_reduce_perf over two nodes, every GPU of each, ``NCCL_ALGO=Ring`` (on two
 nodes NCCL's default picks Tree/NVLSTree, whose busbw goes beyond the network: nccl-tests
 #196), ``NCCL_DEBUG=INFO`` so a fall-back to sockets shows; all pairs of a round at once.
-``rails``: ``ib_write_bw --use_cuda`` from rail *i* of one node to rail *i* of its partner
-(rails matched by their position in ``ibstat``), every rail of a pair at once on its own
-port. ``scaling``: all_reduce_perf over the first 2, 4, 8 … N nodes that passed (in rack
-order, so a group fills a rack before it crosses the spine), Ring and NCCL's default at
-each size, one size at a time. ``rack``: on NVL72 racks, the IMEX channel of every tray,
+``rails``: ``ib_write_bw`` (``--use_cuda`` where the node's perftest has it and a GPU is near
+the rail) from each rail of one node to the rail of its partner serving the same GPU
+(matched_rails), every rail of a pair at once on its own port. ``scaling``: all_reduce_perf
+over the first 2, 4, 8 … N nodes of each kind that passed (in rack order, so a group fills
+a rack before it crosses the spine), Ring and NCCL's default at each size, one size at a
+time. ``rack``: on NVL72 racks, the IMEX channel of every tray,
 then all_reduce_perf over every GPU of the rack with ``NCCL_MNNVL_ENABLE=1``; a slow rack
 is localised by pairing its trays over multi-node NVLink, with a second pass.
 
@@ -26,8 +27,17 @@ from functools import partial
 from typing import Any, Protocol
 
 from ...checks.core.finding import Action, Finding, Status
-from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile
+from ...checks.qualify.active import (
+    ACTIVE_TESTS,
+    PAIRS,
+    RACK,
+    RAILS,
+    SCALING,
+    Invocation,
+    cross_tests,
+    fill,
+)
 from ...checks.qualify.cross import (
     Graded,
     ScalingPoint,
@@ -36,16 +46,20 @@ from ...checks.qualify.cross import (
     imex_findings,
     rack_findings,
     scaling_curve,
+    shortfall,
 )
 from ...checks.qualify.judge import TEST_NAMES, expectations
-from ..model.qualify import CrossRun, Expectation, ToolRun
+from ...checks.qualify.sanity import screen
+from ..model.qualify import CrossRun, Evidence, Expectation, ToolRun
+from .inventory import Inventory, Rail
 from .launch import GroupRunner, ToolRunner
-from .plan import DEADLINES, NIC_PORT_BASE, Inventory, Step, program
+from .parsers.nccl import one_run
+from .plan import DEADLINES, NIC_PORT_BASE, Step, iterations, program
 from .run import QualifyOptions, result_run, run_step
-from .schedule import Pair, first_pairing, scaling_sizes, second_pass
+from .schedule import Pair, first_pairing, peer_groups, scaling_sizes, second_pass
 
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
-CROSS_DEADLINES = {"pairs": 300.0, "rails": 120.0, "scaling": 600.0, "rack": 600.0}
+CROSS_DEADLINES = {t.id: t.invocation.deadline_s for t in cross_tests()}
 
 
 class Measure(Protocol):
@@ -100,6 +114,24 @@ class CrossOutcome:
                 "detail": [r.to_dict() for r in self.rounds]}
 
 
+_INVOCATIONS: dict[str, Invocation] = {"pairs": PAIRS, "scaling": SCALING, "rack": RACK}
+
+
+def matched_rails(mine: Inventory, theirs: Inventory) -> list[tuple[Rail, Rail]]:
+    """Rail to rail between two nodes: the rails serving the same GPU (the rail of GPU k is
+    rail k of the node, whatever its name or where ibstat prints it), else the rails of the
+    same name; a rail with no counterpart is left out."""
+    by_gpu = {r.gpu: r for r in theirs.rails if r.gpu is not None}
+    by_name = {(r.hca, r.port): r for r in theirs.rails}
+    out = []
+    for rail in mine.rails:
+        other = by_gpu.get(rail.gpu) if rail.gpu is not None else None
+        other = other or by_name.get((rail.hca, rail.port))
+        if other is not None:
+            out.append((rail, other))
+    return out
+
+
 @dataclass
 class Cross:
     """What the cross-node tests need: the nodes with their inventory and profile, the
@@ -119,6 +151,8 @@ class Cross:
     def __post_init__(self) -> None:
         self.deadline = self.deadline or time.monotonic() + self.options.budget_s
         self.rack_of = {n: rack for rack, trays in self.racks.items() for n in trays}
+        self._profile_names = {n: p.name for n, p in self.profiles.items()}
+        self._expectations = {p.name: expectations(p) for p in self.profiles.values()}
 
     # -- running ---------------------------------------------------------------------
 
@@ -132,9 +166,10 @@ class Cross:
             return []
         number = len(self.outcome.rounds) + 1
         started = time.monotonic()
-        workers = max(1, min(len(jobs), int(self.options.settings.get("parallel_nodes", 64))))
+        workers = max(1, min(len(jobs), int(self.options.settings.get("parallel_nodes", 256))))
         with ThreadPoolExecutor(workers) as pool:
             runs = [r for batch in pool.map(lambda job: job(number), jobs) for r in batch]
+        screen([r.run for r in runs], self._profile_names, self._expectations)
         self.outcome.rounds.append(Round(
             test, stage, len(runs), time.monotonic() - started,
             max((r.run.seconds for r in runs), default=0.0),
@@ -148,9 +183,10 @@ class Cross:
     def _allreduce(self, test: str, nodes: Sequence[str], stage: str, number: int,
                    env: Mapping[str, str]) -> CrossRun:
         tools = self.options.settings.get("tools") or {}
-        iters = "100" if self.options.level == Level.FULL else "20"
-        argv = [program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
-                "-g", str(self._gpus(nodes)), "-w", "5", "-n", iters]
+        iters = iterations(self.options.level)
+        invocation = _INVOCATIONS[test]
+        argv = [program(invocation.program, tools),
+                *fill(invocation.argv, {"gpus": str(self._gpus(nodes)), "iters": iters})]
         step = Step(test, "nccl-tests", tuple(argv), tuple(sorted(env.items())),
                     self._deadline_s(test))
         left = min(step.deadline_s, self.deadline - time.monotonic())
@@ -161,35 +197,51 @@ class Cross:
             started = time.monotonic()
             result = self.group(list(nodes), argv, dict(env), left)
             run = result_run(step, nodes[0], result, time.monotonic() - started, left)
+            self._one_job(run, nodes)
         return CrossRun(test, tuple(nodes), number, stage, run)
+
+    def _one_job(self, run: ToolRun, nodes: Sequence[str]) -> None:
+        """A figure between nodes counts only from one job that joined every rank of every
+        node (nccl.one_run): otherwise it is the test's error, and its figure is dropped."""
+        if run.error is not None or run.skipped is not None or not run.figures:
+            return
+        why = one_run(run, len(nodes), self._gpus(nodes))
+        if why is not None:
+            alone = len(run.hosts) == 1 and len(nodes) > 1  # a build without MPI
+            run.evidence.append(Evidence("setup" if alone else "error", "node", why))
+            run.notes += [f"figure not counted: {f.value:g} {f.unit}" for f in run.figures]
+            run.figures = []
 
     def _rails(self, pair: Pair, stage: str, number: int, *,
                only: frozenset[str] | None) -> list[CrossRun]:
         """Rail i of pair[0] to rail i of pair[1], every rail at once."""
         client, server = pair
         tools = self.options.settings.get("tools") or {}
-        theirs = self.inventories[server].rails
+        perftest = program(RAILS.program, tools)
         steps = []
-        for i, rail in enumerate(self.inventories[client].rails[:len(theirs)]):
+        for i, (rail, other) in enumerate(matched_rails(self.inventories[client],
+                                                        self.inventories[server])):
             component = f"{rail.hca}/{rail.port}"
             if only is not None and component not in only:
                 continue
-            other = theirs[i]
-            common = ("-s", "8388608", "-n", "2000", "-F", "--report_gbits", "-p",
-                      str(NIC_PORT_BASE + i))
-            server_argv = (program("ib_write_bw", tools), "-d", other.hca, "-i",
-                           str(other.port), f"--use_cuda={other.gpu}", *common)
-            client_argv = (program("ib_write_bw", tools), "-d", rail.hca, "-i",
-                           str(rail.port), f"--use_cuda={rail.gpu}", *common, server)
-            steps.append(Step("rails", "perftest", client_argv,
+            server_argv = (perftest, *fill(RAILS.argv, self._rail_values(server, other, i)))
+            client_argv = (perftest, *fill(RAILS.argv, self._rail_values(client, rail, i)),
+                           server)
+            steps.append(Step("rails", RAILS.parser, client_argv,
                               deadline_s=self._deadline_s("rails"), server_argv=server_argv,
-                              component=component))
+                              component=component, tests=("rails",), install=RAILS.install))
         if not steps:
             return []
         with ThreadPoolExecutor(len(steps)) as pool:
             runs = list(pool.map(lambda s: run_step(s, client, self.runner, self.deadline,
                                                     server_node=server), steps))
         return [CrossRun("rails", pair, number, stage, run) for run in runs]
+
+    def _rail_values(self, node: str, rail: Rail, index: int) -> dict[str, str]:
+        inv = self.inventories[node]
+        cuda = f"--use_cuda={rail.gpu}" if inv.perftest_cuda and rail.gpu is not None else ""
+        return {"hca": rail.hca, "port": str(rail.port), "use_cuda": cuda,
+                "tcp_port": str(NIC_PORT_BASE + index)}
 
     # -- pairings --------------------------------------------------------------------
 
@@ -224,20 +276,32 @@ class Cross:
                 Status.SKIP, "node", f"{TEST_NAMES[test]}: not run (the odd node out of "
                 "the first pass, and no pair passed to give it a known-good partner)",
                 None, None, Action.NONE, f"qualify.{test}")] for node in odd})
-        runs = [r for r in self.outcome.runs if r.test == test and r.nodes[0] in nodes
+        members = set(nodes)
+        runs = [r for r in self.outcome.runs if r.test == test and r.nodes[0] in members
                 and r.stage in ("first", "second", "odd")]
         started = time.monotonic()
         graded = grade(runs, expectation, self.options.rule)
-        self.outcome.add(attribute(test, graded, expectation))
+        by_node, cluster = attribute(test, graded, expectation)
+        self.outcome.add(by_node)
+        self.outcome.cluster.extend(cluster)
+        short = shortfall(test, runs, expectation, self.options.rule, self._kind(nodes))
+        if short is not None:
+            self.outcome.cluster.append(short)
         self.outcome.judge_s += time.monotonic() - started
         self.outcome.graded.extend(graded)
         return graded
 
     def _expect(self, nodes: Sequence[str], test: str) -> Expectation | None:
-        return expectations(self.profiles[nodes[0]]).get(test) if nodes else None
+        """The profile's figure ``test`` is judged against (all ``nodes`` share a profile:
+        peer_groups)."""
+        key = ACTIVE_TESTS[test].expected_key
+        return expectations(self.profiles[nodes[0]]).get(key) if nodes else None
+
+    def _kind(self, nodes: Sequence[str]) -> str:
+        return f"{self.profiles[nodes[0]].name} nodes" if nodes else "nodes"
 
     def pairs(self, nodes: list[str]) -> None:
-        env = {"NCCL_ALGO": "Ring", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        env = dict(PAIRS.env)
         self._pairwise("pairs", nodes, partial(self._pair, "pairs", env=env),
                        self._expect(nodes, "pairs"))
 
@@ -254,12 +318,15 @@ class Cross:
                 runs += self._round("scaling", stage, [
                     partial(self._one, "scaling", group, stage, env=env)])
         started = time.monotonic()
-        self.outcome.scaling, found = scaling_curve(runs, self.options.rule)
+        points, found = scaling_curve(runs, self.options.rule, self._expect(ordered, "scaling"),
+                                      self.profiles[ordered[0]].name)
+        self.outcome.scaling.extend(points)
         self.outcome.cluster.extend(found)
         self.outcome.judge_s += time.monotonic() - started
 
     def rack(self, nodes: list[str]) -> None:
-        racks = {rack: [t for t in trays if t in nodes] for rack, trays in self.racks.items()}
+        chosen = set(nodes)
+        racks = {rack: [t for t in trays if t in chosen] for rack, trays in self.racks.items()}
         racks = {r: t for r, t in racks.items() if len(t) >= 2
                  and all(self.profiles[n].nvl72 for n in t)}
         if not racks:
@@ -270,13 +337,16 @@ class Cross:
         channels: dict[str, str | None] = {}
         self._round("rack", "imex", [partial(self._imex, t, channels) for t in trays])
         self.outcome.add(imex_findings(channels))
-        env = {"NCCL_MNNVL_ENABLE": "1", "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        env = dict(RACK.env)
         whole = self._round("rack", "rack", [partial(self._one, "rack", m, "rack", env=env)
                                              for m in racks.values()])
         expectation = self._expect(trays, "rack")
         started = time.monotonic()
         graded = grade(whole, expectation, self.options.rule)
         self.outcome.graded.extend(graded)
+        slow = shortfall("rack", whole, expectation, self.options.rule, "racks")
+        if slow is not None:
+            self.outcome.cluster.append(slow)
         self.outcome.judge_s += time.monotonic() - started
         for (rack, members), g in zip(racks.items(), graded, strict=True):
             missing = [t for t in members if channels.get(t) is not None]
@@ -316,18 +386,26 @@ class Cross:
         if excluded:
             self.outcome.notes.append(f"left out of the tests between nodes (failed their "
                                       f"node tests): {', '.join(sorted(excluded))}")
-        for test in ("pairs", "rails"):
-            if test in tests and len(nodes) >= 2:
-                getattr(self, test)(nodes)
+        groups = peer_groups(nodes, self.profiles)
+        if len(groups) > 1:
+            self.outcome.notes.append(
+                "tests between nodes run within each kind of node: " + "; ".join(
+                    f"{self.profiles[g[0]].name} ({len(g)})" for g in groups))
+        for group in groups:
+            for test in ("pairs", "rails"):
+                if test in tests and len(group) >= 2:
+                    getattr(self, test)(group)
         convicted = {n for n, own in self.outcome.findings.items()
                      if any(f.status in (Status.FAIL, Status.ERROR) for f in own)}
-        passed = [n for n in nodes if n not in convicted]
-        if "scaling" in tests and len(passed) >= 2:
-            self.scaling(passed)
+        for group in groups:
+            passed = [n for n in group if n not in convicted]
+            if "scaling" in tests and len(passed) >= 2:
+                self.scaling(passed)
+            for test in tests & {"pairs", "rails", "scaling"}:
+                if len(group if test != "scaling" else passed) < 2:
+                    self.outcome.notes.append(
+                        f"{test}: {self.profiles[group[0]].name} needs two nodes or more that "
+                        "passed their node tests")
         if "rack" in tests:
             self.rack(nodes)
-        for test in tests & {"pairs", "rails", "scaling"}:
-            if len(nodes if test != "scaling" else passed) < 2:
-                self.outcome.notes.append(f"{test}: needs two nodes or more that passed "
-                                          "their node tests")
         return self.outcome

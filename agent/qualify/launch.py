@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -66,14 +67,64 @@ def group_argv(via: str, nodes: Sequence[str], argv: list[str], env: Mapping[str
             "--bind-to", "numa", *exports, *guarded]
 
 
-def group_runner(via: str, mpi: str = "pmix") -> GroupRunner:
+# nccl-tests built with MPI=1 joins its ranks through the MPI library's PMI client; srun
+# serves it through one of its MPI plugins, PMIx first, then PMI-2 (Slurm's mpi_guide).
+_MPI_PREFERRED = ("pmix", "pmi2")
+
+
+def mpi_plugins(text: str) -> list[str]:
+    """The plugins ``srun --mpi=list`` prints: ``MPI plugin types are...`` then one per
+    line, tab-indented (Slurm src/interfaces/mpi.c; the capture of Debian's Slurm 22.05.8 in
+    tests/fixtures/real/slurm/srun-mpi-list.txt)."""
+    return [line.strip() for line in text.splitlines()
+            if line.startswith("\t") and line.strip()]
+
+
+def choose_mpi(listed: Sequence[str]) -> str | None:
+    return next((p for p in _MPI_PREFERRED if p in listed), None)
+
+
+def srun_mpi(setting: str) -> tuple[str | None, str | None]:
+    """(srun's ``--mpi`` plugin, why there is none): ``qualify.srun_mpi``, or for ``auto``
+    the first of pmix and pmi2 that this Slurm lists (a Slurm built without PMIx has no
+    pmix plugin: ``--mpi=pmix`` fails every job)."""
+    if setting != "auto":
+        return setting, None
+    result = run_command(["srun", "--mpi=list"], 30)
+    if result.error is not None or result.returncode != 0:
+        why = result.error or (result.stderr.strip() or f"exit {result.returncode}")[-300:]
+        return None, f"srun --mpi=list: {why} (set qualify.srun_mpi)"
+    listed = mpi_plugins(result.stdout)
+    chosen = choose_mpi(listed)
+    if chosen is None:
+        return None, (f"srun --mpi=list lists {', '.join(listed) or 'no plugin'}: neither "
+                      "pmix nor pmi2, which nccl-tests' MPI needs to join its ranks across "
+                      "nodes (set qualify.srun_mpi, or --via ssh to use mpirun)")
+    return chosen, None
+
+
+def group_runner(via: str, mpi: str = "auto") -> GroupRunner:
     """The runner of real multi-node jobs for ``via`` (``local`` has one node only);
-    ``mpi`` is srun's ``--mpi`` plugin (config ``qualify.srun_mpi``)."""
+    ``mpi`` is srun's ``--mpi`` plugin or ``auto`` (config ``qualify.srun_mpi``), asked of
+    srun once, at the first job: a site without a usable plugin gets each job's error, and
+    its node tests still run."""
+    chosen: list[tuple[str | None, str | None]] = []
+    lock = threading.Lock()
+
     def run(nodes: Sequence[str], argv: list[str], env: Mapping[str, str], timeout_s: float
             ) -> CommandResult:
         if via == "local":
             return CommandResult(argv, None, error="a test between nodes needs srun or ssh")
-        return run_command(group_argv(via, nodes, argv, env, timeout_s, mpi),
+        plugin = "pmix"
+        if via == "srun":
+            with lock:
+                if not chosen:
+                    chosen.append(srun_mpi(mpi))
+            found, why = chosen[0]
+            if found is None:
+                return CommandResult(argv, None, error=why)
+            plugin = found
+        return run_command(group_argv(via, nodes, argv, env, timeout_s, plugin),
                            timeout_s + _GRACE_S, max_bytes=MAX_OUTPUT_BYTES)
     return run
 
@@ -90,10 +141,29 @@ def command_runner(via: str) -> ToolRunner:
     return run
 
 
+_LOADER = "error while loading shared libraries: "
+
+
 def missing(result: CommandResult) -> bool:
-    """The program is not there: not found locally, or the remote shell/step said so."""
+    """The program is not there: not found locally, or the remote shell/step said so. A
+    program that is there but cannot start (``cannot_start``) is not missing."""
     if result.error is not None:
         return result.error.endswith("not found")
     text = result.stderr[-2000:]
+    if cannot_start(result) is not None:
+        return False
     return result.returncode == 127 or (result.returncode not in (0, None) and (
         "command not found" in text or ("execve(): " in text and "No such file" in text)))
+
+
+def cannot_start(result: CommandResult) -> str | None:
+    """Why an installed program could not start: the dynamic loader could not find a
+    library it needs (exit 127 with ld.so's "error while loading shared libraries: X"), or
+    the program may not be run (exit 126, "Permission denied"); None otherwise."""
+    text = result.stderr[-2000:]
+    if _LOADER in text:
+        line = next(x for x in text.splitlines() if _LOADER in x)
+        return "a library it needs is missing: " + line.split(_LOADER, 1)[1].strip()[:200]
+    if result.returncode == 126 or ("Permission denied" in text and result.returncode == 127):
+        return "not permitted to run it (exit 126: " + (text.strip()[-160:] or "no output") + ")"
+    return None

@@ -1,63 +1,44 @@
-"""Which tool runs for which node test, with which arguments, environment and deadline.
+"""Which tool runs for which node test, with which arguments, environment and deadline: built
+from each test's declaration (checks/qualify/active.py) and the node's inventory.
 
-The arguments follow what the peers that publish thresholds run (AzNHC, GCM, SuperBench,
-cluster-health-scanner): all_reduce_perf over every local GPU in one process, 1 GiB to 8 GiB
-(the NVLS curve still rises below 1 GiB, nccl-tests#212), with the default algorithm, with
-``NCCL_ALGO=Ring`` (the plain NVLink path), and with P2P and SHM off so the traffic goes
-through the node's own NICs (AzNHC's ``ib_loopback``; ``NCCL_DEBUG=INFO`` shows which
-network NCCL chose); nvbandwidth's CE copies host↔device, device↔device and
-``device_local_copy``; ``ib_write_bw --use_cuda`` same-host loopback per compute rail, 8 MiB
-messages, ``--report_gbits`` (AzNHC's GDR check); ``gpu_burn`` with doubles and tensor
-cores (or, without gpu_burn, DCGM's FP64 ``diagnostic`` test); ``dcgmi diag -r 2|3 -j``
-where DCGM is installed.
+Tests that share an invocation run as one: nvbandwidth copies host to device, device to
+host, device to device and within a GPU in one run (``-t`` takes several testcases). A
+test whose tool needs something the inventory could not find is planned as an error that
+names it (a compare kernel gpu_burn would not find is no node fault), and one whose
+program is missing falls back where its declaration has a fallback (DCGM's diagnostic for
+gpu_burn).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...checks.core.levels import Level
+from ...checks.qualify.active import (
+    ACTIVE_TESTS,
+    FALLBACKS,
+    GPU_BURN,
+    PERFTEST_LOOPBACK,
+    ActiveTest,
+    Invocation,
+    fill,
+    node_tests,
+)
+from .inventory import Inventory, Rail, compare_problem
 
-# How to get each tool: what a skipped test says.
-INSTALL = {
-    "all_reduce_perf": "build nccl-tests (github.com/NVIDIA/nccl-tests, `make`) and put "
-                       "build/ on PATH, or set qualify.tools.all_reduce_perf",
-    "nvbandwidth": "build nvbandwidth (github.com/NVIDIA/nvbandwidth) or set "
-                   "qualify.tools.nvbandwidth",
-    "ib_write_bw": "install perftest built with CUDA (apt install perftest; --use_cuda needs "
-                   "a CUDA build) or set qualify.tools.ib_write_bw",
-    "gpu_burn": "build gpu-burn (github.com/wilicc/gpu-burn) or set qualify.tools.gpu_burn",
-    "dcgmi": "install DCGM (datacenter-gpu-manager) and start nv-hostengine",
-}
-NODE_TESTS = ("allreduce", "allreduce_ring", "allreduce_net", "nvbandwidth", "gpu_compute",
-              "nic", "dcgm")
-DEADLINES = {"allreduce": 300.0, "allreduce_ring": 300.0, "allreduce_net": 300.0,
-             "nvbandwidth": 300.0, "gpu_compute": 120.0, "nic": 120.0, "dcgm": 1800.0,
+# Each invocation's default deadline, and the inventory's (config qualify.deadline_s).
+DEADLINES = {**{t.invocation.name: t.invocation.deadline_s for t in ACTIVE_TESTS.values()},
              "inventory": 30.0}
-NVBANDWIDTH_CASES = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
-                     "device_to_device_memcpy_read_ce", "device_local_copy")
-NIC_PORT_BASE = 18515  # AzNHC runs its 8 loopbacks on 18510-18517
-
-
-@dataclass(frozen=True)
-class Rail:
-    hca: str
-    port: int
-    gpu: int
-
-
-@dataclass
-class Inventory:
-    gpus: list[int] = field(default_factory=list)
-    rails: list[Rail] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+NODE_TESTS = tuple(t.id for t in node_tests())
+NIC_PORT_BASE = 18515  # perftest's default port (perftest_parameters.h DEF_PORT); AzNHC's 8
+# loopbacks use 18510-18517
 
 
 @dataclass(frozen=True)
 class Step:
-    test: str
+    test: str  # the run's name (its invocation's): a test id, or nvbandwidth
     tool: str  # the parser: nccl-tests, nvbandwidth, perftest, gpu_burn, dcgmi
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
@@ -65,84 +46,105 @@ class Step:
     server_argv: tuple[str, ...] | None = None  # loopback: the server half, same node
     component: str = "node"
     fallback: Step | None = None  # run instead when this one's tool is not installed
+    tests: tuple[str, ...] = ()  # the test ids its figures belong to
+    error: str | None = None  # it cannot run as planned: the run is this error, not started
+    missing: bool = False  # the node said its program is not installed: not started
+    install: str = ""  # what a skip for a missing program says
 
 
 def program(name: str, tools: Mapping[str, Any]) -> str:
     return str(tools.get(name) or name)
 
 
-def node_steps(inventory: Inventory, level: Level, settings: Mapping[str, Any],
-               tests: frozenset[str]) -> list[Step]:
-    """The node's steps, in the order they run (one at a time: they share the GPUs)."""
+def iterations(level: Level) -> str:
+    """nccl-tests' ``-n`` at ``level``: 20 timed iterations per size (nccl-tests' own
+    default, src/common.cu), 100 at ``full`` for a steadier figure."""
+    return "100" if level == Level.FULL else "20"
+
+
+def _values(inventory: Inventory, level: Level, settings: Mapping[str, Any],
+            doubles: bool) -> dict[str, str]:
+    burn = float(settings.get("burn_s", 30.0)) * (4 if level == Level.FULL else 1)
+    return {"gpus": str(len(inventory.gpus)), "iters": iterations(level),
+            "precision": "-d" if doubles else "",
+            "burn_s": str(int(burn)), "dcgm_level": "3" if level == Level.FULL else "2",
+            "compare": inventory.gpu_burn_compare or ""}
+
+
+def _step(invocation: Invocation, tests: tuple[ActiveTest, ...], values: Mapping[str, str],
+          settings: Mapping[str, Any], **extra: Any) -> Step:
     tools = settings.get("tools") or {}
     deadlines = {**DEADLINES, **(settings.get("deadline_s") or {})}
-    gpus = len(inventory.gpus)
-    iters = "100" if level == Level.FULL else "20"
+    argv = (program(invocation.program, tools),
+            *fill(invocation.argv, {**values, "selectors": " ".join(t.selector for t in tests)}))
+    deadline = float(deadlines[invocation.name])
+    if invocation is GPU_BURN:
+        deadline += float(values["burn_s"])
+    return Step(invocation.name, invocation.parser, argv, invocation.env, deadline,
+                tests=tuple(t.id for t in tests), install=invocation.install, **extra)
+
+
+def _applies(test: ActiveTest, inventory: Inventory) -> bool:
+    return bool(inventory.gpus) and (not test.needs_rails or bool(inventory.rails))
+
+
+def _invocations(tests: frozenset[str], inventory: Inventory
+                 ) -> Iterator[tuple[Invocation, tuple[ActiveTest, ...]]]:
+    """Each invocation the node runs, with the wanted tests it serves, in declaration order."""
+    seen: dict[str, list[ActiveTest]] = {}
+    order: list[Invocation] = []
+    for test in node_tests():
+        if test.id in tests and _applies(test, inventory):
+            if test.invocation.name not in seen:
+                order.append(test.invocation)
+            seen.setdefault(test.invocation.name, []).append(test)
+    for invocation in order:
+        yield invocation, tuple(seen[invocation.name])
+
+
+def use_cuda(rail: Rail, inventory: Inventory) -> str:
+    """perftest's GPU-memory option for ``rail``, or nothing (host memory) where the build
+    lacks CUDA or no GPU sits near the rail."""
+    return f"--use_cuda={rail.gpu}" if inventory.perftest_cuda and rail.gpu is not None else ""
+
+
+def node_steps(inventory: Inventory, level: Level, settings: Mapping[str, Any],
+               tests: frozenset[str], doubles: bool = True) -> list[Step]:
+    """The node's steps, in the order they run (one at a time: they share the GPUs);
+    ``doubles``: gpu_burn in FP64 (the profile's gpu_burn_doubles)."""
+    values = _values(inventory, level, settings, doubles)
     steps: list[Step] = []
-    allreduce = (program("all_reduce_perf", tools), "-b", "1G", "-e", "8G", "-f", "2",
-                 "-g", str(gpus), "-w", "5", "-n", iters)
-    variants = {"allreduce": (), "allreduce_ring": (("NCCL_ALGO", "Ring"),),
-                "allreduce_net": (("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1"),
-                                  ("NCCL_NET_GDR_LEVEL", "5"), ("NCCL_DEBUG", "INFO"),
-                                  ("NCCL_DEBUG_SUBSYS", "INIT,NET"))}
-    for test, env in variants.items():
-        if test in tests and gpus and (test != "allreduce_net" or inventory.rails):
-            steps.append(Step(test, "nccl-tests", allreduce, env, float(deadlines[test])))
-    if "nvbandwidth" in tests and gpus:
-        steps.append(Step("nvbandwidth", "nvbandwidth",
-                          (program("nvbandwidth", tools), "-t", *NVBANDWIDTH_CASES),
-                          deadline_s=float(deadlines["nvbandwidth"])))
-    if "gpu_compute" in tests and gpus:
-        burn = str(int(float(settings.get("burn_s", 30.0)) * (4 if level == Level.FULL else 1)))
-        dcgm = Step("gpu_compute", "dcgmi", (program("dcgmi", tools), "diag", "-r",
-                                             "diagnostic", "-j"),
-                    deadline_s=float(deadlines["dcgm"]))
-        steps.append(Step("gpu_compute", "gpu_burn",
-                          (program("gpu_burn", tools), "-d", "-tc", burn),
-                          deadline_s=float(deadlines["gpu_compute"]) + float(burn),
-                          fallback=dcgm))
-    if "nic" in tests:
-        for i, rail in enumerate(inventory.rails):
-            common = (program("ib_write_bw", tools), "-d", rail.hca, "-i", str(rail.port),
-                      f"--use_cuda={rail.gpu}", "-s", "8388608", "-n", "2000", "-F",
-                      "--report_gbits", "-p", str(NIC_PORT_BASE + i))
-            steps.append(Step("nic", "perftest", (*common, "localhost"),
-                              deadline_s=float(deadlines["nic"]), server_argv=common,
-                              component=f"{rail.hca}/{rail.port}"))
-    if "dcgm" in tests and gpus:
-        steps.append(Step("dcgm", "dcgmi", (program("dcgmi", tools), "diag", "-r",
-                                            "3" if level == Level.FULL else "2", "-j"),
-                          deadline_s=float(deadlines["dcgm"])))
+    for invocation, served in _invocations(tests, inventory):
+        if invocation is PERFTEST_LOOPBACK:
+            for i, rail in enumerate(inventory.rails):
+                server = _step(invocation, served, {
+                    **values, "hca": rail.hca, "port": str(rail.port),
+                    "use_cuda": use_cuda(rail, inventory), "tcp_port": str(NIC_PORT_BASE + i)},
+                    settings, component=f"{rail.hca}/{rail.port}")
+                steps.append(replace(server, argv=(*server.argv, "localhost"),
+                                     server_argv=server.argv))
+            continue
+        fallback = FALLBACKS.get(served[0].id)
+        back = _step(fallback, served, values, settings) if fallback is not None else None
+        if invocation is GPU_BURN:
+            steps.append(_gpu_burn(inventory, served, values, settings, back))
+            continue
+        steps.append(_step(invocation, served, values, settings, fallback=back))
     return steps
 
 
-def parse_gpus(text: str) -> list[int]:
-    """``nvidia-smi --query-gpu=index,pci.bus_id --format=csv,noheader``."""
-    return [int(line.split(",")[0]) for line in text.splitlines()
-            if line.split(",")[0].strip().isdigit()]
-
-
-def parse_ibstat(text: str, gpus: list[int], pinned: Mapping[str, Any]) -> list[Rail]:
-    """Compute rails from ``ibstat``: every active InfiniBand port (docs/design.md §7: compute HCAs
-    are InfiniBand; storage and management ports are Ethernet). Rail k uses GPU k's memory
-    unless ``qualify.rails`` pins the HCA to a GPU."""
-    rails: list[Rail] = []
-    hca, port, state = "", 0, ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("CA '"):
-            hca = stripped[4:].rstrip("'")
-        elif stripped.startswith("Port ") and stripped.endswith(":"):
-            port = int(stripped[5:-1]) if stripped[5:-1].isdigit() else 0
-        elif stripped.startswith("State:"):
-            state = stripped.split(":", 1)[1].strip()
-        elif stripped.startswith("Link layer:") and stripped.endswith("InfiniBand") \
-                and state == "Active" and hca and port:
-            rails.append(Rail(hca, port, -1))
-    out = []
-    for k, rail in enumerate(rails):
-        gpu = pinned.get(rail.hca)
-        if not isinstance(gpu, int):
-            gpu = gpus[k % len(gpus)] if gpus else 0
-        out.append(Rail(rail.hca, rail.port, gpu))
-    return out
+def _gpu_burn(inventory: Inventory, served: tuple[ActiveTest, ...], values: Mapping[str, str],
+              settings: Mapping[str, Any], fallback: Step | None) -> Step:
+    """gpu_burn with its compare kernel named (-c), else what the inventory found instead:
+    no gpu_burn at all (its fallback runs), or a compare file it would misread."""
+    compare = inventory.gpu_burn_compare
+    if compare is None:
+        why = next((p for p in inventory.problems if p.startswith("gpu_burn's")), "unknown")
+        if "which " in why:  # not on the node's PATH: not installed
+            return _step(GPU_BURN, served, {**values, "compare": "?"}, settings,
+                         fallback=fallback, missing=True)
+        return _step(GPU_BURN, served, {**values, "compare": "?"}, settings,
+                     error=f"gpu_burn not run: {why}")
+    problem = compare_problem(compare)
+    return _step(GPU_BURN, served, values, settings, fallback=fallback,
+                 error=None if problem is None else f"gpu_burn not run: {problem}")

@@ -12,11 +12,12 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile
+from ...checks.qualify.active import figures_for
 from ...checks.qualify.judge import (
     Judgement,
     StragglerRule,
@@ -25,11 +26,13 @@ from ...checks.qualify.judge import (
     needs_repeat,
     suspects,
 )
-from ..model.qualify import ToolRun
+from ..model.qualify import Evidence, ToolRun
 from ..read.sources import CommandResult
 from . import parsers
-from .launch import ToolRunner, missing
-from .plan import DEADLINES, INSTALL, Inventory, Step, node_steps, parse_gpus, parse_ibstat
+from .inventory import Inventory, take
+from .launch import ToolRunner, cannot_start, missing
+from .parsers import gpuburn
+from .plan import DEADLINES, Step, node_steps
 
 _HUNG_EXITS = (124, 137)  # coreutils timeout on the node: TERM, then KILL
 
@@ -59,23 +62,25 @@ class Outcome:
         return any((r.skipped is None and r.error is None) or r.hung for r in self.runs)
 
 
-def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any]) -> Inventory:
-    inv = Inventory()
+def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any],
+              tests: frozenset[str]) -> Inventory:
     timeout = float((settings.get("deadline_s") or {}).get("inventory", DEADLINES["inventory"]))
-    smi = runner(node, ["nvidia-smi", "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
-                 {}, timeout)
-    if smi.returncode == 0:
-        inv.gpus = parse_gpus(smi.stdout)
-    else:
-        why = smi.error or smi.stderr.strip()[:200] or smi.returncode
-        inv.problems.append(f"nvidia-smi: {why}")
-    ibstat = runner(node, [str((settings.get("tools") or {}).get("ibstat") or "ibstat")], {},
-                    timeout)
-    if ibstat.returncode == 0:
-        inv.rails = parse_ibstat(ibstat.stdout, inv.gpus, settings.get("rails") or {})
-    else:
-        inv.problems.append(f"ibstat: {ibstat.error or ibstat.returncode}")
-    return inv
+    return take(node, runner, settings, tests, timeout)
+
+
+def assign_tests(run: ToolRun, invocation: str) -> None:
+    """Each figure under the test it belongs to (checks/qualify/active.py): a tool that
+    serves several tests in one run (nvbandwidth) names its figures by what it measured."""
+    if run.tool != "nvbandwidth":
+        return
+    wanted = figures_for(invocation, {f.test for f in run.figures})
+    unused = sorted({f.test for f in run.figures} - set(wanted))
+    run.figures = [replace(f, test=wanted[f.test]) for f in run.figures if f.test in wanted]
+    if unused:
+        run.notes.append(f"testcases read but not judged: {', '.join(unused)}")
+
+
+_TAIL_CHARS = 600  # of stderr kept in a finding: srun's or the loader's reason fits
 
 
 def result_run(step: Step, node: str, result: CommandResult, seconds: float,
@@ -87,7 +92,11 @@ def result_run(step: Step, node: str, result: CommandResult, seconds: float,
     program = step.argv[0].rsplit("/", 1)[-1]
     if missing(result):
         run.returncode = None
-        run.skipped = f"{program} not found: {INSTALL.get(program, 'install it')}"
+        run.skipped = f"{program} not found: {step.install or 'install it'}"
+        return run
+    if (cannot := cannot_start(result)) is not None:  # its installation, not the node
+        run.evidence.append(Evidence("setup", "node",
+                                     f"{program} is installed but cannot start: {cannot}"))
         return run
     if result.error is not None or result.returncode in _HUNG_EXITS:
         run.hung = result.error is None or "no answer within" in result.error
@@ -101,8 +110,19 @@ def result_run(step: Step, node: str, result: CommandResult, seconds: float,
             return run
         run.error = f"no answer within {step.deadline_s:g} s; its process tree was killed"
         return run
+    if result.returncode not in (0, None):  # the launcher's or tool's own words, bounded
+        tail = (result.stderr.strip() or result.stdout.strip())[-_TAIL_CHARS:]
+        if tail:
+            run.notes.append(f"exit {result.returncode}; its last lines: {tail}")
+    if result.stray:
+        run.notes.append(f"{result.stray} process(es) it left running after it exited were "
+                         "killed")
     parsing = time.monotonic()
-    parsers.parse(step.tool, result.stdout + "\n" + result.stderr, run)
+    text = result.stdout + "\n" + result.stderr
+    parsers.parse(step.tool, text, run)
+    if step.tool == "gpu_burn":
+        gpuburn.as_asked(text, step.argv, run)
+    assign_tests(run, step.test)
     run.parse_s = time.monotonic() - parsing
     for figure in run.figures:
         if step.component != "node" and figure.test == "nic":
@@ -114,6 +134,12 @@ def run_step(step: Step, node: str, runner: ToolRunner, deadline: float,
              server_node: str | None = None) -> ToolRun:
     """The step on ``node`` (its server half, if any, on ``server_node``, by default the
     same node)."""
+    if step.error is not None:
+        return ToolRun(step.tool, node, step.test, " ".join(step.argv), error=step.error)
+    if step.missing:
+        return _fall_back(step, node, runner, deadline, ToolRun(
+            step.tool, node, step.test, " ".join(step.argv),
+            skipped=f"{step.argv[0].rsplit('/', 1)[-1]} not found: {step.install}"))
     left = min(step.deadline_s, deadline - time.monotonic())
     if left < 1.0:
         return ToolRun(step.tool, node, step.test, " ".join(step.argv),
@@ -127,20 +153,47 @@ def run_step(step: Step, node: str, runner: ToolRunner, deadline: float,
         thread = threading.Thread(target=lambda: server.append(
             runner(server_node or node, list(step.server_argv or ()), env, left)), daemon=True)
         thread.start()
-        time.sleep(0.2 if left > 5 else 0.0)  # the server listens before the client connects
-        result = runner(node, list(step.argv), env, left)
+        result = _client(step, node, runner, env, left, thread)
         thread.join(left + 15)
         if server and missing(server[0]):
             result = server[0]
-    run = result_run(step, node, result, time.monotonic() - started, left)
-    if run.skipped is not None and step.fallback is not None:
-        other = run_step(step.fallback, node, runner, deadline)
-        if other.skipped is None:
-            other.notes.append(run.skipped)
-            return other
-        other.skipped = f"{run.skipped}; {other.skipped}"
+    return _fall_back(step, node, runner, deadline,
+                      result_run(step, node, result, time.monotonic() - started, left))
+
+
+def _fall_back(step: Step, node: str, runner: ToolRunner, deadline: float, run: ToolRun
+               ) -> ToolRun:
+    """``run``, or where its program is not installed, the step's fallback's run with why."""
+    if run.skipped is None or step.fallback is None:
+        return run
+    other = run_step(step.fallback, node, runner, deadline)
+    if other.skipped is None:
+        other.notes.append(run.skipped)
         return other
-    return run
+    other.skipped = f"{run.skipped}; {other.skipped}"
+    return other
+
+
+CONNECT_S = 15.0  # how long a client keeps trying to reach its server
+_RETRY_S = 0.5
+
+
+def _client(step: Step, node: str, runner: ToolRunner, env: Mapping[str, str], left: float,
+            server: threading.Thread) -> CommandResult:
+    """The client half of a server/client test (perftest), started again while it could not
+    reach its server and the server still runs: the server listens only once it has opened
+    its device (write_bw.c), a moment that varies with the node, and perftest's client
+    does not retry (perftest_communication.c ethernet_client_connect). After CONNECT_S the
+    last attempt's output stands, which the parser reads as a set-up error, not the rail's."""
+    started = time.monotonic()
+    until = started + min(CONNECT_S, left / 2)
+    while True:
+        result = runner(node, list(step.argv), env, max(1.0, left - (time.monotonic() - started)))
+        refused = result.returncode not in (0, None) and "Couldn't connect to" in (
+            result.stdout + result.stderr)
+        if not refused or not server.is_alive() or time.monotonic() + _RETRY_S >= until:
+            return result
+        time.sleep(_RETRY_S)
 
 
 def _merge_repeat(first: ToolRun, again: ToolRun) -> ToolRun:
@@ -161,14 +214,15 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
             options: QualifyOptions) -> Outcome:
     started = time.monotonic()
     deadline = started + options.budget_s
-    workers = max(1, min(len(nodes), int(options.settings.get("parallel_nodes", 64))))
+    workers = max(1, min(len(nodes), int(options.settings.get("parallel_nodes", 256))))
     inventories: dict[str, Inventory] = {}
     plans: dict[str, list[Step]] = {}
 
     def first_pass(node: str) -> list[ToolRun]:
-        inv = inventory(node, runner, options.settings)
+        inv = inventory(node, runner, options.settings, options.tests)
         inventories[node] = inv
-        plans[node] = node_steps(inv, options.level, options.settings, options.tests)
+        plans[node] = node_steps(inv, options.level, options.settings, options.tests,
+                                 profiles[node].gpu_burn_doubles)
         return [run_step(step, node, runner, deadline) for step in plans[node]]
 
     with ThreadPoolExecutor(workers) as pool:

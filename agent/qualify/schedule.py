@@ -10,6 +10,10 @@ left over across racks; an odd node out waits for round 2. Round 2 gives every s
 ceil(suspects / good) rounds — one while fewer than half the nodes are suspect. The cost
 in rounds does not grow with N. The pairing is in node-name order: no seed, so a rerun
 meets the same partners.
+
+Which tests run when ``--tests`` is not given is decided here too, from each test's
+declaration (checks/qualify/active.py: its scope, ``min_nodes`` and ``needs_rails``): every
+test that applies to the nodes at hand.
 """
 
 from __future__ import annotations
@@ -17,7 +21,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from ...checks.profiles.profile import Profile
+from ...checks.qualify.active import Scope, cross_tests
+
 Pair = tuple[str, str]
+GROUPS = tuple(s.value for s in Scope)
+"""The ``--tests`` groups, in the order a qualification runs them and keeps them when the
+budget is short: the node tests first, then pairs, rails, scaling, rack."""
 
 
 def first_pairing(nodes: Sequence[str], rack_of: Mapping[str, str] | None = None
@@ -54,3 +64,50 @@ def scaling_sizes(count: int) -> list[int]:
     """2, 4, 8 … below ``count``, then ``count`` itself."""
     sizes = [2 ** k for k in range(1, int(math.log2(count)) + 1)] if count >= 2 else []
     return sizes + ([count] if count >= 2 and count not in sizes else [])
+
+
+def peer_groups(nodes: Sequence[str], profiles: Mapping[str, Profile]) -> list[list[str]]:
+    """The nodes by kind (same profile and fabric), as the tests between nodes group them:
+    a pair, a rail or a scaling run never mixes kinds."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node in nodes:
+        profile = profiles[node]
+        groups.setdefault((profile.name, profile.hca_link_layer or ""), []).append(node)
+    return [members for _, members in sorted(groups.items())]
+
+
+def has_rails(profile: Profile) -> bool:
+    """Whether a node of ``profile`` may have compute rails: the profile says it has, or
+    does not say (the node's own inventory decides then)."""
+    return profile.compute_hcas is None or profile.compute_hcas > 0
+
+
+def nvl72_racks(racks: Mapping[str, Sequence[str]], profiles: Mapping[str, Profile]
+                ) -> dict[str, list[str]]:
+    """The racks whose trays are all of an NVL72 profile, limited to the nodes at hand."""
+    out = {}
+    for rack, trays in racks.items():
+        here = [t for t in trays if t in profiles]
+        if here and all(profiles[t].nvl72 for t in here):
+            out[rack] = here
+    return out
+
+
+def default_groups(nodes: Sequence[str], profiles: Mapping[str, Profile],
+                   racks: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """The ``--tests`` groups that apply without ``--tests``: the node tests always; a test
+    between nodes where a kind of node has ``min_nodes`` of its declaration (with compute
+    rails where it ``needs_rails``), and the rack test where NVL72 racks hold that many
+    trays."""
+    groups = peer_groups(nodes, profiles)
+    wanted = {Scope.NODE.value}
+    for test in cross_tests():
+        if test.scope is Scope.RACK:
+            sizes = [len(trays) for trays in nvl72_racks(racks, profiles).values()]
+        elif test.needs_rails:
+            sizes = [sum(1 for n in g if has_rails(profiles[n])) for g in groups]
+        else:
+            sizes = [len(g) for g in groups]
+        if max(sizes, default=0) >= test.min_nodes:
+            wanted.add(test.scope.value)
+    return tuple(g for g in GROUPS if g in wanted)

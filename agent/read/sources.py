@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ class CommandResult:
     stdout: str = ""
     stderr: str = ""
     error: str | None = None  # not found, timed out, ...
+    stray: int = 0  # processes it left behind, still running when it exited: killed
 
 
 class CommandRunner(Protocol):
@@ -71,14 +73,27 @@ def run_command(argv: list[str], timeout_s: float,
     if program is None:
         return CommandResult(argv, None, error=f"{argv[0]}: not found")
     try:
-        proc = subprocess.Popen(
-            [program, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, text=max_bytes is None, errors="replace"
-            if max_bytes is None else None, start_new_session=True, env=env)
+        with _RUNNING_LOCK:  # never seen as an orphan by another thread's reap_orphans
+            proc = subprocess.Popen(
+                [program, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL, text=max_bytes is None, errors="replace"
+                if max_bytes is None else None, start_new_session=True, env=env)
+            _RUNNING.add(proc.pid)
     except OSError as exc:
         return CommandResult(argv, None, error=f"{argv[0]}: {exc.strerror or exc}")
-    if max_bytes is not None:
-        return _read_bounded(proc, argv, timeout_s, max_bytes)
+    try:
+        result = _communicate(proc, argv, timeout_s) if max_bytes is None else \
+            _read_bounded(proc, argv, timeout_s, max_bytes)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc.pid)
+    if _SUBREAPER:
+        result.stray += reap_orphans()
+    return result
+
+
+def _communicate(proc: subprocess.Popen[str], argv: list[str], timeout_s: float
+                 ) -> CommandResult:
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -97,23 +112,75 @@ def _kill(proc: subprocess.Popen[Any]) -> None:
             pipe.close()
 
 
+# After the program exits, how long what it printed last may still be in the pipes.
+_DRAIN_S = 1.0
+# The bounded runs under way (their pids), and whether this process adopts the orphans of
+# what it runs (become_subreaper): then whatever a finished program left behind, even one
+# that called setsid and closed its output, becomes our child and is found.
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+_SUBREAPER = False
+
+
+def become_subreaper() -> bool:
+    """Adopt the orphans of every program run from now on (Linux prctl
+    PR_SET_CHILD_SUBREAPER, proc(5)/prctl(2)); False where the kernel refuses."""
+    global _SUBREAPER
+    import ctypes  # only the commands that run tools for minutes (qualify) ask
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    _SUBREAPER = bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+    return _SUBREAPER
+
+
+def reap_orphans() -> int:
+    """SIGKILL (and reap) every process adopted as an orphan: a child of ours that no run
+    under way started; the number killed."""
+    me = str(os.getpid())
+    adopted = []
+    with contextlib.suppress(OSError):
+        for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+            with contextlib.suppress(OSError, IndexError):
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                if stat[1] == me and stat[0] != "Z":
+                    adopted.append(pid)
+    with _RUNNING_LOCK:
+        orphans = [pid for pid in adopted if pid not in _RUNNING]
+    for pid in orphans:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    return len(orphans)
+
+
 def _read_bounded(proc: subprocess.Popen[bytes], argv: list[str], timeout_s: float,
                   max_bytes: int) -> CommandResult:
-    """Both pipes read as they fill, until they close, the deadline or ``max_bytes``."""
+    """Both pipes read as they fill, until they close, the deadline or ``max_bytes``; and
+    once the program has exited, for ``_DRAIN_S`` more at most: a process it left behind
+    (one that called setsid keeps no session of ours) holding a pipe open would otherwise
+    make a finished run look hung. Such leftovers are killed (``kill_strays``) and counted
+    in ``stray``; the program's own exit status and output are the result."""
     deadline = time.monotonic() + timeout_s
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
     size = 0
+    exited_at: float | None = None
     with selectors.DefaultSelector() as selector:
         for number, pipe in ((1, proc.stdout), (2, proc.stderr)):
             if pipe is not None:
                 selector.register(pipe, selectors.EVENT_READ, number)
         while selector.get_map():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > _DRAIN_S:
+                break
+            left = deadline - now
             if left <= 0:
                 _kill(proc)
                 return CommandResult(argv, None,
                                      error=f"{argv[0]}: no answer within {timeout_s:g} s")
-            for key, _ in selector.select(left):
+            for key, _ in selector.select(min(left, 0.25)):
                 data = os.read(key.fd, 65536)
                 if not data:
                     selector.unregister(key.fileobj)
@@ -124,13 +191,39 @@ def _read_bounded(proc: subprocess.Popen[bytes], argv: list[str], timeout_s: flo
                     return CommandResult(argv, None, error=f"{argv[0]}: printed more than "
                                          f"{max_bytes} bytes; stopped")
                 chunks[key.data].append(data)
+        held = [key.fd for key in selector.get_map().values()]
+    stray = kill_strays(proc.pid, held) if held else 0
     try:
         proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         _kill(proc)
         return CommandResult(argv, None, error=f"{argv[0]}: no answer within {timeout_s:g} s")
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
     out, err = (b"".join(chunks[n]).decode(errors="replace") for n in (1, 2))
-    return CommandResult(argv, proc.returncode, out, err)
+    return CommandResult(argv, proc.returncode, out, err, stray=stray)
+
+
+def kill_strays(session: int, pipes: list[int]) -> int:
+    """SIGKILL what a finished program left running: its session, and every process that
+    still holds one of ``pipes`` (its stdout and stderr) open, wherever it moved to; the
+    number of processes found."""
+    inodes = {f"pipe:[{os.fstat(fd).st_ino}]" for fd in pipes}
+    found = set()
+    with contextlib.suppress(OSError):
+        for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+            with contextlib.suppress(OSError):
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes
+                       for fd in os.listdir(f"/proc/{pid}/fd")):
+                    found.add(pid)
+    found.discard(os.getpid())
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(session, signal.SIGKILL)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(found)
 
 
 # What a library lookup or a version probe found, with the identity of the file it

@@ -37,8 +37,10 @@ import errno
 import json
 import math
 import os
+import re
 import reprlib
 
+from ...checks.catalogs.manifest import ACTIVE
 from ...checks.core.levels import LEVEL_NAMES
 from ..base.errors import ConfigError
 from ..base.plain import plain_copy
@@ -63,6 +65,35 @@ MAX_SECONDS = 86_400.0
 _BUDGET = (MIN_BUDGET_S, MAX_SECONDS)
 _SLURM_BUDGET = (SLURM_MIN_BUDGET_S, MAX_SECONDS)
 _TIMEOUT = (0.1, 3_600.0)
+# qualify: our own settings must never read as slow or hung hardware (a fail_pct of 0
+# drained six healthy nodes of six: run-to-run noise of 1-2 % was "10 % below peers").
+# - Percentages (warn_pct, fail_pct, drift_pct) from 1 to 99: below 1 % the tools' own
+#   run-to-run noise (nccl-tests busbw and nvbandwidth vary by 1-2 % from run to run) is
+#   a verdict; at 100 % or more no figure could ever be that far below its peers.
+#   warn_pct is at most fail_pct.
+# - min_peers at least 3: the median of two figures sits midway between them and cannot
+#   say which one is off.
+# - A deadline (qualify.deadline_s) at least a minute, the inventory's 5 s: a tool killed
+#   at its deadline is judged a hang and drains its node, so the deadline must outlast a
+#   healthy run (NCCL's start-up alone takes seconds; gpu_burn waits 30 s after its burn).
+# - burn_s at least 10 s: gpu_burn prints its rates as it goes, and a shorter burn may
+#   print none to judge.
+# - budget_s at least a minute, at most a week: a run the budget cuts short is our error,
+#   never a node's fault, but a budget shorter than one test leaves nothing to judge.
+_PCT = (1.0, 99.0)
+QUALIFY_MIN_PEERS = 3
+QUALIFY_MIN_DEADLINE_S = 60.0
+QUALIFY_MIN_INVENTORY_S = 5.0
+QUALIFY_MIN_BURN_S = 10.0
+QUALIFY_MIN_BUDGET_S = 60.0
+QUALIFY_MAX_BUDGET_S = 7 * MAX_SECONDS
+# qualify.tools may name these beside the programs the active tests run: gpu_burn's compare
+# kernel and the inventory's ibstat (agent/qualify/inventory.py).
+QUALIFY_EXTRA_TOOLS = ("gpu_burn_compare", "ibstat")
+# qualify.deadline_s may name this beside the runs: the inventory's commands (nvidia-smi,
+# ibstat; agent/qualify/plan.py DEADLINES).
+QUALIFY_INVENTORY = "inventory"
+QUALIFY_MAX_GPU = 255  # qualify.rails: a GPU index (CUDA ordinal)
 
 # Each leaf is (types, default) or (types, default, (lowest, highest)). A nested dict is
 # a section.
@@ -116,20 +147,23 @@ SCHEMA: dict[str, Any] = {
         "ib_node_exporter_counters": ((bool,), True),
     },
     # clusterdiag qualify (agent/qualify/, checks/qualify/judge.py): the straggler rule, the
-    # per-test deadlines (test -> seconds), tool paths (program -> path), rails (HCA ->
-    # the GPU whose memory its GPUDirect test uses).
+    # per-run deadlines (run -> seconds), tool paths (program -> path), rails (HCA -> the
+    # GPU whose memory its GPUDirect test uses, or host). Ranges: see QUALIFY_* below;
+    # the mappings and the cross-key rules are checked by _validate_qualify.
     "qualify": {
-        "warn_pct": (_NUM, 5.0),
-        "fail_pct": (_NUM, 10.0),
-        "min_peers": ((int,), 3),
+        "warn_pct": (_NUM, 5.0, _PCT),
+        "fail_pct": (_NUM, 10.0, _PCT),
+        "min_peers": ((int,), 3, (QUALIFY_MIN_PEERS, 100_000)),
         "repeat": ((bool,), True),
-        "budget_s": (_NUM, 3600.0),
+        "budget_s": (_NUM, 3600.0, (QUALIFY_MIN_BUDGET_S, QUALIFY_MAX_BUDGET_S)),
         "deadline_s": ((dict,), {}),
         "tools": ((dict,), {}),
         "rails": ((dict,), {}),
-        "burn_s": (_NUM, 30.0),
-        "parallel_nodes": ((int,), 64),
-        "srun_mpi": ((str,), "pmix"),  # srun --mpi= of the jobs between nodes
+        "burn_s": (_NUM, 30.0, (QUALIFY_MIN_BURN_S, MAX_SECONDS)),
+        # Launches under way at once: each only waits on its tool (an ssh or srun process).
+        "parallel_nodes": ((int,), 256, (1, 100_000)),
+        "srun_mpi": ((str,), "auto"),  # srun --mpi= of the jobs between nodes
+        "drift_pct": (_NUM, 10.0, _PCT),  # --baseline: a figure this far off warns
     },
     # Gathering many nodes and judging them together (reports/fleet/gather.py, cluster_checks/).
     "cluster": {
@@ -252,6 +286,103 @@ def _validate_section(data: Any, schema: Mapping[str, Any], where: str, prefix: 
                               f"got {type(value).__name__} {brief(value)}")
         elif len(spec) > 2 and value is not None and (problem := _range_problem(value, spec[2])):
             raise ConfigError(f"{where}: key {name!r} {problem}, got {brief(value)}")
+
+
+_MPI_PLUGIN = "[a-z0-9_]+"  # srun --mpi=list prints pmix, pmi2, pmix_v4, cray_shasta, none
+_HCA_NAME = "[A-Za-z0-9_.:-]{1,64}"  # an RDMA device name (mlx5_0, ibp12s0)
+
+
+def qualify_runs() -> dict[str, str]:
+    """Each name ``qualify.deadline_s`` may take (a run of the active tests, and the
+    inventory), and each test id whose figure comes from a run of another name (the four
+    nvbandwidth copy tests) mapped to that run's name."""
+    runs = {QUALIFY_INVENTORY: QUALIFY_INVENTORY}
+    for test in ACTIVE.values():
+        for invocation in (test["invocation"], test["fallback"]):
+            if invocation is not None:
+                runs[invocation["run"]] = invocation["run"]
+    return {**{t: test["invocation"]["run"] for t, test in ACTIVE.items()}, **runs}
+
+
+def qualify_tools() -> tuple[str, ...]:
+    """The names ``qualify.tools`` may set: every program an active test (or its fallback)
+    runs, gpu_burn's compare kernel and the inventory's ibstat."""
+    programs = {inv["program"] for test in ACTIVE.values()
+                for inv in (test["invocation"], test["fallback"]) if inv is not None}
+    return (*sorted(programs), *QUALIFY_EXTRA_TOOLS)
+
+
+def _deadline_problem(run: str, value: Any) -> str | None:
+    if not _type_ok(value, _NUM):
+        return f"must be a number of seconds, got {type(value).__name__} {brief(value)}"
+    low = QUALIFY_MIN_INVENTORY_S if run == QUALIFY_INVENTORY else QUALIFY_MIN_DEADLINE_S
+    problem = seconds_problem(value, low)
+    return None if problem is None else f"{problem}, got {brief(value)}"
+
+
+def _tool_problem(name: str, value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return f"must be a path or a program name, got {type(value).__name__} {brief(value)}"
+    if "\0" in value or "\n" in value or len(value) > 4096:
+        return f"is no path (a NUL, a newline, or over 4096 characters): {brief(value)}"
+    if name == "gpu_burn_compare" and not value.startswith("/"):
+        return f"must be an absolute path (gpu_burn reads it from its own directory), got " \
+               f"{brief(value)}"
+    if "/" in value and not value.startswith("/"):
+        return (f"must be an absolute path or a program name on PATH (a relative path "
+                f"depends on each node's working directory), got {brief(value)}")
+    return None
+
+
+def _rail_problem(value: Any) -> str | None:
+    if value == "host":
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) \
+            or not 0 <= value <= QUALIFY_MAX_GPU:
+        return f"must be a GPU index from 0 to {QUALIFY_MAX_GPU} or \"host\", got {brief(value)}"
+    return None
+
+
+def _validate_qualify(given: Mapping[str, Any], merged: Mapping[str, Any], where: str) -> None:
+    """What a per-key range cannot say of the ``qualify`` section: the names its mappings
+    may take (each with a did-you-mean), their values, ``srun_mpi``'s form, and that
+    ``warn_pct`` is at most ``fail_pct``. Types and ranges were checked already."""
+    runs = qualify_runs()
+    for run, value in (given.get("deadline_s") or {}).items():
+        name = f"qualify.deadline_s.{run}"
+        if run not in runs:
+            raise _unknown(where, name, [f"qualify.deadline_s.{r}" for r, to in runs.items()
+                                         if r == to])
+        if runs[run] != run:
+            raise ConfigError(f"{where}: key {name!r}: {run} runs in the {runs[run]} run: set "
+                              f"'qualify.deadline_s.{runs[run]}'")
+        if problem := _deadline_problem(run, value):
+            raise ConfigError(f"{where}: key {name!r} {problem}")
+    tools = qualify_tools()
+    for tool, value in (given.get("tools") or {}).items():
+        name = f"qualify.tools.{tool}"
+        if tool not in tools:
+            raise _unknown(where, name, [f"qualify.tools.{t}" for t in tools])
+        if problem := _tool_problem(tool, value):
+            raise ConfigError(f"{where}: key {name!r} {problem}")
+    for hca, value in (given.get("rails") or {}).items():
+        name = f"qualify.rails.{hca}"
+        if not isinstance(hca, str) or not re.fullmatch(_HCA_NAME, hca):
+            raise ConfigError(f"{where}: key {name!r}: an RDMA device name is 1-64 letters, "
+                              f"digits, '_', '.', ':' or '-'")
+        if problem := _rail_problem(value):
+            raise ConfigError(f"{where}: key {name!r} {problem}")
+    mpi = given.get("srun_mpi")
+    if mpi is not None and mpi != "auto" and not re.fullmatch(_MPI_PLUGIN, mpi):
+        raise ConfigError(f"{where}: key 'qualify.srun_mpi' must be auto (what srun --mpi=list "
+                          f"offers) or a plugin name such as pmix or pmi2, got {brief(mpi)}")
+    warn, fail = merged["warn_pct"], merged["fail_pct"]
+    if warn > fail:
+        key, other = ("fail_pct", "warn_pct") if "warn_pct" not in given else \
+            ("warn_pct", "fail_pct")
+        relation = "at least" if key == "fail_pct" else "at most"
+        raise ConfigError(f"{where}: key 'qualify.{key}' ({merged[key]:g}) must be {relation} "
+                          f"'qualify.{other}' ({merged[other]:g})")
 
 
 # How a parameter's schema (checks/core/params.py) names a value, one and many.
@@ -505,6 +636,8 @@ def load_config(path: str | Path | None,
             merged[key].update(value)
         else:
             merged[key] = value
+    if "qualify" in data:
+        _validate_qualify(data["qualify"], merged["qualify"], where)
     if merged["level"] not in LEVEL_NAMES:
         raise ConfigError(f"{where}: key 'level' must be {' or '.join(LEVEL_NAMES)}, "
                           f"got {merged['level']!r}")

@@ -10,20 +10,27 @@ not take a built-in's name (extend it instead). They are validated as the config
 unknown key (with a did-you-mean), a wrong type, a cycle of ``extends`` or an unknown base
 is a ConfigError (exit 2) of one line naming the file and the key; ``thresholds:`` (check
 id -> parameter -> value, over the check's defaults) are validated against each check's
-parameter dataclass as the config's ``checks:`` are. Each merged profile
+parameter dataclass as the config's ``checks:`` are; ``qualify:`` (active test id ->
+unit, expected, floor, source) against the active tests' declarations
+(``checks.profiles.profile.qualify_problem``). Each merged profile
 keeps where every value came from, which ``profiles show`` prints.
 """
 
 from __future__ import annotations
 
-import difflib
 import typing
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ...checks.core.index import schemas
-from ...checks.profiles.profile import Profile, builtin_names, load_builtin
+from ...checks.profiles.profile import (
+    Profile,
+    builtin_names,
+    did_you_mean,
+    load_builtin,
+    qualify_problem,
+)
 from ..base.errors import ConfigError
 from .config import brief, read_yaml, validate_check_params
 
@@ -95,11 +102,6 @@ def _type_problem(key: str, value: Any, kinds: tuple[type, ...]) -> str | None:
     return None
 
 
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _read(path: Path) -> dict[str, Any]:
     where = f"profile {path}"
     data = read_yaml(path, where)
@@ -113,12 +115,14 @@ def _read(path: Path) -> dict[str, Any]:
                                   f"{brief(value)}")
             continue
         if key not in kinds:
-            hint = _did_you_mean(str(key), [*kinds, "extends"])
+            hint = did_you_mean(str(key), [*kinds, "extends"])
             raise ConfigError(f"{where}: unknown key {brief(key)}{hint}")
         if problem := _type_problem(key, value, kinds[key]):
             raise ConfigError(f"{where}: key {key!r} {problem}")
         if key == "thresholds":
             validate_check_params(value, where, schemas(), section="thresholds")
+        if key == "qualify" and (problem := qualify_problem(value)):
+            raise ConfigError(f"{where}: {problem}")
     return data
 
 
@@ -166,7 +170,7 @@ def load_site_profiles(directory: Path, extra: Path | None = None) -> dict[str, 
             cycle = " -> ".join((*chain, name, base_name))
             raise ConfigError(f"{where}: key 'extends': a cycle ({cycle})")
         elif base_name not in raw and base_name not in builtin_names():
-            hint = _did_you_mean(base_name, [*raw, *builtin_names()])
+            hint = did_you_mean(base_name, [*raw, *builtin_names()])
             raise ConfigError(f"{where}: key 'extends': unknown profile {brief(base_name)}{hint}")
         else:
             base, origins = resolve(base_name, (*chain, name))

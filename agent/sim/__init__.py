@@ -14,5 +14,9 @@ Three wings, imported in one direction (tests/test_layering.py keeps it so):
 The modules at this top level put the wings together: ``node.py`` builds a node from a
 spec, writes its tree and hands the collectors a SourceEnv; ``spec.py`` reads simulation
 specs; ``schedule.py`` applies faults that come and go; ``cluster.py`` the cluster's view;
-``tools.py``/``bandwidth.py``/``tool_main.py`` the active-test tools.
+``tools.py``/``bandwidth.py``/``tool_main.py`` the active-test tools: a stand-in per tool
+that prints what the real one prints (``nccl_tests``, ``nvbandwidth``, ``gpu_burn``,
+``perftest``, ``dcgmi``, ``host_tools`` for ibstat, nvidia-smi, which and readlink, with
+``toolkit`` and ``tool-texts.yaml`` for what they share), each citing the source lines and
+real captures it follows (tests/unit/test_sim_tools_real.py holds them to those).
 """

@@ -27,13 +27,16 @@ SOCKET_BUSBW = 5.0  # GB/s: what users measured once NCCL fell back to sockets
 @dataclass(frozen=True)
 class Rates:
     gflops: float  # gpu_burn FP64 Gflop/s per GPU
-    hbm: float  # nvbandwidth device_local_copy, GB/s
+    # nvbandwidth device_local_copy, GB/s as it prints it: a copy rate, bytes copied once
+    # per second (memcpy.cpp:483), half the read+write traffic (NVIDIA/nvbandwidth#48).
+    hbm: float
     host: float  # host<->device copy engine, GB/s
     nvlink: float  # one GPU to another, unidirectional copy engine read, GB/s
     ring_eff: float  # ring all-reduce busbw / nvlink (NCCL_ALGO=Ring)
     nvls: float  # all-reduce busbw with NVLink SHARP (0: no NVLS, the default is the ring)
     nic: float  # GPUDirect RDMA per rail, Gb/s
     mnnvl: float = 0.0  # rack-wide all-reduce busbw over multi-node NVLink (NVL72)
+    single: float = 0.0  # gpu_burn in TF32 (-tc without -d) Gflop/s; 0: twice ``gflops``
 
 
 # Sources: A100 gflops 16.9-17.2 TF (outputs/06), HBM 1.61 TB/s (Azure
@@ -42,17 +45,22 @@ class Rates:
 # NVLS 480; B200 HBM 5.43-5.87 (DCGM); B300 ring/NVLS 695/845 (nccl #2140); GB200 d2d ~770
 # (Azure guide #7), rack 846.8 (coreweave PR #43); NIC: line rate x 0.98 (AzNHC floors at
 # 0.9-0.95). Compute of Hopper/Blackwell: FP64 tensor-core datasheet figure x 0.8 (no
-# published gpu_burn capture).
+# published gpu_burn capture). The HBM figures above count every byte read and written
+# (BabelStream Copy); nvbandwidth's device_local_copy counts each copied byte once
+# (memcpy.cpp:483 adjustedCopySizes x loops / time; testcases_ce.cpp:214-223, one
+# memcpy per GPU), which its maintainer puts at half the read+write figure
+# (NVIDIA/nvbandwidth#48: 1.1 TB/s printed is ~2.2 TB/s of memory traffic): hbm is half.
 RATES: dict[str, Rates] = {
-    "dgx-a100": Rates(17000, 1610, 26.3, 276, 0.84, 0, 196),
-    "dgx-h100": Rates(53600, 2900, 52, 370, 1.0, 480, 392),
-    "dgx-h200": Rates(53600, 4010, 52, 370, 1.0, 480, 392),
-    "dgx-b200": Rates(32000, 5600, 52, 740, 0.94, 845, 392),
-    "gb200-nvl72": Rates(36000, 5600, 346, 770, 0.9, 0, 392, 846.8),
-    "gb300-nvl72": Rates(1250, 6000, 346, 770, 0.9, 0, 784, 846.8),
-    "hgx-h100-pcie": Rates(41000, 1900, 52, 0, 0.8, 0, 392),
+    "dgx-a100": Rates(17000, 1610 / 2, 26.3, 276, 0.84, 0, 196),
+    "dgx-h100": Rates(53600, 2900 / 2, 52, 370, 1.0, 480, 392),
+    "dgx-h200": Rates(53600, 4010 / 2, 52, 370, 1.0, 480, 392),
+    "dgx-b200": Rates(32000, 5600 / 2, 52, 740, 0.94, 845, 392),
+    "gb200-nvl72": Rates(36000, 5600 / 2, 346, 770, 0.9, 0, 392, 846.8),
+    # GB300: FP64 1.25 TF; TF32 1.25 PF dense x 0.6 achieved (ours) for gpu_burn -tc.
+    "gb300-nvl72": Rates(1250, 6000 / 2, 346, 770, 0.9, 0, 784, 846.8, 750_000),
+    "hgx-h100-pcie": Rates(41000, 1900 / 2, 52, 0, 0.8, 0, 392),
 }
-_DEFAULT = Rates(10000, 1000, 25, 0, 0.8, 0, 100)
+_DEFAULT = Rates(10000, 1000 / 2, 25, 0, 0.8, 0, 100)
 
 
 def rates(node: SimNode) -> Rates:
@@ -70,8 +78,10 @@ def factor(node: SimNode, part: str, index: int | str) -> float:
     return node.slow.get(f"{part}:{index}", 1.0)
 
 
-def gpu_gflops(node: SimNode, gpu: int) -> float:
-    return rates(node).gflops * factor(node, "compute", gpu)
+def gpu_gflops(node: SimNode, gpu: int, doubles: bool = True) -> float:
+    own = rates(node)
+    rate = own.gflops if doubles else own.single or 2 * own.gflops
+    return rate * factor(node, "compute", gpu)
 
 
 def hbm(node: SimNode, gpu: int) -> float:
@@ -147,11 +157,15 @@ def cross_rail_gbps(node: SimNode, hca: str) -> float:
 
 
 def network_busbw(node: SimNode) -> float:
-    """The node's share of a cross-node ring: its slowest rail times the rails."""
+    """The node's share of a cross-node ring: its slowest rail times the rails, times
+    ``network:0`` where the node's whole way out is slow (not one rail's cable: its PCIe
+    switches to the NICs, its GPUDirect path), which a same-rail perftest pair of ports
+    under the same PCIe switch does not cross."""
     if node.socket_fallback:
         return SOCKET_BUSBW
     rails = [cross_rail_gbps(node, hca) for hca in compute_hcas(node)]
-    return NET_EFF * min(rails) / 8 * len(rails) if rails else SOCKET_BUSBW
+    share = NET_EFF * min(rails) / 8 * len(rails) if rails else SOCKET_BUSBW
+    return share * factor(node, "network", 0)
 
 
 def _steps(nodes: int, algo: str) -> float:

@@ -21,7 +21,7 @@ from ..base.errors import UsageError
 from ..model.nodeset import MAX_NODES, expand, short
 from .faults.catalog import FAULTS
 from .faults.ib import hca_problem
-from .faults.qualify import factor_problem
+from .faults.qualify import delay_problem, factor_problem
 from .schedule import WINDOW_KEYS, window_problem
 from .state.layout import HCA_LAYOUTS, LAYOUTS, OEM_HCA_LAYOUTS
 
@@ -145,7 +145,7 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
                              or not isinstance(fault[key], (int, float)) or fault[key] < 0):
             raise _bad(where, f"fault {kind.kind}: {key} must be a number from 0 up, not "
                               f"{short(str(fault[key]))!r}")
-    problem = window_problem(fault) or factor_problem(fault)
+    problem = window_problem(fault) or factor_problem(fault) or delay_problem(fault)
     if problem:
         raise _bad(where, f"fault {kind.kind}: {problem}")
     for name in _names(fault["node"], where):

@@ -1,6 +1,14 @@
 """The check catalog as plain data, for planning a run without importing it
-(checks/core/index.py). Generated from the registry: do not edit; after changing
-a check, run ``python -m dev.regenerate``."""
+(checks/core/index.py), and the active tests of clusterdiag qualify
+(checks/qualify/active.py) by test id, in the order a qualification runs them.
+Generated: do not edit; after changing a check or an active test, run
+``python -m dev.regenerate``."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing stays off the prolog's path
+if TYPE_CHECKING:
+    from typing import Any
 
 CHECKS = {'fabric.clique': {'family': 'fabric',
                    'needs': ('nvml',),
@@ -716,3 +724,513 @@ CHECKS = {'fabric.clique': {'family': 'fabric',
               'privileged': False,
               'params': {'read_tools': True},
               'schema': {'read_tools': {'type': ('bool',)}}}}
+
+ACTIVE: dict[str, dict[str, Any]] = {'allreduce': {'summary': 'local all-reduce bus bandwidth (default algorithm)',
+               'scope': 'node',
+               'invocation': {'run': 'allreduce',
+                              'program': 'all_reduce_perf',
+                              'parser': 'nccl-tests',
+                              'argv': ('-b',
+                                       '1G',
+                                       '-e',
+                                       '8G',
+                                       '-f',
+                                       '2',
+                                       '-g',
+                                       '{gpus}',
+                                       '-w',
+                                       '5',
+                                       '-n',
+                                       '{iters}'),
+                              'env': (),
+                              'deadline_s': 300.0,
+                              'install': 'build nccl-tests '
+                                         '(github.com/NVIDIA/nccl-tests, `make`; `make '
+                                         'MPI=1` for the tests between nodes) and put '
+                                         'build/ on PATH, or set '
+                                         'qualify.tools.all_reduce_perf',
+                              'source': 'all_reduce_perf over every local GPU in one '
+                                        'process, 1 GiB to 8 GiB (the NVLS curve still '
+                                        'rises below 1 GiB, nccl-tests#212), as AzNHC, '
+                                        'GCM and SuperBench run it'},
+               'fallback': None,
+               'selector': '',
+               'figure': 'busbw',
+               'alternates': (),
+               'unit': 'GB/s',
+               'counts': "nccl-tests' bus bandwidth, GB/s (10^9 bytes/s): the algorithm "
+                         "bandwidth times the collective's factor, 2(n-1)/n for "
+                         'all-reduce (nccl-tests doc/PERFORMANCE.md); the best in-place '
+                         'or out-of-place figure at the largest size',
+               'action': 'drain',
+               'fault': 'tool_hang',
+               'judging': {'floor': True,
+                           'peers': True,
+                           'repeat': True,
+                           'expected': True},
+               'needs_rails': False,
+               'min_nodes': 1},
+ 'allreduce_ring': {'summary': 'local all-reduce bus bandwidth (NCCL_ALGO=Ring)',
+                    'scope': 'node',
+                    'invocation': {'run': 'allreduce_ring',
+                                   'program': 'all_reduce_perf',
+                                   'parser': 'nccl-tests',
+                                   'argv': ('-b',
+                                            '1G',
+                                            '-e',
+                                            '8G',
+                                            '-f',
+                                            '2',
+                                            '-g',
+                                            '{gpus}',
+                                            '-w',
+                                            '5',
+                                            '-n',
+                                            '{iters}'),
+                                   'env': (('NCCL_ALGO', 'Ring'),),
+                                   'deadline_s': 300.0,
+                                   'install': 'build nccl-tests '
+                                              '(github.com/NVIDIA/nccl-tests, `make`; '
+                                              '`make MPI=1` for the tests between nodes) '
+                                              'and put build/ on PATH, or set '
+                                              'qualify.tools.all_reduce_perf',
+                                   'source': 'the same with NCCL_ALGO=Ring: the plain '
+                                             'NVLink ring'},
+                    'fallback': None,
+                    'selector': '',
+                    'figure': 'busbw',
+                    'alternates': (),
+                    'unit': 'GB/s',
+                    'counts': "nccl-tests' bus bandwidth, GB/s (10^9 bytes/s): the "
+                              "algorithm bandwidth times the collective's factor, "
+                              '2(n-1)/n for all-reduce (nccl-tests doc/PERFORMANCE.md); '
+                              'the best in-place or out-of-place figure at the largest '
+                              'size',
+                    'action': 'drain',
+                    'fault': 'tool_hang',
+                    'judging': {'floor': True,
+                                'peers': True,
+                                'repeat': True,
+                                'expected': True},
+                    'needs_rails': False,
+                    'min_nodes': 1},
+ 'allreduce_net': {'summary': "all-reduce through the node's NICs (P2P and SHM off)",
+                   'scope': 'node',
+                   'invocation': {'run': 'allreduce_net',
+                                  'program': 'all_reduce_perf',
+                                  'parser': 'nccl-tests',
+                                  'argv': ('-b',
+                                           '1G',
+                                           '-e',
+                                           '8G',
+                                           '-f',
+                                           '2',
+                                           '-g',
+                                           '{gpus}',
+                                           '-w',
+                                           '5',
+                                           '-n',
+                                           '{iters}'),
+                                  'env': (('NCCL_P2P_DISABLE', '1'),
+                                          ('NCCL_SHM_DISABLE', '1'),
+                                          ('NCCL_NET_GDR_LEVEL', '5'),
+                                          ('NCCL_DEBUG', 'INFO'),
+                                          ('NCCL_DEBUG_SUBSYS', 'INIT,NET')),
+                                  'deadline_s': 300.0,
+                                  'install': 'build nccl-tests '
+                                             '(github.com/NVIDIA/nccl-tests, `make`; '
+                                             '`make MPI=1` for the tests between nodes) '
+                                             'and put build/ on PATH, or set '
+                                             'qualify.tools.all_reduce_perf',
+                                  'source': 'P2P and SHM off so the traffic goes through '
+                                            "the node's own NICs (AzNHC's ib_loopback); "
+                                            'NCCL_DEBUG=INFO shows which network NCCL '
+                                            'chose'},
+                   'fallback': None,
+                   'selector': '',
+                   'figure': 'busbw',
+                   'alternates': (),
+                   'unit': 'GB/s',
+                   'counts': "nccl-tests' bus bandwidth, GB/s (10^9 bytes/s): the "
+                             "algorithm bandwidth times the collective's factor, "
+                             '2(n-1)/n for all-reduce (nccl-tests doc/PERFORMANCE.md); '
+                             'the best in-place or out-of-place figure at the largest '
+                             'size',
+                   'action': 'drain',
+                   'fault': 'nccl_socket_fallback',
+                   'judging': {'floor': True,
+                               'peers': True,
+                               'repeat': True,
+                               'expected': True},
+                   'needs_rails': True,
+                   'min_nodes': 1},
+ 'h2d': {'summary': 'host-to-device copy bandwidth',
+         'scope': 'node',
+         'invocation': {'run': 'nvbandwidth',
+                        'program': 'nvbandwidth',
+                        'parser': 'nvbandwidth',
+                        'argv': ('-t', '{selectors}'),
+                        'env': (),
+                        'deadline_s': 300.0,
+                        'install': 'build nvbandwidth (github.com/NVIDIA/nvbandwidth) or '
+                                   'set qualify.tools.nvbandwidth',
+                        'source': "nvbandwidth's copy-engine testcases, all in one run "
+                                  "(-t takes several: nvbandwidth.cpp's multitoken "
+                                  'testcase option)'},
+         'fallback': None,
+         'selector': 'host_to_device_memcpy_ce',
+         'figure': 'host_to_device_memcpy_ce',
+         'alternates': ('host_to_device_memcpy_sm',),
+         'unit': 'GB/s',
+         'counts': "nvbandwidth's copy rate, GB/s (10^9 bytes/s): bytes copied once per "
+                   'second (src/memcpy.cpp:483), one direction over the link',
+         'action': 'drain',
+         'fault': 'pcie_slow',
+         'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+         'needs_rails': False,
+         'min_nodes': 1},
+ 'd2h': {'summary': 'device-to-host copy bandwidth',
+         'scope': 'node',
+         'invocation': {'run': 'nvbandwidth',
+                        'program': 'nvbandwidth',
+                        'parser': 'nvbandwidth',
+                        'argv': ('-t', '{selectors}'),
+                        'env': (),
+                        'deadline_s': 300.0,
+                        'install': 'build nvbandwidth (github.com/NVIDIA/nvbandwidth) or '
+                                   'set qualify.tools.nvbandwidth',
+                        'source': "nvbandwidth's copy-engine testcases, all in one run "
+                                  "(-t takes several: nvbandwidth.cpp's multitoken "
+                                  'testcase option)'},
+         'fallback': None,
+         'selector': 'device_to_host_memcpy_ce',
+         'figure': 'device_to_host_memcpy_ce',
+         'alternates': ('device_to_host_memcpy_sm',),
+         'unit': 'GB/s',
+         'counts': "nvbandwidth's copy rate, GB/s (10^9 bytes/s): bytes copied once per "
+                   'second (src/memcpy.cpp:483), one direction over the link',
+         'action': 'drain',
+         'fault': 'pcie_slow',
+         'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+         'needs_rails': False,
+         'min_nodes': 1},
+ 'd2d': {'summary': 'device-to-device copy bandwidth',
+         'scope': 'node',
+         'invocation': {'run': 'nvbandwidth',
+                        'program': 'nvbandwidth',
+                        'parser': 'nvbandwidth',
+                        'argv': ('-t', '{selectors}'),
+                        'env': (),
+                        'deadline_s': 300.0,
+                        'install': 'build nvbandwidth (github.com/NVIDIA/nvbandwidth) or '
+                                   'set qualify.tools.nvbandwidth',
+                        'source': "nvbandwidth's copy-engine testcases, all in one run "
+                                  "(-t takes several: nvbandwidth.cpp's multitoken "
+                                  'testcase option)'},
+         'fallback': None,
+         'selector': 'device_to_device_memcpy_read_ce',
+         'figure': 'device_to_device_memcpy_read_ce',
+         'alternates': ('device_to_device_memcpy_write_ce',),
+         'unit': 'GB/s',
+         'counts': "nvbandwidth's copy rate, GB/s (10^9 bytes/s): bytes copied once per "
+                   "second (src/memcpy.cpp:483), one direction over the link; a GPU's "
+                   'figure is the median of every pair it is in',
+         'action': 'drain',
+         'fault': 'nvlink_slow',
+         'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+         'needs_rails': False,
+         'min_nodes': 1},
+ 'hbm': {'summary': 'GPU memory copy bandwidth',
+         'scope': 'node',
+         'invocation': {'run': 'nvbandwidth',
+                        'program': 'nvbandwidth',
+                        'parser': 'nvbandwidth',
+                        'argv': ('-t', '{selectors}'),
+                        'env': (),
+                        'deadline_s': 300.0,
+                        'install': 'build nvbandwidth (github.com/NVIDIA/nvbandwidth) or '
+                                   'set qualify.tools.nvbandwidth',
+                        'source': "nvbandwidth's copy-engine testcases, all in one run "
+                                  "(-t takes several: nvbandwidth.cpp's multitoken "
+                                  'testcase option)'},
+         'fallback': None,
+         'selector': 'device_local_copy',
+         'figure': 'device_local_copy',
+         'alternates': (),
+         'unit': 'GB/s',
+         'counts': "nvbandwidth's copy rate within one GPU's memory, GB/s: bytes copied "
+                   'once per second (src/memcpy.cpp:483); each byte is read and written, '
+                   'so the memory moves twice the figure (NVIDIA/nvbandwidth#48)',
+         'action': 'drain',
+         'fault': 'hbm_slow',
+         'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+         'needs_rails': False,
+         'min_nodes': 1},
+ 'gpu_compute': {'summary': 'GPU compute throughput',
+                 'scope': 'node',
+                 'invocation': {'run': 'gpu_compute',
+                                'program': 'gpu_burn',
+                                'parser': 'gpu_burn',
+                                'argv': ('{precision}',
+                                         '-tc',
+                                         '-c',
+                                         '{compare}',
+                                         '{burn_s}'),
+                                'env': (),
+                                'deadline_s': 120.0,
+                                'install': 'build gpu-burn (github.com/wilicc/gpu-burn) '
+                                           'or set qualify.tools.gpu_burn (and '
+                                           'qualify.tools.gpu_burn_compare, its '
+                                           'compare.fatbin)',
+                                'source': "doubles and tensor cores (SuperBench's "
+                                          "gpu-burn run; TF32 where the profile's "
+                                          'gpu_burn_doubles is false); -c names the '
+                                          'compare kernel, which gpu_burn otherwise '
+                                          'looks for in its working directory '
+                                          '(gpu_burn-drv.cpp:33, 821), and the seconds '
+                                          'come last (gpu_burn-drv.cpp:912)'},
+                 'fallback': {'run': 'gpu_compute',
+                              'program': 'dcgmi',
+                              'parser': 'dcgmi',
+                              'argv': ('diag', '-r', 'diagnostic', '-j'),
+                              'env': (),
+                              'deadline_s': 1800.0,
+                              'install': 'install DCGM (datacenter-gpu-manager) and '
+                                         'start nv-hostengine',
+                              'source': "DCGM's FP64 diagnostic test, where gpu_burn is "
+                                        'not installed'},
+                 'selector': '',
+                 'figure': 'Gflop/s',
+                 'alternates': (),
+                 'unit': 'Gflop/s',
+                 'counts': "gpu-burn's Gflop/s per GPU on its last progress line "
+                           "(gpu_burn-drv.cpp:519-531), or DCGM's FP64 diagnostic figure",
+                 'action': 'drain',
+                 'fault': 'gpu_slow',
+                 'judging': {'floor': True,
+                             'peers': True,
+                             'repeat': True,
+                             'expected': True},
+                 'needs_rails': False,
+                 'min_nodes': 1},
+ 'nic': {'summary': 'RDMA bandwidth of the rail (same-host loopback)',
+         'scope': 'node',
+         'invocation': {'run': 'nic',
+                        'program': 'ib_write_bw',
+                        'parser': 'perftest',
+                        'argv': ('-d',
+                                 '{hca}',
+                                 '-i',
+                                 '{port}',
+                                 '{use_cuda}',
+                                 '-s',
+                                 '8388608',
+                                 '-n',
+                                 '2000',
+                                 '-F',
+                                 '--report_gbits',
+                                 '-p',
+                                 '{tcp_port}'),
+                        'env': (),
+                        'deadline_s': 120.0,
+                        'install': 'install perftest (apt install perftest; --use_cuda '
+                                   'needs a build with CUDA, else the test uses host '
+                                   'memory and says so) or set qualify.tools.ib_write_bw',
+                        'source': 'ib_write_bw same-host loopback per compute rail, 8 '
+                                  'MiB messages, --report_gbits, GPU memory through '
+                                  "--use_cuda where the build has it (AzNHC's GDR "
+                                  'check)'},
+         'fallback': None,
+         'selector': '',
+         'figure': 'bw_average',
+         'alternates': (),
+         'unit': 'Gb/s',
+         'counts': "perftest's BW average with --report_gbits, Gb/s (10^9 bits/s)",
+         'action': 'reseat_cable',
+         'fault': 'rail_slow',
+         'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+         'needs_rails': True,
+         'min_nodes': 1},
+ 'dcgm': {'summary': 'DCGM diagnostic',
+          'scope': 'node',
+          'invocation': {'run': 'dcgm',
+                         'program': 'dcgmi',
+                         'parser': 'dcgmi',
+                         'argv': ('diag', '-r', '{dcgm_level}', '-j'),
+                         'env': (),
+                         'deadline_s': 1800.0,
+                         'install': 'install DCGM (datacenter-gpu-manager) and start '
+                                    'nv-hostengine',
+                         'source': 'dcgmi diag -r 2 (quick) or -r 3 (full), JSON'},
+          'fallback': None,
+          'selector': '',
+          'figure': '',
+          'alternates': (),
+          'unit': '',
+          'counts': 'pass or fail per plugin and GPU (no figure)',
+          'action': 'drain',
+          'fault': 'dcgm_plugin_fail',
+          'judging': {'floor': False, 'peers': False, 'repeat': False, 'expected': False},
+          'needs_rails': False,
+          'min_nodes': 1},
+ 'pairs': {'summary': 'two-node all-reduce bus bandwidth (NCCL_ALGO=Ring)',
+           'scope': 'pairs',
+           'invocation': {'run': 'pairs',
+                          'program': 'all_reduce_perf',
+                          'parser': 'nccl-tests',
+                          'argv': ('-b',
+                                   '1G',
+                                   '-e',
+                                   '8G',
+                                   '-f',
+                                   '2',
+                                   '-g',
+                                   '{gpus}',
+                                   '-w',
+                                   '5',
+                                   '-n',
+                                   '{iters}'),
+                          'env': (('NCCL_ALGO', 'Ring'),
+                                  ('NCCL_DEBUG', 'INFO'),
+                                  ('NCCL_DEBUG_SUBSYS', 'INIT,NET')),
+                          'deadline_s': 300.0,
+                          'install': 'build nccl-tests (github.com/NVIDIA/nccl-tests, '
+                                     '`make`; `make MPI=1` for the tests between nodes) '
+                                     'and put build/ on PATH, or set '
+                                     'qualify.tools.all_reduce_perf',
+                          'source': 'all_reduce_perf over two nodes, every GPU of each, '
+                                    "one MPI job; Ring, since on two nodes NCCL's "
+                                    'default picks Tree/NVLSTree, whose busbw goes '
+                                    'beyond the network (nccl-tests#196)'},
+           'fallback': None,
+           'selector': '',
+           'figure': 'busbw',
+           'alternates': (),
+           'unit': 'GB/s',
+           'counts': "nccl-tests' bus bandwidth, GB/s (10^9 bytes/s): the algorithm "
+                     "bandwidth times the collective's factor, 2(n-1)/n for all-reduce "
+                     '(nccl-tests doc/PERFORMANCE.md); the best in-place or out-of-place '
+                     'figure at the largest size',
+           'action': 'drain',
+           'fault': 'node_uplink_slow',
+           'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+           'needs_rails': False,
+           'min_nodes': 2},
+ 'rails': {'summary': 'RDMA bandwidth rail to rail between two nodes',
+           'scope': 'rails',
+           'invocation': {'run': 'rails',
+                          'program': 'ib_write_bw',
+                          'parser': 'perftest',
+                          'argv': ('-d',
+                                   '{hca}',
+                                   '-i',
+                                   '{port}',
+                                   '{use_cuda}',
+                                   '-s',
+                                   '8388608',
+                                   '-n',
+                                   '2000',
+                                   '-F',
+                                   '--report_gbits',
+                                   '-p',
+                                   '{tcp_port}'),
+                          'env': (),
+                          'deadline_s': 120.0,
+                          'install': 'install perftest (apt install perftest; --use_cuda '
+                                     'needs a build with CUDA, else the test uses host '
+                                     'memory and says so) or set '
+                                     'qualify.tools.ib_write_bw',
+                          'source': 'ib_write_bw from rail i of one node to rail i of '
+                                    'its partner, every rail of a pair at once on its '
+                                    'own port'},
+           'fallback': None,
+           'selector': '',
+           'figure': 'bw_average',
+           'alternates': (),
+           'unit': 'Gb/s',
+           'counts': "perftest's BW average with --report_gbits, Gb/s (10^9 bits/s)",
+           'action': 'reseat_cable',
+           'fault': 'cable_slow',
+           'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+           'needs_rails': True,
+           'min_nodes': 2},
+ 'scaling': {'summary': 'all-reduce scaling (NCCL_ALGO=Ring, 2 to N nodes)',
+             'scope': 'scaling',
+             'invocation': {'run': 'scaling',
+                            'program': 'all_reduce_perf',
+                            'parser': 'nccl-tests',
+                            'argv': ('-b',
+                                     '1G',
+                                     '-e',
+                                     '8G',
+                                     '-f',
+                                     '2',
+                                     '-g',
+                                     '{gpus}',
+                                     '-w',
+                                     '5',
+                                     '-n',
+                                     '{iters}'),
+                            'env': (),
+                            'deadline_s': 600.0,
+                            'install': 'build nccl-tests (github.com/NVIDIA/nccl-tests, '
+                                       '`make`; `make MPI=1` for the tests between '
+                                       'nodes) and put build/ on PATH, or set '
+                                       'qualify.tools.all_reduce_perf',
+                            'source': 'all_reduce_perf over 2, 4, 8 ... N nodes, Ring '
+                                      "and NCCL's default at each size"},
+             'fallback': None,
+             'selector': '',
+             'figure': 'busbw',
+             'alternates': (),
+             'unit': 'GB/s',
+             'counts': "nccl-tests' bus bandwidth, GB/s (10^9 bytes/s): the algorithm "
+                       "bandwidth times the collective's factor, 2(n-1)/n for all-reduce "
+                       '(nccl-tests doc/PERFORMANCE.md); the best in-place or '
+                       'out-of-place figure at the largest size',
+             'action': 'investigate',
+             'fault': 'uplink_slow',
+             'judging': {'floor': True, 'peers': True, 'repeat': False, 'expected': True},
+             'needs_rails': False,
+             'min_nodes': 4},
+ 'rack': {'summary': 'rack-wide all-reduce over multi-node NVLink',
+          'scope': 'rack',
+          'invocation': {'run': 'rack',
+                         'program': 'all_reduce_perf',
+                         'parser': 'nccl-tests',
+                         'argv': ('-b',
+                                  '1G',
+                                  '-e',
+                                  '8G',
+                                  '-f',
+                                  '2',
+                                  '-g',
+                                  '{gpus}',
+                                  '-w',
+                                  '5',
+                                  '-n',
+                                  '{iters}'),
+                         'env': (('NCCL_MNNVL_ENABLE', '1'),
+                                 ('NCCL_DEBUG', 'INFO'),
+                                 ('NCCL_DEBUG_SUBSYS', 'INIT,NET')),
+                         'deadline_s': 600.0,
+                         'install': 'build nccl-tests (github.com/NVIDIA/nccl-tests, '
+                                    '`make`; `make MPI=1` for the tests between nodes) '
+                                    'and put build/ on PATH, or set '
+                                    'qualify.tools.all_reduce_perf',
+                         'source': 'all_reduce_perf over every GPU of an NVL72 rack with '
+                                   'NCCL_MNNVL_ENABLE=1 (multi-node NVLink)'},
+          'fallback': None,
+          'selector': '',
+          'figure': 'busbw',
+          'alternates': (),
+          'unit': 'GB/s',
+          'counts': "nccl-tests' bus bandwidth, GB/s (10^9 bytes/s): the algorithm "
+                    "bandwidth times the collective's factor, 2(n-1)/n for all-reduce "
+                    '(nccl-tests doc/PERFORMANCE.md); the best in-place or out-of-place '
+                    'figure at the largest size',
+          'action': 'drain',
+          'fault': 'mnnvl_slow',
+          'judging': {'floor': True, 'peers': True, 'repeat': True, 'expected': True},
+          'needs_rails': False,
+          'min_nodes': 2}}

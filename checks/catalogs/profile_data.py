@@ -35,10 +35,16 @@ PROFILES = {'dgx-a100': {'extends': 'hgx-a100-8gpu',
                                   'source': 'AzNHC check_gpu_bw 21 235 '
                                             '(device_to_device_memcpy_read_ce)'},
                           'hbm': {'unit': 'GB/s',
-                                  'expected': 1610,
-                                  'floor': 1173,
-                                  'source': 'Azure guide BabelStream Copy 1.61 TB/s; '
-                                            'floor DCGM diag-skus.yaml 1,173,000 MB/s'},
+                                  'expected': 805,
+                                  'floor': 586.5,
+                                  'source': 'copy rate: half of read+write figures, as '
+                                            "nvbandwidth's copy rate counts each byte "
+                                            'once (src/memcpy.cpp:483; '
+                                            'NVIDIA/nvbandwidth#48): Azure guide '
+                                            'BabelStream Copy 1.61 TB/s read+write -> '
+                                            '805; floor DCGM diag-skus.yaml '
+                                            'memory_bandwidth 1,173,000 MB/s read+write '
+                                            '-> 586.5'},
                           'gpu_compute': {'unit': 'Gflop/s',
                                           'expected': 16900,
                                           'source': 'gpu_burn doubles+tensor cores '
@@ -73,9 +79,14 @@ PROFILES = {'dgx-a100': {'extends': 'hgx-a100-8gpu',
               'nic_pcie_width': 16,
               'gpu_nic_distance': ['PIX', 'PXB'],
               'qualify': {'hbm': {'unit': 'GB/s',
-                                  'floor': 4072.5,
-                                  'source': 'DCGM diag-skus.yaml memory_bandwidth '
-                                            '4,072,500 MB/s (B200, lowest by device id)'},
+                                  'floor': 2036.25,
+                                  'source': 'copy rate: half of read+write figures, as '
+                                            "nvbandwidth's copy rate counts each byte "
+                                            'once (src/memcpy.cpp:483; '
+                                            'NVIDIA/nvbandwidth#48): floor DCGM '
+                                            'diag-skus.yaml memory_bandwidth 4,072,500 '
+                                            'MB/s read+write (B200, lowest by device id) '
+                                            '-> 2036.25'},
                           'nic': {'unit': 'Gb/s',
                                   'expected': 400,
                                   'floor': 360,
@@ -119,23 +130,32 @@ PROFILES = {'dgx-a100': {'extends': 'hgx-a100-8gpu',
                           'h2d': {'unit': 'GB/s',
                                   'expected': 51,
                                   'floor': 48,
-                                  'source': 'Azure AI-benchmarking-guide ND_H100_v5 '
-                                            '(51); floor AzNHC check_gpu_bw 48'},
+                                  'source': 'Azure AI-benchmarking-guide ND_H100_v5 (51, '
+                                            'nvbandwidth host_to_device_memcpy_sm: a '
+                                            'copy rate like the CE testcase run here); '
+                                            'floor AzNHC check_gpu_bw 48'},
                           'd2h': {'unit': 'GB/s',
                                   'expected': 52,
                                   'floor': 48,
-                                  'source': 'Azure AI-benchmarking-guide ND_H100_v5 '
-                                            '(52); floor AzNHC check_gpu_bw 48'},
+                                  'source': 'Azure AI-benchmarking-guide ND_H100_v5 (52, '
+                                            'nvbandwidth device_to_host_memcpy_sm: a '
+                                            'copy rate like the CE testcase run here); '
+                                            'floor AzNHC check_gpu_bw 48'},
                           'd2d': {'unit': 'GB/s',
                                   'floor': 335,
                                   'source': 'AzNHC check_gpu_bw 48 335 '
                                             '(device_to_device_memcpy_read_ce)'},
                           'hbm': {'unit': 'GB/s',
-                                  'expected': 2900,
-                                  'floor': 1905,
-                                  'source': 'Azure guide BabelStream Copy 2.90 TB/s; '
-                                            'floor DCGM diag-skus.yaml memory_bandwidth '
-                                            '1,905,000 MB/s'},
+                                  'expected': 1450,
+                                  'floor': 952.5,
+                                  'source': 'copy rate: half of read+write figures, as '
+                                            "nvbandwidth's copy rate counts each byte "
+                                            'once (src/memcpy.cpp:483; '
+                                            'NVIDIA/nvbandwidth#48): Azure guide '
+                                            'BabelStream Copy 2.90 TB/s read+write -> '
+                                            '1450; floor DCGM diag-skus.yaml '
+                                            'memory_bandwidth 1,905,000 MB/s read+write '
+                                            '-> 952.5'},
                           'nic': {'unit': 'Gb/s',
                                   'expected': 400,
                                   'floor': 380,
@@ -173,23 +193,32 @@ PROFILES = {'dgx-a100': {'extends': 'hgx-a100-8gpu',
                           'h2d': {'unit': 'GB/s',
                                   'expected': 52,
                                   'floor': 48,
-                                  'source': 'Azure guide ND_H200_v5 (52); floor AzNHC '
+                                  'source': 'Azure guide ND_H200_v5 (52, nvbandwidth '
+                                            'host_to_device_memcpy_sm: a copy rate like '
+                                            'the CE testcase run here); floor AzNHC '
                                             'check_gpu_bw 48'},
                           'd2h': {'unit': 'GB/s',
                                   'expected': 52,
                                   'floor': 48,
-                                  'source': 'Azure guide ND_H200_v5 (52); floor AzNHC '
+                                  'source': 'Azure guide ND_H200_v5 (52, nvbandwidth '
+                                            'device_to_host_memcpy_sm: a copy rate like '
+                                            'the CE testcase run here); floor AzNHC '
                                             'check_gpu_bw 48'},
                           'd2d': {'unit': 'GB/s',
                                   'floor': 335,
                                   'source': 'AzNHC check_gpu_bw 48 335 '
                                             '(device_to_device_memcpy_read_ce)'},
                           'hbm': {'unit': 'GB/s',
-                                  'expected': 4010,
-                                  'floor': 2212.5,
-                                  'source': 'Azure guide BabelStream Copy 4.01 TB/s; '
-                                            'floor DCGM diag-skus.yaml id 233b 2,212,500 '
-                                            'MB/s'},
+                                  'expected': 2005,
+                                  'floor': 1106.25,
+                                  'source': 'copy rate: half of read+write figures, as '
+                                            "nvbandwidth's copy rate counts each byte "
+                                            'once (src/memcpy.cpp:483; '
+                                            'NVIDIA/nvbandwidth#48): Azure guide '
+                                            'BabelStream Copy 4.01 TB/s read+write -> '
+                                            '2005; floor DCGM diag-skus.yaml id 233b '
+                                            'memory_bandwidth 2,212,500 MB/s read+write '
+                                            '-> 1106.25'},
                           'nic': {'unit': 'Gb/s',
                                   'expected': 400,
                                   'floor': 360,
@@ -270,6 +299,7 @@ PROFILES = {'dgx-a100': {'extends': 'hgx-a100-8gpu',
                  'fabric_manager': False,
                  'nvl72': True,
                  'imex': True,
+                 'gpu_burn_doubles': False,
                  'compute_hcas': 4,
                  'hca_rate_gbps': 800,
                  'hca_link_layer': 'InfiniBand',
@@ -278,9 +308,14 @@ PROFILES = {'dgx-a100': {'extends': 'hgx-a100-8gpu',
                  'gpu_nic_distance': ['PIX', 'PXB'],
                  'allreduce_busbw_gbps': 700,
                  'qualify': {'hbm': {'unit': 'GB/s',
-                                     'floor': 4522.5,
-                                     'source': 'DCGM diag-skus.yaml memory_bandwidth '
-                                               '4,522,500 MB/s (id 31c2, GB300)'},
+                                     'floor': 2261.25,
+                                     'source': 'copy rate: half of read+write figures, '
+                                               "as nvbandwidth's copy rate counts each "
+                                               'byte once (src/memcpy.cpp:483; '
+                                               'NVIDIA/nvbandwidth#48): floor DCGM '
+                                               'diag-skus.yaml memory_bandwidth '
+                                               '4,522,500 MB/s read+write (id 31c2, '
+                                               'GB300) -> 2261.25'},
                              'nic': {'unit': 'Gb/s',
                                      'expected': 800,
                                      'floor': 720,

@@ -9,12 +9,14 @@ three interpreter starts.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
 from ...agent.base.plain import plain_copy
 from ...agent.model.record import field, fields, record, replace
+from ..catalogs.manifest import ACTIVE
 from ..catalogs.profile_data import PROFILES
 
 
@@ -79,6 +81,9 @@ class Profile:
     allreduce_busbw_gbps: float | None = None
     # Active tests (clusterdiag qualify): test -> {expected, floor, unit, source}
     qualify: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # gpu_burn in doubles (-d): false where FP64 is vestigial (Blackwell Ultra: 1.25 TFLOPS),
+    # so that a burn of a few seconds still completes its batches and prints a rate.
+    gpu_burn_doubles: bool = True
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -91,6 +96,67 @@ class Profile:
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+QUALIFY_KEYS = ("unit", "expected", "floor", "source")
+"""What a ``qualify:`` entry holds: the unit the test's tool prints (as its declaration says),
+the healthy figure and the floor in that unit, and where the numbers come from."""
+
+
+def did_you_mean(word: str, choices: list[str], prefix: str = "") -> str:
+    """`` (did you mean 'PREFIX+choice'?)`` for the choice closest to ``word``, or ``""``."""
+    import difflib  # only for an error
+
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
+
+
+def _positive(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def qualify_problem(qualify: Any) -> str | None:
+    """Why a profile's ``qualify:`` section is none, or None: one phrase that names the key.
+
+    Each key is an active test's id (checks/qualify/active.py, read from the manifest); its
+    ``unit`` is the unit that test's tool prints, so that a figure is never compared with a
+    number counted otherwise (an HBM floor in read+write bytes against nvbandwidth's copy
+    rate drains every healthy GPU); ``expected`` and ``floor`` are positive finite numbers
+    in that unit, the floor no higher than the expected figure; and a ``source`` says where
+    they come from. A test with no figure (DCGM's diagnostic) takes no entry."""
+    if not isinstance(qualify, dict):
+        return f"key 'qualify' must map test ids to mappings, got {type(qualify).__name__}"
+    for test, entry in qualify.items():
+        name = f"qualify.{test}"
+        declared = ACTIVE.get(test) if isinstance(test, str) else None
+        if declared is None:
+            return f"unknown key {name!r}" + did_you_mean(str(test), list(ACTIVE), "qualify.")
+        if not declared["unit"]:
+            return f"key {name!r}: {test} has no figure to expect (pass or fail only)"
+        if not isinstance(entry, dict):
+            return f"key {name!r} must be a mapping of {', '.join(QUALIFY_KEYS)}"
+        for key in entry:
+            if key not in QUALIFY_KEYS:
+                return f"unknown key '{name}.{key}'" + did_you_mean(
+                    str(key), list(QUALIFY_KEYS), f"{name}.")
+        if entry.get("unit") != declared["unit"]:
+            return (f"key '{name}.unit' must be {declared['unit']!r}, the unit "
+                    f"{declared['invocation']['program']} prints, got {entry.get('unit')!r}")
+        numbers = {k: entry[k] for k in ("expected", "floor") if k in entry}
+        if not numbers:
+            return f"key {name!r} needs an expected figure, a floor or both"
+        for key, value in numbers.items():
+            if not _positive(value):
+                return (f"key '{name}.{key}' must be a positive finite number, got "
+                        f"{repr(value)[:40]}")
+        if len(numbers) == 2 and numbers["floor"] > numbers["expected"]:
+            return (f"key '{name}.floor' ({numbers['floor']:g}) is above "
+                    f"'{name}.expected' ({numbers['expected']:g})")
+        source = entry.get("source")
+        if not isinstance(source, str) or not source.strip():
+            return f"key '{name}.source' must say where the numbers come from"
+    return None
 
 
 _TUPLE_FIELDS = {"dmi_products", "gpu_models", "gpu_pci_ids", "gpu_nic_distance", "compute_pci",
@@ -153,6 +219,8 @@ def load_builtin(name: str, _chain: tuple[str, ...] = ()) -> Profile:
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"profile {name}: unknown keys {sorted(unknown)}")
+    if "qualify" in data and (problem := qualify_problem(data["qualify"])):
+        raise ValueError(f"profile {name}: {problem}")
     kwargs: dict[str, Any] = {k: tuple(v) if k in _TUPLE_FIELDS else v for k, v in data.items()}
     kwargs = {k: v for k, v in kwargs.items() if k != "name"}
     if base_name is None:

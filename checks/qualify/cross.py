@@ -7,12 +7,16 @@ scanner second pass, GoogleCloudPlatform/cluster-health-scanner): a suspect slow
 known-good partner is convicted; one that is fine with it is cleared; when both nodes of a
 slow pair are cleared, the pair was slow only together (the path between them, or a
 transient) — a warning on both, nobody excluded. Where no known-good partner could re-test
-a suspect (two nodes, every pair slow: a switch or another shared cause), the pair's
-slowness is an error on both (not ready, not judged), never a fail or a drain. A node that
+a suspect (two nodes, every pair slow: a switch or another shared cause), the slow pair is
+a cluster-level fail, "slow pair, unattributed", naming both nodes and the run that would
+tell which: the cluster is not ready, yet neither node is convicted, drained or left out
+(each carries a warning). A node that
 passed its first pass is never convicted by someone else's second pass. A figure is judged
 against the peers' median of the first pass (at least ``min_peers`` figures), else against
-the profile's expected figure, and always against its floor, with the node tests'
-warn/fail percentages.
+the profile's expected figure, and against its floor, with the node tests'
+warn/fail percentages; the peers' median itself is judged against the profile, so that a
+cluster slow as a whole is one cluster-level fail (shortfall) rather than a pass, or every
+pair below the floor.
 
 Pure functions of plain data (agent.model.qualify), like checks/qualify/judge.py.
 """
@@ -27,7 +31,7 @@ from typing import Any
 
 from ...agent.model.qualify import CrossRun, Expectation
 from ..core.finding import Action, Finding, Status, worst
-from .judge import CATALOG, TEST_NAMES, StragglerRule, run_findings
+from .judge import CATALOG, TEST_NAMES, StragglerRule, run_findings, short_of_profile
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Graded:
     why: str = ""
     unit: str = ""
     failed: bool = False  # the run itself failed (hung, printed a failure, used sockets)
+    action: Action = Action.INVESTIGATE  # what its failure asks for, where it did not run
 
     def partner(self, node: str) -> str:
         return next((n for n in self.run.nodes if n != node), node)
@@ -76,19 +81,53 @@ def _component(run: CrossRun) -> str:
     return figure.component if figure is not None else "node"
 
 
+def _first_figures(runs: Iterable[CrossRun]) -> list[float]:
+    return [r.figure.value for r in runs if r.stage in ("first", "rack", "ring")
+            and r.figure is not None and trouble(r) is None]
+
+
+def peers_median(runs: Iterable[CrossRun], rule: StragglerRule) -> float | None:
+    """The median of the first pass's figures, where there are ``min_peers`` of them."""
+    firsts = _first_figures(runs)
+    return statistics.median(firsts) if len(firsts) >= rule.min_peers else None
+
+
+def shortfall(test: str, runs: Iterable[CrossRun], expectation: Expectation | None,
+              rule: StragglerRule, who: str) -> Finding | None:
+    """One cluster-level fail where the peers' median of a test between nodes falls short
+    of the profile (below its floor, or more than ``fail_pct`` below its expected figure):
+    every pair or rack slow alike is the fabric, a setting or a firmware, which no pair's
+    relative judging would see and draining every node would not mend."""
+    runs = list(runs)
+    median = peers_median(runs, rule)
+    why = short_of_profile(median, expectation, rule)
+    if why is None or median is None or expectation is None:
+        return None
+    unit = next((r.figure.unit for r in runs if r.figure is not None), "")
+    return Finding(
+        Status.FAIL, "cluster",
+        f"{TEST_NAMES[test]}: the {who} are slow as a whole, their median {median:.1f} "
+        f"{unit} {why}", {"median": round(median, 2), "figures": len(_first_figures(runs)),
+                          "unit": unit},
+        {"expected": expectation.expected, "floor": expectation.floor,
+         "source": expectation.source}, Action.INVESTIGATE, f"qualify.{test}")
+
+
 def grade(runs: Iterable[CrossRun], expectation: Expectation | None,
           rule: StragglerRule) -> list[Graded]:
     """Every run's status: its failure, its floor, then its deficit against the first
     pass's median (or the expected figure when too few pairs ran)."""
     runs = list(runs)
-    firsts = [r.figure.value for r in runs if r.stage in ("first", "rack", "ring")
-              and r.figure is not None and trouble(r) is None]
+    median = peers_median(runs, rule)
     reference, basis = None, ""
-    if len(firsts) >= rule.min_peers:
-        reference, basis = statistics.median(firsts), "peers' median"
+    if median is not None:
+        reference, basis = median, "peers' median"
     elif expectation is not None and expectation.expected is not None:
         reference, basis = expectation.expected, "expected"
-    floor = expectation.floor if expectation is not None else None
+    # Peers slow as a whole are one cluster-level finding (shortfall), not every pair
+    # below the floor: the floor then convicts nobody, the peers still find the straggler.
+    floor = expectation.floor if expectation is not None \
+        and short_of_profile(median, expectation, rule) is None else None
     out = []
     for run in runs:
         figure = run.figure
@@ -98,7 +137,7 @@ def grade(runs: Iterable[CrossRun], expectation: Expectation | None,
                       unit=figure.unit if figure is not None else "")
         deficit = item.deficit_pct
         if bad is not None:
-            item.status, item.failed = bad.status, True
+            item.status, item.failed, item.action = bad.status, True, bad.action
             item.why = f"{bad.message}: {str(bad.observed)[:200]}" if bad.observed \
                 else bad.message
         elif figure is None:
@@ -135,11 +174,13 @@ def _action(test: str, status: Status) -> Action:
     return CATALOG[f"qualify.{test}"] if status is Status.FAIL else Action.INVESTIGATE
 
 
-def attribute(test: str, graded: list[Graded],
-              expectation: Expectation | None = None) -> dict[str, list[Finding]]:
-    """Findings per node from a pairing's two passes (see the module's docstring)."""
+def attribute(test: str, graded: list[Graded], expectation: Expectation | None = None
+              ) -> tuple[dict[str, list[Finding]], list[Finding]]:
+    """Findings per node from a pairing's two passes, and the cluster's own (a slow pair no
+    known-good partner could attribute): see the module's docstring."""
     check, name = f"qualify.{test}", TEST_NAMES[test]
     out: dict[str, list[Finding]] = defaultdict(list)
+    unattributed: dict[tuple[str, ...], Finding] = {}
     firsts = [g for g in graded if g.run.stage == "first"]
     seconds = [g for g in graded if g.run.stage == "second"]
     for g in (g for g in graded if g.run.stage == "odd"):  # the odd node, with a good one
@@ -164,7 +205,7 @@ def attribute(test: str, graded: list[Graded],
             elif g.status in (Status.ERROR, Status.SKIP):
                 out[node].append(Finding(g.status, g.component, f"{name}: the run with "
                                          f"{g.partner(node)} could not be judged", g.why,
-                                         None, Action.INVESTIGATE, check))
+                                         None, g.action, check))
             else:
                 suspect[(node, g.component)] = g
     cleared: dict[tuple[str, str], list[Graded]] = {}
@@ -183,12 +224,21 @@ def attribute(test: str, graded: list[Graded],
                                      _expected(first, expectation), _action(test, status),
                                      check))
         elif not judged:  # "one of the two, or the path": not a verdict on either node
-            status = Status.WARN if first.status is Status.WARN else Status.ERROR
             message = (f"{name}: {_value(first)} with {first.partner(node)} and no "
                        "known-good partner to tell which of the two is slow")
-            out[node].append(Finding(status, component, message, observed,
+            out[node].append(Finding(Status.WARN, component, message, observed,
                                      _expected(first, expectation), Action.INVESTIGATE,
                                      check))
+            pair = tuple(sorted(first.run.nodes))
+            if first.status is Status.FAIL and pair not in unattributed:
+                unattributed[pair] = Finding(
+                    Status.FAIL, f"{pair[0]} and {pair[1]}",
+                    f"slow pair, unattributed: {name} {_value(first)} between {pair[0]} and "
+                    f"{pair[1]}, and no node passed to tell which of the two (or the path) is "
+                    f"slow; attribute it by qualifying both with nodes that pass (clusterdiag "
+                    f"qualify --tests {test} --nodes {pair[0]},{pair[1]},<more nodes>)",
+                    {"value": first.value, "round": first.run.round, "why": first.why},
+                    _expected(first, expectation), Action.INVESTIGATE, check)
         else:
             cleared[(node, component)] = again
     for (node, component), again in sorted(cleared.items()):
@@ -217,7 +267,7 @@ def attribute(test: str, graded: list[Graded],
             {"lowest": None if low.value is None else round(low.value, 2),
              "component": low.component, "partner": low.partner(node), "figures": len(items)},
             _expected(low, expectation), Action.NONE, check))
-    return dict(out)
+    return dict(out), list(unattributed.values())
 
 
 @dataclass
@@ -227,21 +277,26 @@ class ScalingPoint:
     default: float | None
     efficiency: float | None  # ring / two-node ring
     status: Status
+    group: str = ""  # the kind of node (profile) of the curve: kinds never mix in a run
 
     def to_dict(self) -> dict[str, Any]:
-        return {"nodes": self.nodes,
+        return {"nodes": self.nodes, "group": self.group,
                 "ring_busbw": None if self.ring is None else round(self.ring, 2),
                 "default_busbw": None if self.default is None else round(self.default, 2),
                 "efficiency_pct": None if self.efficiency is None
                 else round(100 * self.efficiency, 2), "status": self.status.value}
 
 
-def scaling_curve(runs: Iterable[CrossRun], rule: StragglerRule
+def scaling_curve(runs: Iterable[CrossRun], rule: StragglerRule,
+                  expectation: Expectation | None = None, group: str = ""
                   ) -> tuple[list[ScalingPoint], list[Finding]]:
     """Bus bandwidth at each size with NCCL_ALGO=Ring and with NCCL's default, the Ring
     figure's efficiency against the two-node Ring figure, and where it breaks: the first
     size more than ``fail_pct`` below (a warning for the cluster; nobody is excluded for
-    how the fabric scales). A run that failed is a warning naming its size."""
+    how the fabric scales). A run that failed is a warning naming its size. The two-node
+    Ring figure is also judged against the profile (``expectation``: the pairs' figure, the
+    same all-reduce over two nodes): a curve that holds 100 % of a slow start is a
+    cluster-level fail, not a pass."""
     by_size: dict[int, dict[str, CrossRun]] = defaultdict(dict)
     for run in runs:
         by_size[len(run.nodes)][run.stage] = run
@@ -263,8 +318,17 @@ def scaling_curve(runs: Iterable[CrossRun], rule: StragglerRule
     for size in sorted(by_size):
         ring = figure(by_size[size].get("ring"))
         default = figure(by_size[size].get("default"))
-        points.append(ScalingPoint(size, ring, default, None, Status.PASS))
+        points.append(ScalingPoint(size, ring, default, None, Status.PASS, group))
     base = points[0].ring if points else None
+    slow_start = short_of_profile(base, expectation, rule)
+    if slow_start is not None and expectation is not None and base is not None:
+        findings.append(Finding(
+            Status.FAIL, "cluster",
+            f"{TEST_NAMES['scaling']}{f' ({group})' if group else ''}: the two-node Ring "
+            f"all-reduce, {base:.1f} GB/s, is {slow_start}: the curve starts slow",
+            {"nodes": points[0].nodes, "ring_busbw": base},
+            {"expected": expectation.expected, "floor": expectation.floor,
+             "source": expectation.source}, Action.INVESTIGATE, "qualify.scaling"))
     for point in points:
         if base and point.ring is not None:
             point.efficiency = point.ring / base

@@ -11,7 +11,8 @@ that could not be repeated (a saved log) is at most a ``warn``. The floor of the
 (a peer tool's threshold, with its source) fails a figure below it whatever the peers do.
 
 Pure functions of plain data (``agent.model.qualify``): the same code judges a live run,
-a simulated one and saved logs.
+a simulated one and saved logs. One exception: :func:`judge` first takes every figure no
+measurement can give out of its run, in place (sanity.py), so that no report holds it.
 """
 
 from __future__ import annotations
@@ -25,34 +26,26 @@ from typing import Any
 from ...agent.model.qualify import Expectation, Figure, ToolRun
 from ..core.finding import Action, Finding, Status, worst
 from ..profiles.profile import Profile
+from .active import ACTIVE_TESTS, INVOCATIONS, Scope, served_by
+from .sanity import screen
 
-# What each test measures, in words a person reads in a finding.
-TEST_NAMES = {
-    "allreduce": "local all-reduce bus bandwidth (default algorithm)",
-    "allreduce_ring": "local all-reduce bus bandwidth (NCCL_ALGO=Ring)",
-    "allreduce_net": "all-reduce through the node's NICs (P2P and SHM off)",
-    "h2d": "host-to-device copy bandwidth",
-    "d2h": "device-to-host copy bandwidth",
-    "d2d": "device-to-device copy bandwidth",
-    "hbm": "GPU memory bandwidth",
-    "gpu_compute": "GPU compute throughput",
-    "nic": "GPUDirect RDMA bandwidth of the rail",
-    "dcgm": "DCGM diagnostic",
-    "nvbandwidth": "nvbandwidth copy tests",
-    "collective": "nccl-tests collective bus bandwidth",
-    "pairs": "two-node all-reduce bus bandwidth (NCCL_ALGO=Ring)",
-    "rails": "GPUDirect RDMA bandwidth rail to rail between two nodes",
-    "scaling": "all-reduce scaling (NCCL_ALGO=Ring, 2 to N nodes)",
-    "rack": "rack-wide all-reduce over multi-node NVLink",
-}
-# The figures each test's run yields (nvbandwidth measures four things in one run);
-# a figure of another test (DCGM's PCIe plugin) is shown but not judged.
-RUN_TESTS = {"nvbandwidth": ("h2d", "d2h", "d2d", "hbm"), "dcgm": ()}
-COLLECTIVES = ("allreduce", "allreduce_ring", "allreduce_net")
+# What each test measures, in words a person reads in a finding (active.py), and the names
+# of what a run may stand for that is no test of its own: nvbandwidth's run serves four
+# tests; a saved nccl-tests log of another collective is judged as "collective".
+TEST_NAMES = {**{t.id: t.summary for t in ACTIVE_TESTS.values()},
+              "nvbandwidth": "nvbandwidth copy tests",
+              "collective": "nccl-tests collective bus bandwidth"}
+# The figures each run yields, where it is not its own test's alone.
+RUN_TESTS = {invocation.name: tuple(t.id for t in served_by(invocation))
+             for invocation in INVOCATIONS.values()
+             if [t.id for t in served_by(invocation)] != [invocation.name]}
+RUN_TESTS["dcgm"] = ()  # pass/fail per plugin; a PCIe figure DCGM prints is shown, not judged
+COLLECTIVES = tuple(t.id for t in ACTIVE_TESTS.values()
+                    if t.scope is Scope.NODE and t.invocation.parser == "nccl-tests")
 # The catalog of qualify check ids, with what a failure asks for.
-CATALOG: dict[str, Action] = {f"qualify.{test}": (
-    Action.RESEAT_CABLE if test in ("nic", "rails") else Action.DRAIN) for test in TEST_NAMES}
-CATALOG["qualify.scaling"] = Action.INVESTIGATE  # how the fabric scales: nobody is drained
+CATALOG: dict[str, Action] = {t.check_id: t.action for t in ACTIVE_TESTS.values()}
+CATALOG["qualify.nvbandwidth"] = Action.DRAIN  # the run failed before any copy figure
+CATALOG["qualify.collective"] = Action.DRAIN
 CATALOG["qualify.logs"] = Action.INVESTIGATE  # a saved log qualify cannot read
 CATALOG["qualify.inventory"] = Action.INVESTIGATE  # the node's GPUs could not be listed
 
@@ -103,6 +96,7 @@ class Judged:
 class Judgement:
     findings: dict[str, list[Finding]] = field(default_factory=dict)
     figures: list[Judged] = field(default_factory=list)
+    cluster: list[Finding] = field(default_factory=list)  # the cluster's as a whole
 
 
 def expectations(profile: Profile) -> dict[str, Expectation]:
@@ -153,8 +147,9 @@ def figures_of(run: ToolRun) -> list[Figure]:
 def judged_figures(runs: Iterable[ToolRun]) -> list[Figure]:
     """The figures the rule looks at: pairs folded into per-GPU d2d figures."""
     figures = [f for run in runs for f in figures_of(run)]
-    pairs = [f for f in figures if f.test == "d2d" and component_kind(f.component) == "pair"]
-    return [f for f in figures if f not in pairs] + per_gpu_d2d(pairs)
+    is_pair = [f.test == "d2d" and component_kind(f.component) == "pair" for f in figures]
+    return [f for f, pair in zip(figures, is_pair, strict=True) if not pair] + \
+        per_gpu_d2d([f for f, pair in zip(figures, is_pair, strict=True) if pair])
 
 
 def _peer_key(f: Figure, profiles: Mapping[str, str]) -> tuple[str, str, str, str]:
@@ -162,20 +157,25 @@ def _peer_key(f: Figure, profiles: Mapping[str, str]) -> tuple[str, str, str, st
 
 
 def grade(figures: list[Figure], profiles: Mapping[str, str],
-          expect: Mapping[str, Mapping[str, Expectation]], rule: StragglerRule) -> list[Judged]:
-    """Each figure's status under the floor and the straggler rule (before confirmation)."""
+          expect: Mapping[str, Mapping[str, Expectation]], rule: StragglerRule
+          ) -> list[Judged]:
+    """Each figure's status under the floor and the straggler rule (before confirmation).
+    In a peer group that is slow as a whole (``uniformly_slow``) the floor convicts nobody:
+    the group is one cluster-level finding, and its members are judged against each other."""
     groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for f in figures:
         groups[_peer_key(f, profiles)].append(f.value)
+    medians = {key: statistics.median(values) for key, values in groups.items()
+               if len(values) >= rule.min_peers}
     out = []
     for f in figures:
         profile = profiles.get(f.node, "")
-        peers = groups[_peer_key(f, profiles)]
+        key = _peer_key(f, profiles)
         item = Judged(f, profile, expectation=expect.get(profile, {}).get(f.test),
-                      peers=len(peers))
-        if len(peers) >= rule.min_peers:
-            item.median = statistics.median(peers)
+                      peers=len(groups[key]), median=medians.get(key))
         floor = item.expectation.floor if item.expectation else None
+        if short_of_profile(item.median, item.expectation, rule) is not None:
+            floor = None
         deficit = item.deficit_pct
         if floor is not None and f.value < floor:
             item.status, item.why = Status.FAIL, "below the profile's floor"
@@ -184,6 +184,43 @@ def grade(figures: list[Figure], profiles: Mapping[str, str],
         elif deficit is not None and deficit > rule.warn_pct:
             item.status, item.why = Status.WARN, f"more than {rule.warn_pct:g} % below peers"
         out.append(item)
+    return out
+
+
+def short_of_profile(median: float | None, exp: Expectation | None, rule: StragglerRule
+                     ) -> str | None:
+    """How a peer group's median falls short of its profile, or None: below the floor, or
+    more than ``fail_pct`` below the expected figure."""
+    if median is None or exp is None:
+        return None
+    if exp.floor is not None and median < exp.floor:
+        return f"below the profile's floor {exp.floor:g}"
+    if exp.expected is not None and median < exp.expected * (1 - rule.fail_pct / 100):
+        return f"{100 * (1 - median / exp.expected):.1f} % below the expected {exp.expected:g}"
+    return None
+
+
+def uniformly_slow(judged: Iterable[Judged], rule: StragglerRule) -> list[Finding]:
+    """One cluster-level fail per peer group (a profile's nodes, one test, one kind of
+    part) whose median falls short of the profile: the whole cluster is slow there (a
+    setting, a driver, a firmware, or an expectation that does not hold), which draining
+    every node would not mend; the figure, the expectation and its source say so."""
+    seen: dict[tuple[str, str, str], Judged] = {}
+    for j in judged:
+        seen.setdefault((j.profile, j.figure.test, component_kind(j.figure.component)), j)
+    out = []
+    for (profile, test, kind), j in sorted(seen.items()):
+        why = short_of_profile(j.median, j.expectation, rule)
+        if why is None or j.expectation is None or j.median is None:
+            continue
+        exp = j.expectation
+        out.append(Finding(
+            Status.FAIL, "cluster",
+            f"{TEST_NAMES.get(test, test)}: the {profile or 'unprofiled'} nodes are slow as a "
+            f"whole, their median {j.median:.1f} {j.figure.unit} per {kind} {why}",
+            {"median": round(j.median, 2), "figures": j.peers, "unit": j.figure.unit},
+            {"expected": exp.expected, "floor": exp.floor, "source": exp.source},
+            Action.INVESTIGATE, f"qualify.{test}"))
     return out
 
 
@@ -231,7 +268,17 @@ def _evidence_findings(run: ToolRun) -> list[Finding]:
     check = f"qualify.{run.test}"
     out = []
     for e in run.evidence:
-        if e.kind == "fail":
+        if e.kind == "error":
+            out.append(Finding(Status.ERROR, e.component, f"{run.tool} could not run the test "
+                               "as asked", e.text, None, Action.INVESTIGATE, check))
+        elif e.kind == "setup":  # the tool's build or installation, not the node
+            out.append(Finding(Status.ERROR, e.component, f"{run.tool} is not installed as "
+                               "the test needs", e.text, None, Action.FIX_CONFIG, check))
+        elif e.kind == "impossible":  # checks/qualify/sanity.py
+            out.append(Finding(Status.ERROR, e.component, f"{run.tool} printed a figure no "
+                               "measurement can give", e.text, "a possible figure",
+                               Action.INVESTIGATE, f"qualify.{e.test or run.test}"))
+        elif e.kind == "fail":
             out.append(Finding(Status.FAIL, e.component, f"{run.tool} reported a failure",
                                e.text, "no failure lines", Action.DRAIN, check))
         elif e.kind == "config_fail":
@@ -264,11 +311,15 @@ def run_findings(run: ToolRun) -> list[Finding]:
         return [Finding(Status.ERROR, "node", f"{run.tool} could not run", run.error, None,
                         Action.INVESTIGATE, check)]
     findings = _evidence_findings(run)
-    if any(f.status is Status.FAIL for f in findings):
+    if any(f.status in (Status.FAIL, Status.ERROR) for f in findings):
         return findings
-    if run.returncode not in (0, None):
-        findings.append(Finding(Status.FAIL, "node", f"{run.tool} exited with an error",
-                                run.returncode, 0, Action.DRAIN, check))
+    if run.returncode not in (0, None):  # no failure of the hardware in what it printed
+        findings.append(Finding(Status.ERROR, "node",
+                                f"{run.tool} exited with {run.returncode} and printed no "
+                                "failure of the hardware (a launcher, a library, a usage "
+                                "error: its last lines say which)",
+                                "; ".join(run.notes) or run.returncode, 0, Action.INVESTIGATE,
+                                check))
     elif not run.complete:
         status = Status.ERROR if run.from_log else Status.FAIL
         findings.append(Finding(status, "node",
@@ -305,9 +356,11 @@ def judge(runs: list[ToolRun], profiles: Mapping[str, str],
     """Findings per node (every test that ran yields at least one) and the judged figures.
     ``runs`` holds each (node, test) once, with a repeat's figures already merged in."""
     result = Judgement()
+    screen(runs, profiles, expect)  # impossible figures become errors, never judged
     figures = judged_figures(runs)
     graded = grade(figures, profiles, expect, rule)
     result.figures = graded
+    result.cluster = uniformly_slow(graded, rule)
     by_test: dict[tuple[str, str], list[Judged]] = defaultdict(list)
     for j in graded:
         by_test[(j.figure.node, j.figure.test)].append(j)

@@ -9,12 +9,13 @@ groups identical output, most severe first).
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ClusterShell.NodeSet import NodeSet
+from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 from ...checks.core.finding import Action, Finding, Status, worst
 from .summary import NOT_READY, STATUSES, NodeSummary
@@ -23,8 +24,23 @@ CLUSTER_SCHEMA = "clusterdiag/cluster-report/v1"
 _SEVERITY = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.PASS: 3, Status.SKIP: 4}
 
 
+# What ClusterShell can fold and unfold as it was: a host name's characters. Anything else
+# ("run[a].log", "x,y.log", a saved log's name under --from-logs) would be read as a range,
+# a list or a group, or refused.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
 def fold(nodes: Iterable[str]) -> str:
-    return str(NodeSet.fromlist(sorted(set(nodes)))) if nodes else ""
+    """The names as one node set (``n[1-4]``): host names folded, any other name after
+    them verbatim, so that a name is never misread or refused."""
+    names = sorted(set(nodes))
+    hosts = [n for n in names if _HOST_NAME.match(n)]
+    others = [n for n in names if not _HOST_NAME.match(n)]
+    try:
+        folded = [str(NodeSet.fromlist(hosts))] if hosts else []
+    except NodeSetException:
+        folded, others = [], names
+    return ",".join(folded + others)
 
 
 @dataclass(frozen=True)

@@ -1,318 +1,278 @@
-"""The qualification report for a terminal, Markdown and one self-contained HTML file.
+"""The qualification report for a terminal (rich) and as Markdown; the HTML report is
+``qualify_html`` (``render_html`` is re-exported here).
 
-All three lead with the verdict and the bad node set, then the stragglers and slow links
-(each figure next to its peers' median, floor and expected value), then every figure by
-test. Everything that came from a node or a file is escaped (HTML, Markdown) and stripped
-of control characters (terminal, Markdown): a log is hostile input.
+All three lead with the verdict, then each part that is not ready or suspect (node,
+component, test, its figure against its peers' median and the profile's expectation with
+its source, the line its tool printed), then the cluster-level findings, then the scaling
+curve; then per test only the outliers and one line counting the rest and their spread, so
+that a report of 1,024 nodes is a few hundred lines, not a row per GPU. Everything that came
+from a node or a tool is made inert: shown escaped in a terminal (``inert.shown``: control
+and bidirectional characters written as their escapes, no rich markup), backslash-escaped
+in Markdown, HTML-escaped in HTML.
 """
 
 from __future__ import annotations
 
-import html
+import io
 import re
-import statistics
-from collections import defaultdict
+import textwrap
+
+from rich.console import Console
+from rich.text import Text
 
 from ...checks.core.finding import Status
-from ...checks.qualify.judge import TEST_NAMES, Judged
-from ..model.cluster import fold
+from ...checks.qualify.judge import TEST_NAMES
 from ..model.qualify import QualifyReport
-from . import qualify_svg as svg
+from . import qualify_words as w
+from .inert import shown
 from .md import md_code
+from .qualify_html import render_html
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x9b]")
-_MARKUP = re.compile(r"([\\`*_\[\]<>!&|~])")
+__all__ = ["render_html", "render_md", "render_terminal"]
 
-
-def _t(value: object) -> str:
-    return _CONTROL.sub("?", str(value))
-
-
-def _n(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}" if abs(value) < 100 else f"{value:.1f}"
+STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "bold yellow",
+         Status.PASS: "green", Status.SKIP: "dim"}
+INDENT = "     "
+_MARKUP = re.compile(r"([\\`*_\[\]<>!&|~#])")
 
 
-def headline(report: QualifyReport) -> str:
-    nodes = len(report.cluster.nodes)
-    bad = report.bad_nodes
-    word = "READY" if report.ready else "NOT READY"
-    tail = f"{len(bad)} of {nodes} node(s) not ready: {fold(bad)}" if bad else \
-        f"all {nodes} node(s) qualified"
-    if report.verdict is Status.WARN and report.ready:
-        tail += " (with warnings)"
-    return f"QUALIFY {word} ({report.verdict.value.upper()}): {tail}"
+class _Screen:
+    """Lines of at most ``width`` columns, wrapped between words with a hanging indent,
+    every piece of text shown inert; a status word painted when ``colour``."""
+
+    def __init__(self, width: int, colour: bool) -> None:
+        self.width = max(40, width)
+        self.buffer = io.StringIO()
+        self.console = Console(file=self.buffer, force_terminal=colour, no_color=not colour,
+                               width=self.width, highlight=False, soft_wrap=True, markup=False,
+                               emoji=False)
+
+    def _wrap(self, text: str, indent: str, hanging: str) -> list[str]:
+        return textwrap.wrap(shown(text), self.width, initial_indent=indent,
+                             subsequent_indent=hanging, break_long_words=False,
+                             break_on_hyphens=False) or [indent]
+
+    def line(self, text: str = "", indent: str = "", style: str = "") -> None:
+        for piece in self._wrap(text, indent, indent + "  ") if text else [""]:
+            self.console.print(Text(piece, style=style))
+
+    def status(self, status: Status, text: str, indent: str = "") -> None:
+        """``FAIL n0133 gpu5 ...``: the status word painted, the rest wrapped under it."""
+        word = status.value.upper()
+        lines = self._wrap(f"{word} {text}", indent, indent + INDENT)
+        first = lines[0]
+        at = len(indent) + len(word)
+        self.console.print(Text(first[:len(indent)]), Text(first[len(indent):at],
+                                                            style=STYLE[status]),
+                           Text(first[at:]), sep="")
+        for piece in lines[1:]:
+            self.console.print(Text(piece))
+
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.buffer.getvalue().splitlines()) + "\n"
 
 
-def _straggler_line(j: Judged) -> str:
-    f = j.figure
-    deficit = j.deficit_pct
-    exp = j.expectation
-    parts = [f"{j.status.value.upper():4} {f.node} {f.component}", f"qualify.{f.test}",
-             f"{_n(f.value)} {f.unit}", f"peers' median {_n(j.median)}"]
-    if deficit is not None:
-        parts.append(f"{-deficit:+.1f} %")
-    if exp is not None:
-        parts.append(f"floor {_n(exp.floor)}, expected {_n(exp.expected)}")
-    parts.append(j.why)
-    return "  " + " | ".join(_t(p) for p in parts)
+def _convictions(screen: _Screen, report: QualifyReport) -> None:
+    convictions = report.convictions()
+    if not convictions:
+        screen.line("Convicted and suspect parts: none")
+        return
+    screen.line("Convicted (not ready) and suspect parts, worst first:")
+    first, folded, left = w.listed(convictions)
+    for c in first:
+        screen.status(c.status, f"{w.part(c)} -> {c.action.value}")
+        screen.line(c.message, INDENT)
+        measured = w.measured_words(c)
+        if measured:
+            screen.line(measured, INDENT)
+        if c.source:
+            screen.line(f"source: {c.source}", INDENT, "dim")
+        if c.evidence:
+            screen.line(f"evidence: {w.clipped(c.evidence)}", INDENT)
+    for status, test, message, nodes in folded:
+        screen.status(status, w.folded_words(status, test, message, nodes)
+                      .removeprefix(status.value.upper() + " "))
+    if left:
+        screen.line(f"… and {left:,} more kinds of problem (the JSON report lists them)")
 
 
-def _by_test(report: QualifyReport) -> dict[str, list[Judged]]:
-    groups: dict[str, list[Judged]] = defaultdict(list)
-    for j in report.figures:
-        groups[j.figure.test].append(j)
-    return dict(sorted(groups.items()))
+def _cluster(screen: _Screen, report: QualifyReport) -> None:
+    problems = report.cluster_problems()
+    if not problems:
+        return
+    screen.line()
+    screen.line("Cluster findings:")
+    for f in problems:
+        screen.status(f.status, f.message)
+        values = w.finding_values(f.observed, f.expected)
+        if values:
+            screen.line(values, INDENT)
+        screen.line(f"{f.check} · {f.component} -> {f.action.value}", INDENT, "dim")
 
 
-def _summary_rows(report: QualifyReport) -> list[list[str]]:
-    rows = []
-    for test, items in _by_test(report).items():
-        values = [j.figure.value for j in items]
-        exp = items[0].expectation
-        rows.append([test, str(len(items)), _n(min(values)), _n(statistics.median(values)),
-                     _n(max(values)), items[0].figure.unit,
-                     _n(exp.expected if exp else None), _n(exp.floor if exp else None),
-                     str(sum(1 for j in items if j.status is not Status.PASS))])
-    return rows
+def _scaling(screen: _Screen, report: QualifyReport) -> None:
+    if not report.scaling:
+        return
+    screen.line()
+    screen.line("Scaling: all-reduce busbw (GB/s) by node count, Ring efficiency vs 2 nodes:")
+    screen.line(f"  {'nodes':>6}  {'Ring':>8}  {'default':>8}  {'efficiency':>10}")
+    for p in report.scaling:
+        screen.line(f"  {p.nodes:>6}  {w.num(p.ring):>8}  {w.num(p.default):>8}  "
+                    f"{w.efficiency(p.efficiency):>10}  {p.status.value}",
+                    style="" if p.status is Status.PASS else STYLE[p.status])
+    verdict = w.scaling_verdict(report)
+    if verdict:
+        screen.line(verdict, "  ")
 
 
-_SUMMARY_HEAD = ["test", "figures", "min", "median", "max", "unit", "expected", "floor",
-                 "flagged"]
+def _tables(screen: _Screen, report: QualifyReport) -> None:
+    tables = report.outlier_tables()
+    if not tables:
+        return
+    screen.line()
+    screen.line("Per test: the outliers, and the rest counted:")
+    for table in tables:
+        screen.line(f"{w.table_title(table)}: {TEST_NAMES.get(table.test, table.test)}", "  ")
+        if table.expectation is not None and table.expectation.source:
+            screen.line(f"source: {table.expectation.source}", INDENT, "dim")
+        rows, more = w.shown_outliers(table)
+        for o in rows:
+            screen.status(o.status, w.outlier_words(o), "    ")
+        if more:
+            screen.line(f"… and {more:,} more outliers (the JSON report lists every figure)",
+                        "    ")
+        screen.line(w.rest_words(table), "    ")
 
 
-def render_terminal(report: QualifyReport, width: int = 160) -> str:
-    out = [headline(report), f"tests: {', '.join(report.tests)} | level {report.level} | "
-           f"{report.duration_s:.1f} s | {len(report.repeated)} repeat(s) | "
-           f"mode {report.mode}", ""]
-    stragglers = report.stragglers()
-    out.append("Stragglers and slow links:" if stragglers else
-               "Stragglers and slow links: none")
-    out += [_straggler_line(j)[:width] for j in stragglers]
-    groups = [g for g in report.cluster.groups() if g.status is not Status.PASS]
-    if groups:
-        out += ["", "Problems:"]
-        for g in groups:
-            parts = ",".join(sorted(g.components))
-            out.append(_t(f"  {g.status.value.upper():5} {g.check} {g.message} [{parts}] "
-                          f"on {fold(g.nodes)} -> {g.action.value}")[:width])
-    rows = _summary_rows(report)
-    if rows:
-        widths = [max(len(r[i]) for r in [_SUMMARY_HEAD, *rows]) for i in range(len(rows[0]))]
-        out += ["", "Figures by test:"]
-        for row in [_SUMMARY_HEAD, *rows]:
-            out.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+def _tail(screen: _Screen, report: QualifyReport) -> None:
     if report.mode == "logs":
-        out += ["", "Per file:"]
-        for item in report.run_rows():
+        rows = report.run_rows()
+        screen.line()
+        screen.line("Per file:")
+        for item in rows[:w.MAX_OUTLIERS * 5]:
             figure = item["figure"]
-            shown = f"{figure['value']} {figure['unit']} ({figure['detail']})" if figure else "-"
-            out.append(_t(f"  {item['verdict'].upper():5} {item['node']}: {item['tool']} "
-                          f"{item['test']} {shown}")[:width])
-    out += _cross_lines(report, width)
+            value = f"{figure['value']} {figure['unit']} ({figure['detail']})" if figure else "-"
+            screen.line(f"{item['verdict'].upper():5} {item['node']}: {item['tool']} "
+                        f"{item['test']} {value}", "  ")
+        if len(rows) > w.MAX_OUTLIERS * 5:
+            screen.line(f"… and {len(rows) - w.MAX_OUTLIERS * 5:,} more files", "  ")
+    if report.schedule:
+        screen.line()
+        screen.line(w.schedule_line(report))
     if report.drift:
-        out += ["", "Drift from the baseline (slowest first):"]
-        out += [_t(f"  {d['node']} {d['component']} {d['test']} {d['value']} vs "
-                   f"{d['baseline']} {d['unit']} ({d['change_pct']:+.1f} %)")
-                for d in report.drift[:20]]
+        screen.line()
+        screen.line("Drift from the baseline (slowest first):")
+        for d in report.drift[:w.MAX_OUTLIERS]:
+            screen.line(f"{d['node']} {d['component']} {d['test']} {d['value']} vs "
+                        f"{d['baseline']} {d['unit']} ({d['change_pct']:+.1f} %)", "  ")
     if report.drained:
-        out += ["", "Drain:"]
-        out += [_t(f"  {d['node']}: {'drained' if d['drained'] else 'not drained'} "
-                   f"{d['reason']} {d.get('why') or ''}").rstrip() for d in report.drained]
-    out += [_t(f"note: {n}") for n in report.notes]
+        screen.line()
+        screen.line("Drain:")
+        for d in report.drained[:w.MAX_LISTED]:
+            screen.line(f"{d['node']}: {'drained' if d['drained'] else 'not drained'} "
+                        f"{d['reason']} {d.get('why') or ''}".rstrip(), "  ")
+        if len(report.drained) > w.MAX_LISTED:
+            screen.line(f"… and {len(report.drained) - w.MAX_LISTED:,} more", "  ")
+    for note in report.notes:
+        screen.line(f"note: {w.clipped(note)}")
     if report.bad_nodes:
-        out += ["", f"exclude: {fold(report.bad_nodes)}"]
-    return "\n".join(out) + "\n"
+        screen.line()
+        screen.line(f"exclude: {w.folded(report.bad_nodes)}")
 
 
-def schedule_line(report: QualifyReport) -> str:
-    """How many rounds the tests between nodes took, by test, and how long."""
-    plan = report.schedule
-    if not plan:
-        return "Between nodes: not run (--tests pairs,rails,scaling,rack)"
-    parts = ", ".join(f"{test} {count}" for test, count in plan["rounds_by_test"].items())
-    return (f"Between nodes: {plan['rounds']} round(s) ({parts}) in {plan['seconds']:.1f} s; "
-            "pairs, rails and racks: one pairing and its second pass, whatever N; scaling: "
-            "two per size, 2·log2 N")
-
-
-def scaling_verdict(report: QualifyReport) -> str | None:
-    """The scaling test's own line: where the Ring breaks, or how far it scales."""
-    return next((f"{c.finding.status.value.upper()} {c.finding.message}"
-                 for c in report.cluster.findings if c.finding.check == "qualify.scaling"),
-                None)
-
-
-def _cross_lines(report: QualifyReport, width: int) -> list[str]:
-    out = ["", schedule_line(report)]
-    slow = [g for g in report.cross if g.status is not Status.PASS]
-    for g in slow[:40]:
-        out.append(_t(f"  {g.status.value.upper():4} {g.run.test} {'-'.join(g.run.nodes)} "
-                      f"{g.component} round {g.run.round} ({g.run.stage}): "
-                      f"{_n(g.value)} {g.unit} vs {g.basis} {_n(g.reference)} {g.why}")[:width])
-    if report.scaling:
-        out += ["", "Scaling (all-reduce busbw, GB/s):",
-                "  nodes  ring     default  ring efficiency vs 2 nodes"]
-        out += [f"  {p.nodes:<6} {_n(p.ring):<8} {_n(p.default):<8} "
-                f"{'-' if p.efficiency is None else f'{100 * p.efficiency:.1f} %'} "
-                f"{p.status.value}" for p in report.scaling]
-        out.append(_t(f"  {scaling_verdict(report) or ''}")[:width])
-    return out
+def render_terminal(report: QualifyReport, width: int = 160, colour: bool = False) -> str:
+    screen = _Screen(width, colour)
+    screen.line(w.headline(report), style="bold green" if report.ready else "bold red")
+    screen.line(w.run_line(report), style="dim")
+    screen.line()
+    _convictions(screen, report)
+    _cluster(screen, report)
+    _scaling(screen, report)
+    _tables(screen, report)
+    _tail(screen, report)
+    return screen.text()
 
 
 def _md(value: object) -> str:
     """Text as Markdown that renders to that text: every character that could open HTML,
-    an entity, a link, an image, emphasis or a code span (or end a table cell) is
-    backslash-escaped (CommonMark escapes any ASCII punctuation), so a node or tool that
+    an entity, a link, an image, emphasis, a heading or a code span (or end a table cell)
+    is backslash-escaped (CommonMark escapes any ASCII punctuation), so a node or tool that
     names itself ``<img onerror=...>`` is shown, not run; the rest stays readable."""
-    return _MARKUP.sub(r"\\\1", _t(value))
+    return _MARKUP.sub(r"\\\1", shown(value))
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _md_convictions(report: QualifyReport) -> list[str]:
+    convictions = report.convictions()
+    out = ["## Convicted and suspect parts", ""]
+    if not convictions:
+        return [*out, "None.", ""]
+    out += [_row(["status", "node", "component", "test", "figure", "expected", "source",
+                  "finding", "evidence", "action"]), "|---" * 10 + "|"]
+    first, folded, left = w.listed(convictions)
+    for c in first:
+        out.append(_row([f"**{c.status.value.upper()}**", _md(c.node), _md(c.component),
+                         _md(f"qualify.{c.test}"), _md(w.figure_words(c) or "-"),
+                         _md(w.expected_words(c) or "-"),
+                         _md(c.source or "-"),
+                         _md(c.message), _md(w.clipped(c.evidence) if c.evidence else "-"),
+                         c.action.value]))
+    out.append("")
+    out += [f"- {_md(w.folded_words(*item))}" for item in folded]
+    if left:
+        out.append(f"- … and {left:,} more kinds of problem (the JSON report lists them)")
+    return [*out, ""] if folded or left else out
+
+
+def _md_tables(report: QualifyReport) -> list[str]:
+    out = ["## Per test: the outliers, and the rest counted", ""]
+    for table in report.outlier_tables():
+        out += [f"### {_md(w.table_title(table))}", "",
+                _md(TEST_NAMES.get(table.test, table.test)) + (
+                    f" (source: {_md(table.expectation.source)})"
+                    if table.expectation is not None and table.expectation.source else ""), ""]
+        rows, more = w.shown_outliers(table)
+        if rows:
+            out += [_row(["status", "where", "component", "value", "against the reference",
+                          "why"]), "|---" * 6 + "|"]
+            for o in rows:
+                below = o.below_pct
+                out.append(_row([o.status.value.upper(), _md(o.where), _md(o.component),
+                                 "a failed run" if o.value is None else w.num(o.value),
+                                 "-" if below is None or o.value is None else f"{-below:+.1f} %",
+                                 _md(f"{w.clipped(o.why)} {o.run}".strip() or "-")]))
+            out.append("")
+        if more:
+            out += [f"… and {more:,} more outliers (the JSON report lists every figure).", ""]
+        out += [_md(w.rest_words(table)) + ".", ""]
+    return out
 
 
 def render_md(report: QualifyReport) -> str:
-    out = [f"# {_md(headline(report))}", "",
-           f"Tests: {_md(', '.join(report.tests))}, level {report.level}, "
-           f"{report.duration_s:.1f} s, {len(report.repeated)} repeat(s).", ""]
-    out += ["## Stragglers and slow links", ""]
-    stragglers = report.stragglers()
-    if stragglers:
-        out += ["| status | node | component | test | value | peers' median | below | floor "
-                "| expected |", "|---|---|---|---|---|---|---|---|---|"]
-        for j in stragglers:
-            exp = j.expectation
-            d = j.deficit_pct
-            out.append("| " + " | ".join(_md(c) for c in [
-                j.status.value, j.figure.node, j.figure.component, j.figure.test,
-                f"{_n(j.figure.value)} {j.figure.unit}", _n(j.median),
-                "-" if d is None else f"{d:.1f} %", _n(exp.floor if exp else None),
-                _n(exp.expected if exp else None)]) + " |")
-    else:
-        out.append("None.")
+    out = [f"# {_md(w.headline(report))}", "", _md(w.run_line(report)) + ".", ""]
+    out += _md_convictions(report)
+    problems = report.cluster_problems()
+    if problems:
+        out += ["## Cluster findings", ""]
+        out += [f"- {f.status.value.upper()} {_md(f.message)} ({_md(f.check)}, "
+                f"{_md(f.component)}, {f.action.value})"
+                + (f": {_md(values)}" if (values := w.finding_values(f.observed, f.expected))
+                   else "") for f in problems]
+        out.append("")
+    if report.scaling:
+        out += ["## Scaling", "", _row(["nodes", "Ring busbw (GB/s)", "default busbw (GB/s)",
+                                        "Ring efficiency vs 2 nodes", "status"]),
+                "|---" * 5 + "|"]
+        out += [_row([str(p.nodes), w.num(p.ring), w.num(p.default), w.efficiency(p.efficiency),
+                      p.status.value]) for p in report.scaling]
+        out += ["", _md(w.scaling_verdict(report) or ""), ""]
+    out += _md_tables(report)
     if report.schedule:
-        out += ["", "## Between nodes", "", _md(schedule_line(report)), ""]
-        out += [f"- {_md(g.status.value.upper())} {_md(g.run.test)} "
-                f"{_md(' - '.join(g.run.nodes))} {md_code(g.component)} ({g.run.stage} pass, "
-                f"round {g.run.round}): {_n(g.value)} {_md(g.unit)} vs {_md(g.basis)} "
-                f"{_n(g.reference)}" for g in report.cross if g.status is not Status.PASS]
-        if report.scaling:
-            out += ["", "| nodes | Ring busbw | default busbw | Ring efficiency | status |",
-                    "|---|---|---|---|---|"]
-            out += [f"| {p.nodes} | {_n(p.ring)} | {_n(p.default)} | "
-                    f"{'-' if p.efficiency is None else f'{100 * p.efficiency:.1f} %'} | "
-                    f"{p.status.value} |" for p in report.scaling]
-            out += ["", _md(scaling_verdict(report) or "")]
-    out += ["", "## Figures by test", "", "| " + " | ".join(_SUMMARY_HEAD) + " |",
-            "|" + "---|" * len(_SUMMARY_HEAD)]
-    out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in _summary_rows(report)]
+        out += [_md(w.schedule_line(report)), ""]
+    out += [f"Note: {_md(w.clipped(note))}" for note in report.notes]
     if report.bad_nodes:
-        out += ["", f"Exclude: {md_code(fold(report.bad_nodes))}"]
+        out += ["", f"Exclude: {md_code(w.folded(report.bad_nodes))}"]
     return "\n".join(out) + "\n"
-
-
-_CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2327;background:#f6f7f7}
-main{padding:0 24px 24px}header{padding:18px 24px;color:#fff}
-header.ok{background:#1e7e34}header.bad{background:#c62828}header h1{margin:0;font-size:26px}
-h2{font-size:18px;margin:22px 0 8px}table{border-collapse:collapse;background:#fff;width:100%}
-th,td{border:1px solid #dcdcde;padding:3px 8px;text-align:left;vertical-align:middle}
-th{background:#f0f0f1}.fail{color:#b71c1c}.warn{color:#8a6d00}.pass{color:#1e7e34}
-.bar{background:#e9ecef;width:220px;height:12px;position:relative}
-.bar>span{position:absolute;left:0;top:0;bottom:0}.bar>i{position:absolute;top:-2px;
-bottom:-2px;width:2px;background:#1d2327}
-.b-pass{background:#2e7d32}.b-warn{background:#f9a825}.b-fail{background:#c62828}
-code{font:13px ui-monospace,Menlo,Consolas,monospace}.muted{color:#646970}"""
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _bar(j: Judged) -> str:
-    """The figure against its peers' median (the tick at 80 % of the bar's width)."""
-    if not j.median:
-        return "<span class=muted>no peers</span>"
-    share = max(0.0, min(1.25, j.figure.value / j.median))
-    return (f"<div class=bar title='{_e(f'{share * 100:.1f} % of the median')}'>"
-            f"<span class='b-{j.status.value}' style='width:{share * 80:.1f}%'></span>"
-            f"<i style='left:80%'></i></div>")
-
-
-def _cross_html(report: QualifyReport) -> list[str]:
-    """The tests between nodes: the schedule, the pair heatmaps, the scaling curve and
-    every figure that was not a pass, with the pass and round it came from."""
-    if not report.schedule:
-        return []
-    parts = ["<h2>Between nodes</h2>", f"<p>{_e(schedule_line(report))}</p>"]
-    for test, title in (("pairs", "Pairs: two-node all-reduce (NCCL_ALGO=Ring)"),
-                        ("rails", "Rails: ib_write_bw rail to rail (worst rail per pair)"),
-                        ("rack", "Rack: tray pairs over multi-node NVLink")):
-        picture = svg.pair_heatmap(report.cross, test)
-        if picture:
-            parts.append(f"<h2>{_e(title)}</h2><p class=muted>one cell per pair that ran, "
-                         "either pass; green pass, amber warn, red fail</p>" + picture)
-    curve = svg.scaling_curve(report.scaling, report.fail_pct)
-    if curve:
-        parts.append("<h2>Scaling: all-reduce bus bandwidth by node count</h2>"
-                     f"<p>{_e(scaling_verdict(report) or '')}</p>" + curve)
-        parts.append("<table><tr><th>nodes</th><th>Ring busbw</th><th>default busbw</th>"
-                     "<th>Ring efficiency vs 2 nodes</th><th>status</th></tr>")
-        for p in report.scaling:
-            eff = "-" if p.efficiency is None else f"{100 * p.efficiency:.1f} %"
-            parts.append(f"<tr><td>{p.nodes}</td><td>{_n(p.ring)}</td><td>{_n(p.default)}</td>"
-                         f"<td>{eff}</td><td class={p.status.value}>{p.status.value}</td></tr>")
-        parts.append("</table>")
-    slow = [g for g in report.cross if g.status is not Status.PASS]
-    if slow:
-        parts.append("<h2>Slow or failed runs between nodes</h2><table><tr><th>status</th>"
-                     "<th>test</th><th>nodes</th><th>component</th><th>pass</th><th>round</th>"
-                     "<th>value</th><th>reference</th><th>why</th></tr>")
-        for g in slow:
-            parts.append(f"<tr><td class={g.status.value}>{g.status.value.upper()}</td>"
-                         f"<td>{_e(g.run.test)}</td><td>{_e(' – '.join(g.run.nodes))}</td>"
-                         f"<td><code>{_e(g.component)}</code></td><td>{_e(g.run.stage)}</td>"
-                         f"<td>{g.run.round}</td><td>{_n(g.value)} {_e(g.unit)}</td>"
-                         f"<td>{_n(g.reference)} ({_e(g.basis)})</td><td>{_e(g.why)}</td></tr>")
-        parts.append("</table>")
-    return parts
-
-
-def render_html(report: QualifyReport) -> str:
-    ok = "ok" if report.ready else "bad"
-    parts = ["<!doctype html><html lang=en><head><meta charset=utf-8>",
-             "<title>clusterdiag qualify</title>", f"<style>{_CSS}</style></head><body>",
-             f"<header class={ok}><h1>{_e(headline(report))}</h1>",
-             f"<p>tests {_e(', '.join(report.tests))} · level {_e(report.level)} · "
-             f"{report.duration_s:.1f} s · {len(report.repeated)} repeat(s)</p></header><main>"]
-    stragglers = report.stragglers()
-    parts.append("<h2>Stragglers and slow links</h2>")
-    if stragglers:
-        parts.append("<table><tr><th>status</th><th>node</th><th>component</th><th>test</th>"
-                     "<th>value</th><th>peers' median</th><th>against the median</th>"
-                     "<th>floor</th><th>why</th></tr>")
-        for j in stragglers:
-            exp = j.expectation
-            parts.append(
-                f"<tr><td class={j.status.value}>{j.status.value.upper()}</td>"
-                f"<td>{_e(j.figure.node)}</td><td><code>{_e(j.figure.component)}</code></td>"
-                f"<td>{_e(j.figure.test)}</td><td>{_n(j.figure.value)} {_e(j.figure.unit)}</td>"
-                f"<td>{_n(j.median)}</td><td>{_bar(j)}</td>"
-                f"<td>{_n(exp.floor if exp else None)}</td><td>{_e(j.why)}</td></tr>")
-        parts.append("</table>")
-    else:
-        parts.append("<p>None.</p>")
-    for test, items in _by_test(report).items():
-        exp = items[0].expectation
-        source = f" — expected {_n(exp.expected)}, floor {_n(exp.floor)} ({_e(exp.source)})" \
-            if exp else ""
-        parts.append(f"<h2>{_e(TEST_NAMES.get(test, test))} <span class=muted>"
-                     f"({_e(items[0].figure.unit)}){source}</span></h2>")
-        parts.append("<table><tr><th>node</th><th>component</th><th>value</th>"
-                     "<th>peers' median</th><th>against the median</th><th>status</th></tr>")
-        for j in sorted(items, key=lambda j: (j.figure.node, j.figure.component)):
-            parts.append(f"<tr><td>{_e(j.figure.node)}</td><td><code>{_e(j.figure.component)}"
-                         f"</code></td><td>{_n(j.figure.value)}</td><td>{_n(j.median)}</td>"
-                         f"<td>{_bar(j)}</td><td class={j.status.value}>{j.status.value}</td>"
-                         "</tr>")
-        parts.append("</table>")
-    parts += _cross_html(report)
-    if report.bad_nodes:
-        parts.append(f"<h2>Exclude</h2><pre>{_e(fold(report.bad_nodes))}</pre>")
-    parts.append("</main></body></html>\n")
-    return "".join(parts)

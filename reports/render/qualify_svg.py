@@ -1,18 +1,28 @@
 """The two pictures of the tests between nodes, as inline SVG (no script, no external
-reference, so the HTML report stays one self-contained file): the pair heatmap (one cell per
-pair that ran, either pass, coloured by its figure against the reference, so a slow node
-shows as the row and column whose cells are red with every partner) and the scaling curve
-(Ring and NCCL's default busbw against the node count, the fail line of the Ring
-efficiency, the size where it breaks). Node names come from the cluster: escaped."""
+reference, so the HTML report stays one self-contained file): the pair heatmap and the
+scaling curve (Ring and NCCL's default busbw against the node count, the fail line of the
+Ring efficiency, the size where it breaks).
+
+The heatmap has one cell per pair that ran (either pass), coloured by its worst run, so a
+slow node shows as the row and column whose cells are red with every partner. Up to
+``MAX_NODES_SHOWN`` nodes each node is a row; beyond that, what a screen can show, the nodes
+are binned in name order (rack order) into at most that many bins, a cell holding the
+lowest figure and the worst status of the pairs between its two bins, and a bin holding a
+convicted node is marked: the picture stays a few kilobytes at any N. Node names come from
+the cluster: shown inert and escaped."""
 
 from __future__ import annotations
 
 import html
 import math
-import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
 from ...checks.core.finding import Status
 from ...checks.qualify.cross import Graded, ScalingPoint
+from ..model.qualify import natural_key
+from .inert import shown
+from .qualify_words import folded
 
 HEAT_PASS = "#2e7d32"
 HEAT_WARN = "#f9a825"
@@ -20,64 +30,125 @@ HEAT_FAIL = "#b3261e"
 UNTESTED = "#eceff1"
 RING = "#1565c0"
 DEFAULT = "#8e24aa"
-MAX_NODES_SHOWN = 48  # beyond that the cells are too small to read; suspects come first
+MAX_NODES_SHOWN = 64  # rows a screen shows readably; beyond it, nodes are binned
+LABEL_CHARS = 24
+_SEVERITY = {Status.PASS: 0, Status.WARN: 1}
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(shown(value), quote=True)
 
 
-def _natural(name: str) -> list[tuple[int, int | str]]:
-    """q2 before q10, as a node set folds them."""
-    return [(0, int(part)) if part.isdigit() else (1, part)
-            for part in re.split(r"(\d+)", name) if part]
+def _colour(status: Status) -> str:
+    return {Status.PASS: HEAT_PASS, Status.WARN: HEAT_WARN}.get(status, HEAT_FAIL)
 
 
-def _colour(g: Graded) -> str:
-    return {Status.PASS: HEAT_PASS, Status.WARN: HEAT_WARN}.get(g.status, HEAT_FAIL)
-
-
-def _shown(graded: list[Graded]) -> list[str]:
-    suspects = sorted({n for g in graded if g.status is not Status.PASS for n in g.run.nodes})
-    rest = sorted({n for g in graded for n in g.run.nodes} - set(suspects))
-    return (suspects + rest)[:MAX_NODES_SHOWN]
-
-
-def pair_heatmap(graded: list[Graded], test: str = "pairs") -> str:
-    """The heatmap of one pairing test's runs (both passes), or "" when none ran."""
-    runs = [g for g in graded if g.run.test == test and len(g.run.nodes) == 2
+def _runs(graded: list[Graded], test: str) -> list[Graded]:
+    return [g for g in graded if g.run.test == test and len(g.run.nodes) == 2
             and g.run.stage in ("first", "second", "odd")]
+
+
+def _bins(nodes: list[str]) -> list[list[str]]:
+    """Consecutive nodes in name order, one per bin up to MAX_NODES_SHOWN, else at most
+    MAX_NODES_SHOWN bins of equal size."""
+    per = max(1, math.ceil(len(nodes) / MAX_NODES_SHOWN))
+    return [nodes[i:i + per] for i in range(0, len(nodes), per)]
+
+
+@dataclass
+class _Cell:
+    """The pairs between two bins: the worst run, the lowest figure, how many."""
+
+    worst: Graded
+    lowest: float | None = None
+    runs: int = 0
+    statuses: dict[Status, int] = field(default_factory=dict)
+
+    def add(self, g: Graded) -> None:
+        self.runs += 1
+        self.statuses[g.status] = self.statuses.get(g.status, 0) + 1
+        if _SEVERITY.get(g.status, 2) > _SEVERITY.get(self.worst.status, 2):
+            self.worst = g
+        if g.value is not None and not g.failed:
+            self.lowest = g.value if self.lowest is None else min(self.lowest, g.value)
+
+
+def legend(graded: list[Graded], test: str) -> str:
+    """What a cell of the heatmap of ``test`` stands for."""
+    nodes = {n for g in _runs(graded, test) for n in g.run.nodes}
+    if len(nodes) <= MAX_NODES_SHOWN:
+        return ("one cell per pair that ran, either pass: green pass, amber warn, red fail; "
+                "a marked row holds a convicted node")
+    per = len(_bins(sorted(nodes, key=natural_key))[0])
+    return (f"{len(nodes):,} nodes binned by {per} in name order: a cell is the pairs "
+            "between two bins, coloured by the worst, with the lowest figure; a marked "
+            "row holds a convicted node")
+
+
+def _tip(cell: _Cell, rows: list[str], columns: list[str]) -> str:
+    g = cell.worst
+    a, b = g.run.nodes
+    value = "a failed run" if g.value is None or g.failed else f"{g.value:.1f} {g.unit}"
+    worst = f"{a}–{b} {g.component}: {value}, {g.run.stage} pass, round {g.run.round}" \
+        f"{'; ' + g.why if g.why else ''}"
+    if len(rows) == 1 and len(columns) == 1:
+        return worst
+    lowest = "-" if cell.lowest is None else f"{cell.lowest:.1f} {g.unit}"
+    counts = ", ".join(f"{n} {s.value}" for s, n in sorted(cell.statuses.items(),
+                                                          key=lambda kv: kv[0].rank))
+    return (f"{folded(rows)} × {folded(columns)}: {cell.runs} run(s) ({counts}), lowest "
+            f"{lowest}; worst {worst}")
+
+
+def pair_heatmap(graded: list[Graded], test: str = "pairs",
+                 convicted: Collection[str] = ()) -> str:
+    """The heatmap of one pairing test's runs (both passes), or "" when none ran."""
+    runs = _runs(graded, test)
     if not runs:
         return ""
-    nodes = sorted(_shown(runs), key=_natural)
-    index = {n: i for i, n in enumerate(nodes)}
-    cell = max(8, min(18, 640 // max(len(nodes), 1)))
-    label = 8 + 7 * min(max(len(n) for n in nodes), 24)
-    size = label + cell * len(nodes)
+    bins = _bins(sorted({n for g in runs for n in g.run.nodes}, key=natural_key))
+    index = {n: i for i, members in enumerate(bins) for n in members}
+    cells: dict[tuple[int, int], _Cell] = {}
+    for g in runs:
+        a, b = (index[n] for n in g.run.nodes)
+        for key in {(a, b), (b, a)}:
+            cell = cells.setdefault(key, _Cell(g))
+            cell.add(g)
+    labels = [members[0] if len(members) == 1 else folded(members) for members in bins]
+    marked = [any(n in convicted for n in members) for members in bins]
+    count = len(bins)
+    cell_px = max(8, min(18, 640 // count))
+    label = 16 + 7 * min(max(len(shown(t)) for t in labels), LABEL_CHARS)
+    size = label + cell_px * count
+    font = min(cell_px, 12)
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' class=heatmap width='{size + 10}' "
              f"height='{size + 10}' role='img' aria-label='{_e(test)} heatmap'>",
-             f"<rect x='{label}' y='{label}' width='{cell * len(nodes)}' "
-             f"height='{cell * len(nodes)}' fill='{UNTESTED}'/>"]
-    for i, node in enumerate(nodes):
-        at = label + i * cell + cell * 0.75
-        parts.append(f"<text x='{label - 4}' y='{at:.1f}' font-size='{min(cell, 12)}' "
-                     f"text-anchor='end'>{_e(node[:24])}</text>")
+             f"<rect x='{label}' y='{label}' width='{cell_px * count}' "
+             f"height='{cell_px * count}' fill='{UNTESTED}'/>"]
+    for i, text in enumerate(labels):
+        at = label + i * cell_px + cell_px * 0.75
+        colour = f" fill='{HEAT_FAIL}' font-weight='bold'" if marked[i] else ""
+        name = _e(shown(text)[:LABEL_CHARS])
+        parts.append(f"<text x='{label - 4}' y='{at:.1f}' font-size='{font}' "
+                     f"text-anchor='end'{colour}>{name}</text>")
         parts.append(f"<text transform='translate({at:.1f},{label - 4}) rotate(-90)' "
-                     f"font-size='{min(cell, 12)}'>{_e(node[:24])}</text>")
-    severity = {Status.PASS: 0, Status.WARN: 1}
-    for g in sorted(runs, key=lambda g: severity.get(g.status, 2)):  # the worst on top
-        a, b = g.run.nodes
-        if a not in index or b not in index:
-            continue
-        value = "a failed run" if g.value is None or g.failed else f"{g.value:.1f} {g.unit}"
-        tip = _e(f"{a}–{b} {g.component}: {value}, {g.run.stage} pass, round {g.run.round}"
-                 f"{'; ' + g.why if g.why else ''}")
-        for row, column in ((a, b), (b, a)):
-            parts.append(f"<rect x='{label + index[column] * cell}' "
-                         f"y='{label + index[row] * cell}' width='{cell - 1}' "
-                         f"height='{cell - 1}' fill='{_colour(g)}'><title>{tip}</title></rect>")
+                     f"font-size='{font}'{colour}>{name}</text>")
+        if marked[i]:
+            middle = label + i * cell_px + cell_px / 2
+            parts.append(f"<circle cx='6' cy='{middle:.1f}' r='4' fill='{HEAT_FAIL}'>"
+                         f"<title>{_e(folded(bins[i]))} holds a convicted node</title></circle>")
+    for (row, column), cell in sorted(cells.items(), key=lambda kv: _SEVERITY.get(
+            kv[1].worst.status, 2)):  # the worst drawn last, on top
+        tip = _e(_tip(cell, bins[row], bins[column]))
+        parts.append(f"<rect x='{label + column * cell_px}' y='{label + row * cell_px}' "
+                     f"width='{cell_px - 1}' height='{cell_px - 1}' "
+                     f"fill='{_colour(cell.worst.status)}'><title>{tip}</title></rect>")
     parts.append("</svg>")
     return "".join(parts)
+
+
+def efficiency_pct(point: ScalingPoint) -> str:
+    return "-" if point.efficiency is None else f"{100 * point.efficiency:.1f} %"
 
 
 def scaling_curve(points: list[ScalingPoint], fail_pct: float) -> str:
@@ -134,6 +205,12 @@ def scaling_curve(points: list[ScalingPoint], fail_pct: float) -> str:
             tip = _e(f"{p.nodes} nodes: Ring {p.ring:.1f} GB/s{eff}")
             parts.append(f"<circle cx='{x(p.nodes):.1f}' cy='{y(p.ring):.1f}' r='6' "
                          f"fill='{fill}'><title>{tip}</title></circle>")
+    broken = next((p for p in measured if p.status is Status.FAIL and p.ring is not None),
+                  None)
+    if broken is not None and broken.ring is not None:
+        parts.append(f"<text x='{x(broken.nodes):.1f}' y='{y(broken.ring) + 22:.1f}' "
+                     f"font-size='12' text-anchor='middle' fill='{HEAT_FAIL}'>breaks at "
+                     f"{broken.nodes}: {efficiency_pct(broken)}</text>")
     parts.append(f"<text x='{width - right - 150}' y='{top + 12}' font-size='12' "
                  f"fill='{RING}'>NCCL_ALGO=Ring</text>")
     parts.append(f"<text x='{width - right - 150}' y='{top + 28}' font-size='12' "

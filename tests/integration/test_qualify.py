@@ -15,7 +15,7 @@ import pytest
 
 from clusterdiag.agent.qualify.command import Request, run
 from clusterdiag.agent.qualify.drain import qualify_reason
-from clusterdiag.agent.qualify.plan import NODE_TESTS
+from clusterdiag.agent.qualify.plan import DEADLINES, NODE_TESTS
 from clusterdiag.agent.qualify.run import QualifyOptions, qualify
 from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.faults.catalog import FAULTS
@@ -40,10 +40,11 @@ def _spec(tmp_path: Path, profile: str, faults: list[dict[str, object]]) -> str:
     return str(path)
 
 
-def _qualify(spec: str, settings: dict[str, object] | None = None,
-             seed: int = 0) -> tuple[dict[str, list[object]], SimTools]:
+def _qualify(spec: str, settings: dict[str, object] | None = None, seed: int = 0,
+             tests: frozenset[str] = frozenset(NODE_TESTS),
+             ) -> tuple[dict[str, list[object]], SimTools]:
     nodes, tools = simulated_cluster(spec, seed)
-    options = QualifyOptions(frozenset(NODE_TESTS), settings=settings or {})
+    options = QualifyOptions(tests, settings=settings or {})
     outcome = qualify(sorted(nodes), tools, {n: s.profile for n, s in nodes.items()}, options)
     return dict(outcome.judgement.findings), tools
 
@@ -84,6 +85,11 @@ def test_active_fault_is_named_on_its_node_and_component_only(tmp_path: Path,
     spec = FAULTS[kind]
     component = spec.component.format(**fault)
     bad = _bad(findings)
+    if spec.silent:  # a correct caller copes: nothing trips, the test still passes
+        assert not bad, bad
+        assert any(f.check == spec.check and f.status is Status.PASS  # type: ignore[attr-defined]
+                   for f in findings["q3"]), findings["q3"]
+        return
     assert {node for node, _ in bad} == {"q3"}, bad
     assert {f.component for _, f in bad} == {component}, bad  # type: ignore[attr-defined]
     hits = [f for _, f in bad if f.check == spec.check]  # type: ignore[attr-defined]
@@ -104,8 +110,11 @@ def test_gentle_slowdown_is_a_warning_and_noise_is_nothing(tmp_path: Path) -> No
 
 def test_hung_tool_is_killed_with_its_process_tree(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "dgx-a100", [{"node": "q2", "kind": "tool_hang"}])
-    findings, tools = _qualify(spec, {"deadline_s": {t: 1.5 for t in NODE_TESTS},
-                                      "burn_s": 0.5})
+    # Deadlines are per run (the invocation's name). gpu_burn is left out: a burn long
+    # enough to print a rate (two batches, ~20 s on an A100 in FP64) would keep the hung
+    # stand-in waiting that long in real time; the kill is the same for every tool.
+    findings, tools = _qualify(spec, {"deadline_s": {run: 1.5 for run in DEADLINES}},
+                               tests=frozenset(NODE_TESTS) - {"gpu_compute"})
     bad = _bad(findings)
     assert {n for n, _ in bad} == {"q2"}
     assert all(f.status is Status.FAIL and "hung" in f.message  # type: ignore[attr-defined]
@@ -211,7 +220,8 @@ def test_html_report_renders_in_chromium(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     text = page.read_text()
     assert "<script" not in text
-    assert "http" not in text.split("</style>")[1]
+    # nothing fetched: the inline SVGs' namespace is a name, not an address
+    assert "http" not in text.split("</style>")[1].replace("='http://www.w3.org/2000/svg'", "")
     shot = tmp_path / "q.png"
     subprocess.run([str(CHROMIUM), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
                     f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=90,
@@ -264,6 +274,16 @@ def test_baseline_is_saved_then_drift_is_reported(tmp_path: Path) -> None:
     assert (worst["node"], worst["test"], worst["component"]) == ("q1", "hbm", "gpu2")
     assert worst["change_pct"] < -15
     assert all(abs(d["change_pct"]) < 6 for d in later.drift[1:])
+    # Beyond qualify.drift_pct (10 %) a warning on the node naming test and part; the
+    # others moved less and carry none.
+    drifted = [(node, f.component, f.status) for node, own in later.findings.items()
+               for f in own if "below its baseline" in f.message]
+    assert drifted == [("q1", "gpu2", Status.WARN)]
+    strict = run(Request(simulate=slow, baseline=base, seed=3),
+                 Config(data={**Config().data, "qualify": {**Config().section("qualify"),
+                                                           "drift_pct": 50.0}}))
+    assert not any("below its baseline" in f.message for own in strict.findings.values()
+                   for f in own)
 
 
 def test_from_logs_cli_reports_every_file(tmp_path: Path) -> None:

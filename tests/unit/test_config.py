@@ -6,7 +6,7 @@ import pytest
 
 from clusterdiag import checks
 from clusterdiag.agent.base.errors import ConfigError
-from clusterdiag.agent.settings.config import load_config
+from clusterdiag.agent.settings.config import Config, load_config, qualify_runs, qualify_tools
 
 CATALOG = {spec.id: spec.schema for spec in checks.REGISTRY.values()}
 
@@ -74,3 +74,109 @@ def test_empty_file_is_defaults(tmp_path: Path) -> None:
     config = _load(tmp_path, "")
     assert config.data["profile"] == "auto"
     assert config.section("prolog")["budget_s"] == 8.0
+
+
+# Every qualify setting has a range: our own settings must never read as slow or hung
+# hardware (a fail_pct of 0 judged run-to-run noise a fault and drained every node).
+@pytest.mark.parametrize(("text", "said"), [
+    ("fail_pct: 0", "key 'qualify.fail_pct' must be from 1 to 99, got 0"),
+    ("fail_pct: 0.1", "key 'qualify.fail_pct' must be from 1 to 99, got 0.1"),
+    ("fail_pct: -50", "key 'qualify.fail_pct' must be from 1 to 99, got -50"),
+    ("fail_pct: 100", "key 'qualify.fail_pct' must be from 1 to 99"),
+    ("fail_pct: .nan", "key 'qualify.fail_pct' must be a finite number"),
+    ("fail_pct: ten", "key 'qualify.fail_pct' must be a number, got str"),
+    ("warn_pct: 0", "key 'qualify.warn_pct' must be from 1 to 99, got 0"),
+    ("fail_pct: 3", "key 'qualify.fail_pct' (3) must be at least 'qualify.warn_pct' (5)"),
+    ("warn_pct: 20", "key 'qualify.warn_pct' (20) must be at most 'qualify.fail_pct' (10)"),
+    ("{warn_pct: 20, fail_pct: 15}",
+     "key 'qualify.warn_pct' (20) must be at most 'qualify.fail_pct' (15)"),
+    ("drift_pct: 0", "key 'qualify.drift_pct' must be from 1 to 99, got 0"),
+    ("min_peers: 2", "key 'qualify.min_peers' must be from 3 to 100000, got 2"),
+    ("min_peers: 3.5", "key 'qualify.min_peers' must be an integer, got float"),
+    ("budget_s: 5", "key 'qualify.budget_s' must be from 60 to 604800, got 5"),
+    ("burn_s: 0.5", "key 'qualify.burn_s' must be from 10 to 86400, got 0.5"),
+    ("parallel_nodes: 0", "key 'qualify.parallel_nodes' must be from 1 to 100000, got 0"),
+    ("repeat: 1", "key 'qualify.repeat' must be true/false"),
+    ("srun_mpi: 'pmix; rm -rf /'", "key 'qualify.srun_mpi' must be auto"),
+    ("srun_mpi: PMIx", "key 'qualify.srun_mpi' must be auto"),
+    ("srun_mpi: ''", "key 'qualify.srun_mpi' must be auto"),
+    ("min_peer: 5", "unknown key 'qualify.min_peer' (did you mean 'qualify.min_peers'?)"),
+    ("deadline_s: {nvbandwith: 600}",
+     "unknown key 'qualify.deadline_s.nvbandwith' (did you mean "
+     "'qualify.deadline_s.nvbandwidth'?)"),
+    ("deadline_s: {hbm: 600}",
+     "key 'qualify.deadline_s.hbm': hbm runs in the nvbandwidth run: set "
+     "'qualify.deadline_s.nvbandwidth'"),
+    ("deadline_s: {pairs: 1.5}",
+     "key 'qualify.deadline_s.pairs' must be from 60 to 86400 seconds, got 1.5"),
+    ("deadline_s: {inventory: 1}",
+     "key 'qualify.deadline_s.inventory' must be from 5 to 86400 seconds, got 1"),
+    ("deadline_s: {allreduce: soon}", "key 'qualify.deadline_s.allreduce' must be a number"),
+    ("deadline_s: [1]", "key 'qualify.deadline_s' must be a mapping"),
+    ("tools: {gpu_brun: /opt/gpu_burn}",
+     "unknown key 'qualify.tools.gpu_brun' (did you mean 'qualify.tools.gpu_burn'?)"),
+    ("tools: {gpu_burn: bin/gpu_burn}", "key 'qualify.tools.gpu_burn' must be an absolute path"),
+    ("tools: {gpu_burn_compare: compare.fatbin}",
+     "key 'qualify.tools.gpu_burn_compare' must be an absolute path"),
+    ("tools: {nvbandwidth: ''}", "key 'qualify.tools.nvbandwidth' must be a path"),
+    ("tools: {nvbandwidth: 3}", "key 'qualify.tools.nvbandwidth' must be a path"),
+    ('tools: {ibstat: "/usr/sbin/ibstat\\0x"}', "key 'qualify.tools.ibstat' is no path"),
+    ("rails: {mlx5_0: -1}", "key 'qualify.rails.mlx5_0' must be a GPU index from 0 to 255"),
+    ("rails: {mlx5_0: gpu3}", "key 'qualify.rails.mlx5_0' must be a GPU index"),
+    ("rails: {mlx5_0: true}", "key 'qualify.rails.mlx5_0' must be a GPU index"),
+    ("rails: {'mlx5 0': 1}", "key 'qualify.rails.mlx5 0': an RDMA device name"),
+])
+def test_every_qualify_setting_is_range_checked(tmp_path: Path, text: str, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, "qualify:\n  " + text + "\n" if not text.startswith("{")
+              else "qualify: " + text + "\n")
+    message = str(caught.value)
+    assert said in message
+    assert message.startswith(f"config {tmp_path}/config.yaml: ")
+    assert "\n" not in message
+
+
+def test_qualify_defaults_and_what_a_site_may_set(tmp_path: Path) -> None:
+    assert Config().section("qualify")["srun_mpi"] == "auto"
+    assert Config().section("qualify")["drift_pct"] == 10.0
+    config = _load(tmp_path, "qualify:\n  warn_pct: 10\n  fail_pct: 10\n  srun_mpi: pmi2\n"
+                   "  deadline_s: {nvbandwidth: 900, pairs: 120, inventory: 5}\n"
+                   "  tools: {gpu_burn: /opt/gpu-burn/gpu_burn, all_reduce_perf: "
+                   "all_reduce_perf_mpi, gpu_burn_compare: /opt/gpu-burn/compare.fatbin, "
+                   "ibstat: /usr/sbin/ibstat, ib_write_bw: /usr/bin/ib_write_bw, dcgmi: dcgmi}\n"
+                   "  rails: {mlx5_0: 0, mlx5_10: host}\n")
+    qualify = config.section("qualify")
+    assert qualify["srun_mpi"] == "pmi2"
+    assert qualify["rails"] == {"mlx5_0": 0, "mlx5_10": "host"}
+    assert qualify["deadline_s"]["nvbandwidth"] == 900
+
+
+def test_the_qualify_names_come_from_the_declarations() -> None:
+    """deadline_s names every run a node or cross test makes (the four nvbandwidth tests
+    share one), tools every program a test or its fallback runs."""
+    from clusterdiag.checks.qualify.active import ACTIVE_TESTS, FALLBACKS
+
+    runs = qualify_runs()
+    for test in ACTIVE_TESTS.values():
+        assert runs[test.id] == test.invocation.name
+        assert runs[test.invocation.name] == test.invocation.name
+    assert set(qualify_tools()) == {t.invocation.program for t in ACTIVE_TESTS.values()} | {
+        f.program for f in FALLBACKS.values()} | {"gpu_burn_compare", "ibstat"}
+
+
+def test_the_device_probe_configures_only_tools_qualify_takes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/device_probe.py writes a config for the real GPU run: a name qualify does not
+    take there would stop that run at exit 2."""
+    import importlib.util
+    import sys
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("device_probe", REPO / "bench/device_probe.py")
+    assert spec is not None
+    assert spec.loader is not None
+    probe = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "device_probe", probe)  # its dataclasses look it up
+    spec.loader.exec_module(probe)
+    assert set(probe.QUALIFY_TOOLS) == set(qualify_tools())

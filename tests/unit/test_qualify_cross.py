@@ -11,7 +11,7 @@ from clusterdiag.agent.model.qualify import CrossRun, Expectation, Figure, ToolR
 from clusterdiag.agent.qualify.launch import group_argv
 from clusterdiag.agent.qualify.schedule import first_pairing, scaling_sizes, second_pass
 from clusterdiag.checks.core.finding import Action, Status
-from clusterdiag.checks.qualify.cross import attribute, grade, scaling_curve
+from clusterdiag.checks.qualify.cross import attribute, grade, scaling_curve, shortfall
 from clusterdiag.checks.qualify.judge import StragglerRule
 
 RULE = StragglerRule()
@@ -69,7 +69,7 @@ FIRST = [_run(("a", "b"), "first", 370.0), _run(("c", "d"), "first", 368.0),
 
 
 def _findings(runs: list[CrossRun]) -> dict[str, list[tuple[Status, str]]]:
-    found = attribute("pairs", grade(runs, None, RULE))
+    found, _ = attribute("pairs", grade(runs, None, RULE))
     return {n: [(f.status, f.message) for f in own] for n, own in found.items()}
 
 
@@ -90,16 +90,22 @@ def test_both_cleared_is_a_warning_on_the_pair_not_a_conviction() -> None:
     assert "only together" in out["x"][0][1]
 
 
-def test_no_known_good_partner_fails_neither_suspect() -> None:
-    """One of the two is slow, or the path: both are not ready (an error), neither failed."""
+def test_no_known_good_partner_fails_the_cluster_and_convicts_neither() -> None:
+    """One of the two is slow, or the path: the cluster is not ready (a cluster-level fail
+    naming both and how to attribute it), each node only warned, neither failed."""
     out = _findings([_run(("x", "y"), "first", 290.0)])
     assert [s for s, _ in out["x"]] == [Status.PASS]  # one pair: no median, no expectation
     expect = Expectation("pairs", "GB/s", "test", expected=370.0)
-    found = attribute("pairs", grade([_run(("x", "y"), "first", 290.0)], expect, RULE), expect)
+    found, cluster = attribute("pairs", grade([_run(("x", "y"), "first", 290.0)], expect,
+                                              RULE), expect)
     assert {n: [f.status for f in own] for n, own in found.items()} == {
-        "x": [Status.ERROR], "y": [Status.ERROR]}
+        "x": [Status.WARN], "y": [Status.WARN]}
     assert "no known-good partner" in found["x"][0].message
     assert {f.action for own in found.values() for f in own} == {Action.INVESTIGATE}
+    (whole,) = cluster
+    assert (whole.status, whole.component) == (Status.FAIL, "x and y")
+    assert whole.message.startswith("slow pair, unattributed")
+    assert "--nodes x,y," in whole.message
 
 
 def test_a_failed_run_is_a_suspect_whatever_its_figure() -> None:
@@ -122,6 +128,65 @@ def test_scaling_breaks_at_the_first_size_past_the_fail_line() -> None:
     (finding,) = findings
     assert finding.status is Status.WARN
     assert "at 16 nodes" in finding.message
+
+
+PAIRS = Expectation("pairs", "GB/s", "nccl-tests#290", expected=370.0, floor=300.0)
+
+
+def _uniform(value: float) -> list[CrossRun]:
+    return [_run((f"n{2 * i}", f"n{2 * i + 1}"), "first", value + i) for i in range(4)]
+
+
+@pytest.mark.parametrize("value", [220.0, 320.0])
+def test_a_cluster_slow_as_a_whole_is_one_cluster_fail_and_no_conviction(value: float) -> None:
+    """Every pair 40 % slow (below the floor) or 13 % slow (above it, below expected): the
+    peers agree, so no pair is a straggler; the peers' median against the profile is one
+    cluster-level fail with the figure, the expectation and its source."""
+    runs = _uniform(value)
+    graded = grade(runs, PAIRS, RULE)
+    assert {g.status for g in graded} == {Status.PASS}  # the floor convicts no pair
+    found, unattributed = attribute("pairs", graded, PAIRS)
+    assert unattributed == []
+    assert {f.status for own in found.values() for f in own} == {Status.PASS}
+    whole = shortfall("pairs", runs, PAIRS, RULE, "dgx-h100 nodes")
+    assert whole is not None
+    assert (whole.status, whole.component, whole.action) == (Status.FAIL, "cluster",
+                                                             Action.INVESTIGATE)
+    assert "dgx-h100 nodes are slow as a whole" in whole.message
+    assert whole.expected == {"expected": 370.0, "floor": 300.0, "source": "nccl-tests#290"}
+
+
+def test_a_healthy_cluster_has_no_shortfall_and_a_straggler_still_fails() -> None:
+    runs = [*_uniform(368.0)[:3], _run(("x", "y"), "first", 250.0)]
+    assert shortfall("pairs", runs, PAIRS, RULE, "nodes") is None
+    graded = grade(runs, PAIRS, RULE)
+    assert [g.status for g in graded] == [Status.PASS] * 3 + [Status.FAIL]
+
+
+def test_too_few_pairs_for_a_median_are_judged_against_the_profile_each() -> None:
+    runs = [_run(("x", "y"), "first", 220.0)]
+    assert shortfall("pairs", runs, PAIRS, RULE, "nodes") is None  # attribute() says it
+    (g,) = grade(runs, PAIRS, RULE)
+    assert g.status is Status.FAIL
+    assert "floor" in g.why
+
+
+def test_scaling_that_holds_a_slow_start_fails_the_cluster() -> None:
+    """A uniformly 40 % slow fabric scales 100 %: the two-node Ring figure against the
+    profile's pairs figure says what efficiency cannot."""
+    runs = [_run(tuple(f"n{i}" for i in range(k)), stage, 222.0, "scaling")
+            for k in (2, 4, 8) for stage in ("ring", "default")]
+    points, findings = scaling_curve(runs, RULE, PAIRS, "dgx-h100")
+    assert [p.status for p in points] == [Status.PASS] * 3
+    assert {p.group for p in points} == {"dgx-h100"}
+    slow = [f for f in findings if f.status is Status.FAIL]
+    assert len(slow) == 1
+    assert slow[0].component == "cluster"
+    assert "(dgx-h100)" in slow[0].message
+    assert "starts slow" in slow[0].message
+    healthy = [_run(tuple(f"n{i}" for i in range(k)), stage, 366.0, "scaling")
+               for k in (2, 4) for stage in ("ring", "default")]
+    assert all(f.status is Status.PASS for f in scaling_curve(healthy, RULE, PAIRS)[1])
 
 
 def test_group_commands_run_one_task_per_node_under_a_timeout() -> None:
@@ -147,3 +212,25 @@ def test_heatmap_escapes_node_names_and_draws_each_pair_both_ways() -> None:
     assert "&lt;script&gt;" in picture
     assert picture.count(f"fill='{HEAT_FAIL}'") == 2
     assert picture.count("<rect") == 1 + 2 * 4
+
+
+def test_only_a_convicted_node_is_left_out() -> None:
+    """A node whose tool could not run (our trouble, or a missing library) is not ready,
+    but it is not convicted: bad_nodes, the exclude file and the drains hold only fails."""
+    from clusterdiag.checks.core.finding import Finding
+    from clusterdiag.reports.model.cluster import ClusterReport
+    from clusterdiag.reports.model.qualify import QualifyReport, node_summary
+
+    def one(status: Status) -> list[Finding]:
+        return [Finding(status, "node", "x", None, None, Action.INVESTIGATE, "qualify.nic")]
+
+    findings = {"slow": one(Status.FAIL), "unjudged": one(Status.ERROR),
+                "fine": one(Status.PASS)}
+    cluster = ClusterReport([node_summary(n, "dgx-h100", "0", 8, own)
+                             for n, own in findings.items()], [], "0", "srun")
+    report = QualifyReport(cluster, "run", ["nic"], "quick", 1.0, [], [], findings)
+    assert report.bad_nodes == ["slow"]
+    assert report.unjudged == ["unjudged"]
+    assert not report.ready
+    data = report.to_dict()
+    assert (data["bad_nodes"], data["unjudged_nodes"]) == ("slow", "unjudged")

@@ -65,9 +65,24 @@ def test_first_pass_suspects_are_what_gets_repeated() -> None:
     assert suspects(result.figures) == {("x", "hbm", "gpu0")}
 
 
-def test_floor_fails_even_when_every_peer_is_as_slow() -> None:
-    slow = {n: [50.0, 50.0] for n in "abcd"}
-    assert _status(slow, "a", floor=60.0) == (Status.FAIL, Action.DRAIN)
+def test_a_node_alone_below_the_floor_fails_whatever_its_peers_say() -> None:
+    assert _status({**PEERS, "x": [50.0, 50.0]}, "x", floor=60.0) == (Status.FAIL, Action.DRAIN)
+
+
+def test_a_cluster_slow_as_a_whole_is_one_cluster_fail_and_no_node_is_drained() -> None:
+    """Every node 40 % below the profile: a setting, a driver or the expectation, which
+    draining the nodes would not mend. One cluster-level fail names the figure, the
+    expectation and its source; the nodes are judged against each other."""
+    slow = {n: [60.0, 60.0] for n in "abcd"}
+    expect = {"p": {"hbm": Expectation("hbm", "GB/s", "a published figure", 100.0, 90.0)}}
+    result = judge(_runs(slow), dict.fromkeys(slow, "p"), expect, RULE)
+    assert {f.status for own in result.findings.values() for f in own} == {Status.PASS}
+    (whole,) = result.cluster
+    assert (whole.status, whole.component, whole.check) == (Status.FAIL, "cluster",
+                                                            "qualify.hbm")
+    assert whole.observed == {"median": 60.0, "figures": 4, "unit": "GB/s"}
+    assert whole.expected == {"expected": 100.0, "floor": 90.0, "source": "a published figure"}
+    assert whole.action is Action.INVESTIGATE
 
 
 def test_too_few_peers_give_no_median() -> None:
@@ -102,13 +117,19 @@ def test_warn_lines_are_reported_not_failed() -> None:
 
 
 @pytest.mark.parametrize(("returncode", "complete", "status"), [
-    (1, True, Status.FAIL), (0, False, Status.FAIL), (None, False, Status.ERROR)])
+    (1, True, Status.ERROR), (0, False, Status.FAIL), (None, False, Status.ERROR)])
 def test_exit_and_missing_summary(returncode: int | None, complete: bool,
                                   status: Status) -> None:
+    """A non-zero exit with no failure in the output is the launcher's, a library's or a
+    usage error (srun without PMIx exits 1): an error carrying its last lines, no drain."""
     run = ToolRun("nccl-tests", "x", "allreduce", "all_reduce_perf", returncode,
                   from_log=returncode is None, complete=complete)
+    run.notes.append("exit 1; its last lines: srun: error: Couldn't find the specified plugin")
     findings = judge([run], {"x": "p"}, {}, RULE).findings["x"]
     assert [f.status for f in findings] == [status]
+    assert all(f.action is not Action.DRAIN for f in findings if f.status is Status.ERROR)
+    if returncode:
+        assert "specified plugin" in str(findings[0].observed)
 
 
 def test_remote_commands_carry_their_own_timeout() -> None:

@@ -105,3 +105,79 @@ def test_nvlinks_per_gpu_and_the_recognition_keys_can_be_overridden(tmp_path: Pa
     path.write_text("extends: hgx-h100-8gpu\nnvlinks_per_gpu: null\n")
     with pytest.raises(ConfigError, match="key 'nvlinks_per_gpu' must be an integer"):
         load_site_profiles(tmp_path / "none", path)
+
+
+_HBM = 'unit: GB/s, expected: 1450, floor: 952.5, source: "site measurement"'
+
+
+@pytest.mark.parametrize(("qualify", "needle"), [
+    ("hbmm: {" + _HBM + "}", "unknown key 'qualify.hbmm' (did you mean 'qualify.hbm'?)"),
+    ("hbm: {" + _HBM + ", flor: 3}",
+     "unknown key 'qualify.hbm.flor' (did you mean 'qualify.hbm.floor'?)"),
+    ('hbm: {unit: TB/s, floor: 1, source: "x"}',
+     "key 'qualify.hbm.unit' must be 'GB/s', the unit nvbandwidth prints, got 'TB/s'"),
+    ('hbm: {floor: 900, source: "x"}', "key 'qualify.hbm.unit' must be 'GB/s'"),
+    ('nic: {unit: GB/s, floor: 45, source: "x"}',
+     "key 'qualify.nic.unit' must be 'Gb/s', the unit ib_write_bw prints"),
+    ('hbm: {unit: GB/s, floor: 0, source: "x"}',
+     "key 'qualify.hbm.floor' must be a positive finite number, got 0"),
+    ('hbm: {unit: GB/s, expected: -1450, source: "x"}',
+     "key 'qualify.hbm.expected' must be a positive finite number"),
+    ('hbm: {unit: GB/s, expected: .inf, source: "x"}', "must be a finite number"),
+    ('hbm: {unit: GB/s, floor: true, source: "x"}',
+     "key 'qualify.hbm.floor' must be a positive finite number, got True"),
+    ('hbm: {unit: GB/s, floor: fast, source: "x"}',
+     "key 'qualify.hbm.floor' must be a positive finite number"),
+    ('hbm: {unit: GB/s, expected: 900, floor: 950, source: "x"}',
+     "key 'qualify.hbm.floor' (950) is above 'qualify.hbm.expected' (900)"),
+    ("hbm: {unit: GB/s, floor: 950}", "key 'qualify.hbm.source' must say where"),
+    ('hbm: {unit: GB/s, floor: 950, source: "  "}', "key 'qualify.hbm.source' must say where"),
+    ('hbm: {unit: GB/s, source: "x"}', "key 'qualify.hbm' needs an expected figure, a floor"),
+    ('dcgm: {unit: "", floor: 1, source: "x"}', "key 'qualify.dcgm': dcgm has no figure"),
+    ("hbm: 1450", "key 'qualify' must map names to mappings"),
+])
+def test_a_bad_qualify_entry_is_one_line_naming_its_key(tmp_path: Path, qualify: str,
+                                                        needle: str) -> None:
+    """A site profile's qualify: keys are the declared active tests, in their tool's unit,
+    with positive finite numbers (floor <= expected) and a source."""
+    _write(tmp_path, "mine", "extends: dgx-h100\nqualify:\n  " + qualify + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_site_profiles(tmp_path)
+    message = str(caught.value)
+    assert needle in message
+    assert message.startswith(f"profile {tmp_path}/mine.yaml: ")
+    assert "\n" not in message
+
+
+def test_a_good_qualify_entry_overrides_its_base(tmp_path: Path) -> None:
+    _write(tmp_path, "mine", "extends: dgx-h100\nqualify:\n  hbm: {" + _HBM + "}\n")
+    mine = load_site_profiles(tmp_path)["mine"].profile
+    assert mine.qualify["hbm"]["source"] == "site measurement"
+    assert mine.qualify["allreduce"] == load_builtin("dgx-h100").qualify["allreduce"]
+
+
+def test_every_built_in_profile_qualify_entry_is_valid() -> None:
+    """The shipped profiles pass the rule a site's must pass (load_builtin refuses one that
+    does not, as the next test shows)."""
+    from clusterdiag.checks.profiles.profile import builtin_names, qualify_problem
+
+    for name in builtin_names():
+        assert qualify_problem(load_builtin(name).qualify) is None, name
+
+
+def test_a_built_in_profile_with_a_bad_qualify_entry_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterdiag.checks.profiles import profile as profile_module
+
+    bad = {**profile_module.PROFILES["dgx-h100"],
+           "qualify": {"hbm": {"unit": "GB/s", "floor": 1905, "expected": 1450,
+                               "source": "x"}}}
+    monkeypatch.setitem(profile_module.PROFILES, "dgx-h100", bad)
+    profile_module.load_builtin.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"profile dgx-h100: key 'qualify\.hbm\.floor' "
+                                             r"\(1905\) is above"):
+            load_builtin("dgx-h100")
+    finally:
+        monkeypatch.undo()
+        profile_module.load_builtin.cache_clear()

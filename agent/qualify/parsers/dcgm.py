@@ -50,16 +50,18 @@ def _json(text: str, run: ToolRun) -> bool:
     test, category = "", ""
     pending: list[str] = []
     last: Evidence | None = None
-    seen = False
+    seen = per_gpu = False
     for match in _TOKEN.finditer(text):
         key, value = match.group(1), match.group(2)
         seen = True
         if key == "category":
             category = value.strip('"')
         elif key == "name":
-            test, pending, last = value.strip('"'), [], None
+            test, pending, last, per_gpu = value.strip('"'), [], None, False
         elif key in ("gpu_id", "gpu_ids", "entity_id"):
-            pending = _ids(value)
+            pending, per_gpu = _ids(value), True
+        elif key == "status" and not pending and per_gpu:
+            pass  # DCGM 4's test_summary: its GPUs' results again, already counted
         elif key == "status":
             _result(run, test, category, pending, value, "")
             last = run.evidence[-1] if run.evidence else None

@@ -28,10 +28,43 @@ def strip_prefix(line: str) -> str:
 
 def clean_lines(text: str) -> list[str]:
     """The text as lines without launcher prefixes; ``\\r`` starts a line too."""
+    return [line for _, line in numbered_lines(text)]
+
+
+def numbered_lines(text: str) -> list[tuple[int, str]]:
+    """:func:`clean_lines` with each line's number in the text as an editor counts it
+    (``\\n`` only): a progress update after ``\\r`` (gpu_burn's) keeps its line's number, so
+    ``file:line`` in a finding is where a person finds it."""
     out = []
-    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        out.append(_TABLE_RESIDUE.sub("", strip_prefix(raw)).rstrip())
+    for number_, full in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
+        for raw in full.split("\r"):
+            out.append((number_, _TABLE_RESIDUE.sub("", strip_prefix(raw)).rstrip()))
     return out
+
+
+# A number as C's printf writes one, ``nan``/``inf`` and signs included: what a parser must
+# read, not skip, so that an impossible figure is seen (checks/qualify/sanity.py).
+NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
+
+
+def reading(token: str) -> float | None:
+    """A figure as the tool printed it, impossible ones included (``-1``, ``nan``, ``-nan``,
+    ``inf``, ``1e308``); None only for what is no number (``N/A``)."""
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def plausible(value: float) -> bool:
+    """Whether a reading could be a measurement at all: finite and not negative."""
+    return value == value and 0.0 <= value < float("inf")
+
+
+def pick(values: list[float]) -> float:
+    """The best of several readings of one figure, unless one of them is no measurement at
+    all: that one is kept, never hidden behind a good one (sanity.py makes it an error)."""
+    return next((v for v in values if not plausible(v)), max(values))
 
 
 def number(token: str) -> float | None:

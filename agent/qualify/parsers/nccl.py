@@ -8,6 +8,16 @@ because a blank ``redop`` (pre-2.13 alltoall) drops a token. A file may hold sev
 each from its header to the next. The figure is the best bus bandwidth at the largest
 message size of a run, never ``# Avg bus bandwidth`` (an average over every size of the
 sweep).
+
+Which job printed it: nccl-tests prints one ``#  Rank`` line per rank under ``# Using devices``
+(src/util.cu:667, format at util.cu:687: ``"#  Rank %2d Group %2d Pid %6d on %10s device %2d
+[%04x:%02x:%02x] %s"``; before v2.13 without ``Group``, and a bus id ``[0x00]``). Built with
+MPI (src/Makefile ``MPI=1``), rank 0 gathers every process's lines and prints them in rank
+order with global ranks (util.cu:697-707); without it, each process launched by srun or
+mpirun is a job of its own, printing its own list from rank 0 (common.cu:1480). The parse
+keeps the ranks of one job and the hosts they ran on (:attr:`ToolRun.ranks`, ``hosts``):
+what ``--from-logs`` judges a log by, and what :func:`one_run` checks a multi-node figure
+against. There is no ``# nRanks`` line in nccl-tests.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from ...model.qualify import Evidence, Figure, ToolRun
-from .lines import clean_lines, number
+from .lines import number, numbered_lines, pick, reading
 
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?")
@@ -25,8 +35,15 @@ _FAILURES = (
     re.compile(r"\bTest failure\b"),
     re.compile(r"Test timeout"),
     re.compile(r"NET/IB\s*:\s*Got completion .* with error"),
-    re.compile(r"Invalid number of GPUs"),
 )
+# The test could not do what it was asked, which says nothing of the node's bandwidth: its
+# arguments (an unknown option prints "invalid option" and the usage and exits 0; bad sizes
+# "invalid size(s)": src/common.cu:1217-1230, 1358-1411), or more GPUs asked for than CUDA
+# shows (util.cu:679-683; the passive checks judge a GPU CUDA cannot see).
+# main()'s trace of a failure already printed: " .. <host> pid <n>: Test failure
+# common.cu:<line>" (common.h TESTCHECK).
+_TRACE = re.compile(r"^\.\. \S+ pid \d+: Test failure ")
+_USAGE = re.compile(r"^(?:USAGE: |invalid option |invalid sizes? |Invalid number of GPUs)")
 _WARN = re.compile(r"\bNCCL WARN\b")
 _SOCKET = re.compile(r"NCCL INFO Using network Socket|NCCL INFO NET/Socket : Using")
 _STARTING = re.compile(r"# Collective test starting:\s*(\S+)")
@@ -34,8 +51,11 @@ _BINARY = re.compile(r"\b(all_reduce|all_gather|alltoall|sendrecv|reduce_scatter
                      r"reduce|gather|scatter|hypercube)_perf\b")
 HEADER_HINT = re.compile(r"^#\s+(?:size|bytes)\s+(?:count|N)\s+type\b.*\bbusbw\b")
 MARKERS = (re.compile(r"^#\s*nThread \d+ nGpus \d+"), re.compile(r"^nThread \d+ nGpus \d+"),
-           HEADER_HINT, _FAILURES[0], re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)"))
+           HEADER_HINT, _FAILURES[0], re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)"),
+           re.compile(r"^USAGE: \w+_perf\b"))
 _WRONG_NAMES = ("#wrong",)  # "error" (max relative error) and "res" are not counts
+_USING = re.compile(r"^#\s*Using devices\s*$")
+_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s")
 
 
 @dataclass
@@ -66,6 +86,7 @@ class Segment:
     layout: Layout
     rows: list[tuple[int, float | None, float | None, float, float]] = field(
         default_factory=list)  # size, busbw oop, busbw ip, wrong oop, wrong ip
+    lines: list[int] = field(default_factory=list)  # each row's line in the output
     oob: tuple[int, str] | None = None
     avg: tuple[float | None, str | None] | None = None
 
@@ -95,7 +116,7 @@ def _row(fields: list[str], layout: Layout) -> tuple[int, float | None, float | 
     if not layout.fits(len(fields)) or not fields[0].isdigit():
         return None
     halves = fields[-2 * width:-width], fields[-width:]
-    busbw = [number(h[layout.busbw]) for h in halves]
+    busbw = [reading(h[layout.busbw]) for h in halves]
     wrong_at = layout.wrong
     wrong = [number(h[wrong_at]) or 0.0 if wrong_at is not None else 0.0 for h in halves]
     if busbw[0] is None and busbw[1] is None:
@@ -112,13 +133,29 @@ def collective(text: str, default: str) -> str:
 
 
 def parse(text: str, run: ToolRun) -> None:
+    """The run's figure per table, its failure lines and warnings. A CUDA failure before the
+    first row of results is the test failing to start (a driver the passive checks judge, a
+    launch where CUDA sees no GPU): an ``error`` evidence, never a node's failure; after it,
+    and any NCCL failure (communication could not be set up), a failure of the run."""
     segments: list[Segment] = []
-    for number_, line in enumerate(clean_lines(text), 1):
+    devices: list[list[tuple[int, str]]] = []  # each "# Using devices" list: (rank, host)
+    for number_, line in numbered_lines(text):
         stripped = line.strip()
         if stripped.startswith("#"):
-            pass  # nccl-tests prints its failures without a leading '#'
+            if _USING.match(stripped):
+                devices.append([])
+            elif rank := _RANK.match(stripped):
+                if not devices:
+                    devices.append([])  # a log cut above its "# Using devices"
+                devices[-1].append((int(rank.group(1)), rank.group(2)))
+        elif _USAGE.search(stripped):
+            run.evidence.append(Evidence("error", "node", f"line {number_}: {stripped}"))
         elif any(p.search(stripped) for p in _FAILURES):
-            run.evidence.append(Evidence("fail", "node", f"line {number_}: {stripped}"))
+            starting = "Test CUDA failure" in stripped and not any(s.rows for s in segments)
+            kind = "error" if starting else "fail"
+            if _TRACE.search(stripped) and run.evidence:  # the failure above, passed up
+                kind = run.evidence[-1].kind
+            run.evidence.append(Evidence(kind, "node", f"line {number_}: {stripped}"))
         elif _SOCKET.search(stripped):
             run.evidence.append(Evidence("socket", "node", f"line {number_}: {stripped}"))
         elif _WARN.search(stripped):
@@ -144,6 +181,7 @@ def parse(text: str, run: ToolRun) -> None:
         if row is None:
             continue
         segments[-1].rows.append(row)
+        segments[-1].lines.append(number_)
         if row[3] or row[4]:
             run.evidence.append(Evidence(
                 "fail", "node", f"line {number_}: {int(row[3] + row[4])} wrong elements at "
@@ -154,12 +192,62 @@ def parse(text: str, run: ToolRun) -> None:
             run.notes.append("a table header with no rows under it")
             continue
         largest = max(r[0] for r in segment.rows)
-        best = max((b for r in segment.rows if r[0] == largest for b in r[1:3] if b is not None),
-                   default=None)
-        if best is None:
+        read = [(b, at) for r, at in zip(segment.rows, segment.lines, strict=True)
+                if r[0] == largest for b in r[1:3] if b is not None]
+        if not read:
             continue
+        best = pick([b for b, _ in read])
+        found_at = next(at for b, at in read if b is best)
         where = "" if segment.complete else ", run did not finish"
         run.figures.append(Figure(run.node, run.test, "node", [best], "GB/s", "nccl-tests",
-                                  f"busbw at {largest} B{where}"))
+                                  f"busbw at {largest} B{where}", found_at))
     if not segments:
         run.notes.append("no nccl-tests table")
+    _job(devices, run)
+
+
+def _job(devices: list[list[tuple[int, str]]], run: ToolRun) -> None:
+    """The run's ranks and hosts: those of the largest job in its device lists. A list in
+    which a rank number repeats holds the interleaved lists of processes that were each a
+    job of their own (a build without MPI under srun or mpirun): each host's lines are then
+    one job."""
+    jobs: list[list[tuple[int, str]]] = []
+    for listed in devices:
+        ranks = [rank for rank, _ in listed]
+        if len(set(ranks)) == len(ranks):
+            jobs.append(listed)
+            continue
+        for host in dict.fromkeys(h for _, h in listed):
+            jobs.append([(r, h) for r, h in listed if h == host])
+    jobs = [j for j in jobs if j]
+    if not jobs:
+        return
+    job = max(jobs, key=lambda j: len({r for r, _ in j}))
+    run.ranks = len({r for r, _ in job})
+    run.hosts = tuple(dict.fromkeys(h for _, h in job))
+    if len(jobs) > 1:
+        run.notes.append(f"{len(jobs)} device lists (separate jobs or runs); the largest has "
+                         f"{run.ranks} ranks on {len(run.hosts)} host(s)")
+
+
+def one_run(run: ToolRun, nodes: int, gpus_per_node: int) -> str | None:
+    """Why ``run`` is not one job over ``nodes`` nodes with every one of their GPUs, or None.
+
+    A figure between nodes counts only when one nccl-tests job joined every rank: a build
+    without MPI launched on each node prints a complete single-node run per node, whose
+    busbw is the node's own NVLink figure (see the module's docstring), and a job that lost
+    a rank or a host measured something else."""
+    want = nodes * gpus_per_node
+    if run.ranks is None:
+        return ("nccl-tests printed no device list ('#  Rank' lines, src/util.cu:687): "
+                "nothing shows that every rank took part in one run")
+    if run.ranks == want and len(run.hosts) == nodes:
+        return None
+    why = (f"one nccl-tests job had {run.ranks} rank(s) on {len(run.hosts)} host(s) "
+           f"({', '.join(run.hosts[:4])}{', ...' if len(run.hosts) > 4 else ''}) where "
+           f"{nodes} node(s) x {gpus_per_node} GPU(s) = {want} ranks on {nodes} hosts "
+           "were expected")
+    if len(run.hosts) == 1 and nodes > 1:
+        why += ("; independent single-node runs are no test between nodes: is nccl-tests "
+                "built with MPI=1 and launched as one MPI job?")
+    return why

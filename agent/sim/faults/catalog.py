@@ -53,7 +53,17 @@ from .nccl import (
     nic_wrong_numa,
     peermem_missing,
 )
-from .qualify import imex_channel_missing, slow, socket_fallback, tool_hang
+from .qualify import (
+    dcgm_plugin_fail,
+    imex_channel_missing,
+    nccl_library_unloadable,
+    nccl_tests_no_mpi,
+    perftest_no_cuda,
+    perftest_slow_start,
+    slow,
+    socket_fallback,
+    tool_hang,
+)
 
 Apply = Callable[[SimNode, Mapping[str, Any]], None]
 
@@ -62,7 +72,10 @@ Apply = Callable[[SimNode, Mapping[str, Any]], None]
 class FaultKind:
     kind: str
     check: str
-    status: str  # fail | warn
+    # fail | warn, or error where the test cannot be judged (the tool, not the node, is
+    # wrong: a build without CUDA or MPI, a library the loader misses): what a correct
+    # qualification says; pass (with ``silent``) where it must say nothing.
+    status: str
     action: str
     component: str  # format string over the fault's keys: "gpu{gpu}", "node"
     keys: tuple[str, ...]  # location keys it requires
@@ -84,6 +97,9 @@ class FaultKind:
     # Only traffic between nodes shows it: caught by qualify's pairs, rails, scaling or
     # rack tests; the node tests pass (tests/integration/test_qualify_cross.py).
     cross: bool = False
+    # Trips nothing: a correct caller copes (waits for the ib_write_bw server, retries its
+    # client); ``check`` names the test that must still pass.
+    silent: bool = False
     # A trickle only the agent's long window sees (checks/core/window.py): one event every few
     # minutes, never enough in one interval. Tests drive agent cycles over simulated time.
     trend: bool = False
@@ -518,15 +534,29 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("hbm_slow", "qualify.hbm", "fail", "drain", "gpu{gpu}", ("gpu",), slow("hbm"),
               options=("factor",), active=True),
     FaultKind("pcie_slow", "qualify.h2d", "fail", "drain", "gpu{gpu}", ("gpu",), slow("pcie"),
-              options=("factor",), active=True),
+              options=("factor",), also=("qualify.d2h",), active=True),
     FaultKind("nvlink_slow", "qualify.d2d", "fail", "drain", "gpu{gpu}", ("gpu",),
               slow("nvlink"), options=("factor",), needs=_NVLINK, active=True),
     FaultKind("rail_slow", "qualify.nic", "fail", "reseat_cable", "{hca}/1", ("hca",),
               slow("rail"), options=("factor",), needs=_IB, active=True),
     FaultKind("nccl_socket_fallback", "qualify.allreduce_net", "fail", "fix_config", "node",
               (), socket_fallback, needs=_IB, active=True),
+    # Every tool of the node hangs: each node test is a hang, found at its deadline.
     FaultKind("tool_hang", "qualify.allreduce", "fail", "drain", "node", (), tool_hang,
-              active=True),
+              also=("qualify.allreduce_ring",), active=True),
+    FaultKind("dcgm_plugin_fail", "qualify.dcgm", "fail", "drain", "gpu{gpu}", ("gpu",),
+              dcgm_plugin_fail, active=True),
+    # How the node's tools were built or installed (faults/qualify.py): the tool, not the
+    # node, is at fault, so the test is an error to fix, never a drain. A slow server start
+    # is nothing a correct caller reports, and a perftest without CUDA still tests the NIC
+    # through host memory (the inventory's note says GPUDirect went untested).
+    FaultKind("perftest_no_cuda", "qualify.nic", "pass", "none", "node", (),
+              perftest_no_cuda, needs=_IB, active=True, silent=True),
+    FaultKind("perftest_slow_start", "qualify.nic", "pass", "none", "node", (),
+              perftest_slow_start, options=("delay_s",), needs=_IB, active=True,
+              silent=True),
+    FaultKind("nccl_library_unloadable", "qualify.allreduce", "error", "fix_config", "node",
+              (), nccl_library_unloadable, active=True),
     # Cross-node active kinds: every node test passes; pairs, rails, scaling or rack name it.
     FaultKind("cable_slow", "qualify.rails", "fail", "reseat_cable", "{hca}/1", ("hca",),
               slow("cable"), options=("factor",), needs=_IB, active=True, cross=True),
@@ -536,6 +566,10 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               options=("factor",), needs=_NVL, active=True, cross=True),
     FaultKind("imex_channel_missing", "qualify.rack", "fail", "fix_config", "node", (),
               imex_channel_missing, needs=_NVL, active=True, cross=True),
+    FaultKind("node_uplink_slow", "qualify.pairs", "fail", "drain", "node", (),
+              slow("network"), options=("factor",), needs=_IB, active=True, cross=True),
+    FaultKind("nccl_tests_no_mpi", "qualify.pairs", "error", "fix_config", "node", (),
+              nccl_tests_no_mpi, active=True, cross=True),
     # Cluster-level kinds: each node passes alone; the cross-node view catches them.
     FaultKind("driver_mismatch", "cluster.versions", "warn", "fix_config", "driver",
               ("version",), _driver_version, cluster=True),

@@ -119,7 +119,18 @@ class SimNode:
     slow: dict[str, float] = field(default_factory=dict)
     socket_fallback: bool = False
     tools_hang: bool = False
+    # dcgmi diag results that fail: (test, GPU index) -> (DCGM error id, its warning text).
+    dcgm_failing: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
     imex_channel: bool = True  # /dev/nvidia-caps-imex-channels/channel0 (NVL72 trays)
+    # How the node's active-test tools were built and what their loader finds
+    # (agent/sim/toolkit.py, perftest.py, nccl_tests.py): a perftest with CUDA support
+    # (MLNX_OFED/DOCA's; Debian's 4.5 has none), the seconds an ib_write_bw server takes
+    # to open its device before it listens, nccl-tests built with MPI=1, and the shared
+    # libraries the loader cannot find.
+    perftest_cuda: bool = True
+    perftest_open_s: float = 0.05
+    nccl_tests_mpi: bool = True
+    missing_libraries: set[str] = field(default_factory=set)
 
     @property
     def nvml_gpus(self) -> list[SimGpu]:

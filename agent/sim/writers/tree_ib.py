@@ -43,6 +43,10 @@ def _write_port(node: SimNode, hca: SimHca, port: SimIbPort, base: Path) -> None
         "lid_mask_count": "0", "cap_mask": "0xa751e84a" if port.link_layer == "InfiniBand"
         else "0x04010000",
         "gids/0": gid(hca, port), "gid_attrs/types/0": "IB/RoCE v1",
+        # The P_Key table's first entry, the default full-membership key (the kernel's
+        # show_port_pkey, "0x%04x"); libibumad reads the table and ibstat gives up on a
+        # port without one.
+        "pkeys/0": "0xffff",
     }
     if port.link_layer == "Ethernet":
         files["gid_attrs/ndevs/0"] = port.netdev
