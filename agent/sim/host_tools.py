@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ...checks.core.topology import pci_distance
+from ...checks.core.topology import LEGEND, pci_distance
 from ..model.pci import PciDevice
 from . import bandwidth as bw
 from .state.hardware import REMOTE_SWITCH, SimGpu, SimNode
@@ -37,18 +37,6 @@ _PHYS = ("No state change", "Sleep", "Polling", "Disabled", "PortConfigurationTr
 # Capability masks of the real ConnectX-7 captures: InfiniBand ports
 # (ibstat_gpud_some_down_0.txt), Ethernet ports (ibstat_gpud_h100_8x400G_plus_eth_*.txt).
 _CAPABILITY = {"InfiniBand": 0xA751E848, "Ethernet": 0x00010000}
-LEGEND = (
-    "  X    = Self",
-    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
-    "(e.g., QPI/UPI)",
-    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
-    "within a NUMA node",
-    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
-    "Bridge)",
-    "  PIX  = Connection traversing at most a single PCIe bridge",
-    "  NV#  = Connection traversing a bonded set of # NVLinks",
-)
 
 
 def _guid(hca: SimHca) -> int:

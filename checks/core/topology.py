@@ -16,6 +16,19 @@ from ...agent.model.pci import MELLANOX_VENDOR, PciDevice
 from ...agent.model.record import record
 
 PCI_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# nvidia-smi topo -m's legend, as it prints it (the topology report and the stand-in).
+LEGEND = (
+    "  X    = Self",
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+    "(e.g., QPI/UPI)",
+    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+    "within a NUMA node",
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
+    "Bridge)",
+    "  PIX  = Connection traversing at most a single PCIe bridge",
+    "  NV#  = Connection traversing a bonded set of # NVLinks",
+)
 _NETWORK_CLASS = 0x02
 
 

@@ -13,20 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...agent.model import Snapshot
-from ...checks.core.topology import Endpoint, gpu_pair, gpus, nics, pair
-
-LEGEND = (
-    "  X    = Self",
-    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
-    "(e.g., QPI/UPI)",
-    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
-    "within a NUMA node",
-    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
-    "Bridge)",
-    "  PIX  = Connection traversing at most a single PCIe bridge",
-    "  NV#  = Connection traversing a bonded set of # NVLinks",
-)
+from ...checks.core.topology import LEGEND, Endpoint, gpu_pair, gpus, nics, pair
 
 
 @dataclass
