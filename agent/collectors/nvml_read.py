@@ -120,8 +120,8 @@ class GpuReader:
                 self.gpu.errors[key] = name
             elif name in UNSUPPORTED:
                 self.gpu.unsupported[key] = name
-            else:
-                self.gpu.errors[key] = f"{name}: {exc}"[:200]
+            else:  # the name first (the checks judge it), then the call that returned it
+                self.gpu.errors[key] = f"{name}: {func}: {exc}"[:200]
             return None
 
     def read(self) -> Gpu:
@@ -351,8 +351,16 @@ def _field_value(entry: Any) -> tuple[Any, str | None]:
     return getattr(entry.value, member), None
 
 
-_RETURN_NAMES = {3: "NotSupported", 4: "NoPermission", 13: "FunctionNotFound",
-                 15: "GpuIsLost", 16: "ResetRequired", 2: "InvalidArgument", 999: "Unknown"}
+# nvmlReturn_t codes a field value can carry, by pynvml's NVMLError_* names (NVIDIA's
+# reference: docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html); gpu.responsive
+# judges each name by what it blames.
+_RETURN_NAMES = {1: "Uninitialized", 2: "InvalidArgument", 3: "NotSupported",
+                 4: "NoPermission", 6: "NotFound", 7: "InsufficientSize",
+                 8: "InsufficientPower", 10: "Timeout", 11: "IrqIssue", 13: "FunctionNotFound",
+                 14: "CorruptedInforom", 15: "GpuIsLost", 16: "ResetRequired",
+                 17: "OperatingSystem", 19: "InUse", 20: "Memory", 21: "NoData",
+                 23: "InsufficientResources", 25: "ArgumentVersionMismatch", 26: "Deprecated",
+                 27: "NotReady", 28: "GpuNotFound", 29: "InvalidState", 999: "Unknown"}
 
 
 def _convert(name: str, value: Any) -> bool | int | float | None:

@@ -20,13 +20,72 @@ _LIBRARY_HINTS = {
     "LibRmVersionMismatch": "driver library and kernel module versions differ",
 }
 
+# What an NVML error from ONE call says is at fault, by NVIDIA's nvmlReturn_t reference
+# (https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html):
+# - the GPU: GPU_IS_LOST ("has fallen off the bus or has otherwise become inaccessible"),
+#   RESET_REQUIRED, TIMEOUT, IRQ_ISSUE ("interrupt issue with a GPU"), CORRUPTED_INFOROM,
+#   UNKNOWN ("an internal driver error"): a fail, as is any code we cannot name.
+# - the driver: DRIVER_NOT_LOADED, LIB_RM_VERSION_MISMATCH ("RM detects a driver/library
+#   version mismatch"), LIBRARY_NOT_FOUND: no CUDA runs on this node either, so a fail.
+# - the call, the library or the host, never the GPU: the names below. A reboot drains a
+#   healthy node for them; the finding is an error naming the call instead.
+CALL_FAULTS = frozenset({
+    "Uninitialized",          # UNINITIALIZED: "NVML was not first initialized"
+    "InvalidArgument",        # INVALID_ARGUMENT: "A supplied argument is invalid"
+    "NotSupported",           # NOT_SUPPORTED: "not available on target device"
+    "NoPermission",           # NO_PERMISSION: "user does not have permission"
+    "NotFound",               # NOT_FOUND: "A query to find an object was unsuccessful"
+    "InsufficientSize",       # INSUFFICIENT_SIZE: "An input argument is not large enough"
+    "FunctionNotFound",       # FUNCTION_NOT_FOUND: "Local version of NVML doesn't implement"
+    "OperatingSystem",        # OPERATING_SYSTEM: "blocked by the operating system/cgroups"
+    "InUse",                  # IN_USE: "the GPU is currently in use" (by an operation)
+    "Memory",                 # MEMORY: "Insufficient memory" (host memory)
+    "NoData",                 # NO_DATA: "No data"
+    "InsufficientResources",  # INSUFFICIENT_RESOURCES: "critical resources, other than memory"
+    "ArgumentVersionMismatch",  # ARGUMENT_VERSION_MISMATCH: "version is invalid/unsupported"
+    "Deprecated",             # DEPRECATED: "The requested functionality has been deprecated"
+    "NotReady",               # NOT_READY: "The system is not ready for the request"
+    "NVMLLibraryMismatchError",  # pynvml: the bindings and the library disagree
+    "unexpected answer",      # the bindings answered in a type the model cannot hold
+})
+
+
+def _error_name(reason: str) -> str:
+    """``InvalidArgument: nvmlDeviceGetTemperature: Invalid Argument`` -> ``InvalidArgument``:
+    the collector leads each reason with the NVML error's name."""
+    return reason.split(":", 1)[0].strip()
+
+
+def _call_fault(reason: str) -> bool:
+    """Whether one call's error blames the call, the library or the host, not the GPU."""
+    return _error_name(reason) in CALL_FAULTS
+
+
+def _call_name(key: str, reason: str) -> str:
+    """The NVML function that failed where the collector recorded it (``InvalidArgument:
+    nvmlDeviceGetTemperature: ...``), else the value it was reading."""
+    parts = reason.split(": ", 2)
+    return parts[1] if len(parts) > 2 and parts[1].startswith("nvml") else key
+
+
+def _call_errors(component: str, errors: dict[str, str]) -> Finding:
+    """An error, not a fail: the GPU answered; one call's library or host trouble is no
+    reason to drain or reboot a node jobs can use."""
+    named = ", ".join(f"{_call_name(key, reason)} returned {_error_name(reason)}"
+                      for key, reason in sorted(errors.items()))
+    return Finding.error(component, f"NVML call failed (library or host, not the GPU): "
+                                    f"{named}", errors)
+
 
 @check("gpu.responsive", needs=("nvml", "pci"),
        remedy="A GPU that fell off the bus (GpuIsLost, Xid 79) or does not answer NVML "
               "needs a node reboot; ResetRequired needs `nvidia-smi -r -i N` (no processes "
               "on it) or a reboot. GPUs on PCI with no working driver: reinstall or reload "
               "the driver (a library/kernel-module version mismatch after an upgrade needs "
-              "a reboot). If it comes back after a reboot, repeat offenders go to RMA.",
+              "a reboot). If it comes back after a reboot, repeat offenders go to RMA. One "
+              "call's library or host error (InvalidArgument, Memory, ...) is an error, "
+              "not a fault of the GPU: check the NVML bindings, the driver version and the "
+              "host's memory; no reboot.",
        actions=(Action.REBOOT, Action.RESET_GPU, Action.FIX_CONFIG, Action.INVESTIGATE))
 def responsive(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU answers NVML, and the driver answers at all where PCI shows GPUs.
@@ -35,7 +94,8 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
     unless the miss was our own deadline (a starved or budget-less reader, see
     agent/collectors/nvml_budget.py): that is an error naming the budget, never a reboot.
     With no working NVML, PCI decides: GPUs there mean the driver is broken (fail),
-    none means this is not a GPU node (skip).
+    none means this is not a GPU node (skip). An error of one call that blames the call,
+    the library or the host (``CALL_FAULTS``) is an error: the GPU is not at fault.
     """
     snap = ctx.snapshot
     nvml = snap.nvml
@@ -72,7 +132,9 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
         return
     if "worker" in nvml.errors:
         yield Finding.error(NODE, "NVML reader crashed", nvml.errors["worker"])
-    if "device_count" in nvml.errors:
+    if "device_count" in nvml.errors and _call_fault(nvml.errors["device_count"]):
+        yield _call_errors(NODE, {"device_count": nvml.errors["device_count"]})
+    elif "device_count" in nvml.errors:
         yield Finding.fail(NODE, "NVML could not count the GPUs", nvml.errors["device_count"],
                            "a GPU count", Action.REBOOT)
     seen: set[int] = set()
@@ -111,14 +173,18 @@ def _responsive_gpu(gpu: Gpu, unanswered: bool) -> Finding:
         if reason.startswith("InsufficientPower"):
             return Finding.fail(comp, "GPU reports insufficient power (check power cables)",
                                 reason, "answers NVML", Action.INVESTIGATE)
+        if _call_fault(reason):
+            return _call_errors(comp, {"handle": reason})
         return Finding.fail(comp, "GPU could not be opened by NVML", reason, "answers NVML",
                             Action.REBOOT)
     errors = {k: v for k, v in gpu.errors.items() if not k.startswith(_OTHER_FAMILIES)}
-    if errors:
-        # Any failure other than "not supported" (Unknown, Timeout, ...) on a GPU that
-        # still has a handle: the driver and the GPU disagree; the per-value checks skip.
+    if any(not _call_fault(reason) for reason in errors.values()):
+        # A failure that blames the GPU (Unknown, Timeout, ...) on a GPU that still has a
+        # handle: the driver and the GPU disagree; the per-value checks skip.
         return Finding.fail(comp, "NVML calls fail on this GPU", errors, "no NVML errors",
                             Action.REBOOT)
+    if errors:
+        return _call_errors(comp, errors)
     return Finding.passed(comp, "GPU answers NVML")
 
 

@@ -292,6 +292,12 @@ def _call_error(node: SimNode, fault: Mapping[str, Any]) -> None:
     _gpu(node, fault).call_errors[str(fault["function"])] = int(fault["error"])
 
 
+def _call_library_error(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """One call fails with an error that blames the call, the library or the host
+    (NVML_ERROR_INVALID_ARGUMENT unless ``error`` names another code), not the GPU."""
+    _gpu(node, fault).call_errors[str(fault["function"])] = int(fault.get("error", 2))
+
+
 def _driver_version(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.driver_version = str(fault["version"])
 
@@ -388,6 +394,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               _leftover, options=("job", "pid")),
     FaultKind("nvml_call_error", "gpu.responsive", "fail", "reboot", "gpu{gpu}",
               ("gpu", "function", "error"), _call_error),
+    # InvalidArgument, Memory, ...: the GPU answered; an error, never a reboot.
+    FaultKind("nvml_call_library_error", "gpu.responsive", "error", "investigate", "gpu{gpu}",
+              ("gpu", "function"), _call_library_error, options=("error",)),
     FaultKind("nvlink_down", "nvlink.links_up", "fail", "reset_gpu", "gpu{gpu}",
               ("gpu", "link"), _nvlink_down, needs=_NVLINK),
     FaultKind("nvlink_crc_storm", "nvlink.error_rate", "fail", "reset_gpu", "gpu{gpu}.link{link}",
