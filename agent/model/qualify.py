@@ -63,7 +63,7 @@ class ToolRun:
     """One tool's output and how it ended. ``returncode`` is None when it never ran to an
     exit status (not found, killed at its deadline) and for saved logs (unknown)."""
 
-    tool: str  # nccl-tests | perftest | nvbandwidth | dcgmi | gpu_burn | unknown
+    tool: str  # nccl-tests | nccl | perftest | nvbandwidth | dcgmi | gpu_burn | unknown
     node: str
     test: str
     source: str  # the command line, or the log file it was read from

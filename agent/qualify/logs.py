@@ -161,8 +161,8 @@ def judge_logs(paths: list[Path], profile: Profile | None, rule: StragglerRule) 
         if tool is None:
             launcher = parsers.launcher_error(text)
             message = ("the launcher failed before any tool output" if launcher
-                       else "not the output of a tool qualify reads (nccl-tests, perftest, "
-                            "nvbandwidth, dcgmi diag, gpu_burn)")
+                       else "not the output of a tool qualify reads (nccl-tests, NCCL's "
+                            "own lines, perftest, nvbandwidth, dcgmi diag, gpu_burn)")
             unread[name] = Finding(Status.ERROR, "node", message, launcher or str(path),
                                    None, Action.INVESTIGATE, "qualify.logs")
             continue

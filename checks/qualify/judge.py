@@ -47,6 +47,9 @@ CATALOG: dict[str, Action] = {t.check_id: t.action for t in ACTIVE_TESTS.values(
 CATALOG["qualify.nvbandwidth"] = Action.DRAIN  # the run failed before any copy figure
 CATALOG["qualify.collective"] = Action.DRAIN
 CATALOG["qualify.logs"] = Action.INVESTIGATE  # a saved log qualify cannot read
+# Tools whose output is judged by its lines, not a figure: dcgmi diag's pass/fail per plugin,
+# an NCCL log (NCCL's own lines without nccl-tests' table).
+FIGURELESS = ("dcgmi", "nccl")
 CATALOG["qualify.inventory"] = Action.INVESTIGATE  # the node's GPUs could not be listed
 
 
@@ -326,7 +329,7 @@ def run_findings(run: ToolRun) -> list[Finding]:
                                 f"{run.tool} output ends before its summary (crashed, hung or "
                                 f"cut short)", "; ".join(run.notes) or None,
                                 "the tool's closing lines", Action.INVESTIGATE, check))
-    elif not run.figures and run.tool != "dcgmi":
+    elif not run.figures and run.tool not in FIGURELESS:
         findings.append(Finding(Status.ERROR, "node", f"{run.tool} printed no figure",
                                 "; ".join(run.notes) or None, "a result", Action.INVESTIGATE,
                                 check))

@@ -6,23 +6,30 @@ from __future__ import annotations
 import re
 
 # srun --label " 0: ", Open MPI --tag-output "[1,0]<stdout>:", "[0]" interleaving,
-# Kubernetes log timestamps, and "> " quoting of a pasted log.
+# torchrun's "[rank3]:" ("[default0]:" with --tee), Kubernetes log timestamps, a job
+# script's "[2026-06-23 15:45:07] ", and "> " quoting of a pasted log.
 _PREFIXES = (
     re.compile(r"^\s*\d+:\s"),
     re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),
     re.compile(r"^\[\d+\]\s"),
+    re.compile(r"^\[(?:rank|default)\d+\]:\s?"),
     re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s"),
+    re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s?"),
     re.compile(r"^>\s?"),
 )
+_MAX_PREFIXES = 4  # a timestamp, then a rank label, then quoting: never a loop
 # A web page's table rendering left " | |" after every line of one capture.
 _TABLE_RESIDUE = re.compile(r"\s*\|\s*\|\s*$")
 
 
 def strip_prefix(line: str) -> str:
-    for pattern in _PREFIXES:
-        match = pattern.match(line)
-        if match:
-            return line[match.end():]
+    """The line without the prefixes launchers and pastes put before it, however many are
+    stacked (a job script's timestamp before srun's rank label)."""
+    for _ in range(_MAX_PREFIXES):
+        match = next((m for p in _PREFIXES if (m := p.match(line))), None)
+        if match is None or not match.end():
+            break
+        line = line[match.end():]
     return line
 
 

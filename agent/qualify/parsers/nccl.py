@@ -18,6 +18,11 @@ mpirun is a job of its own, printing its own list from rank 0 (common.cu:1480). 
 keeps the ranks of one job and the hosts they ran on (:attr:`ToolRun.ranks`, ``hosts``):
 what ``--from-logs`` judges a log by, and what :func:`one_run` checks a multi-node figure
 against. There is no ``# nRanks`` line in nccl-tests.
+
+NCCL's own lines (``NCCL_DEBUG=INFO``) are read in any log, with or without a table: a log
+of them alone is an NCCL log (tool ``nccl``), judged only by what its lines show, since
+it has no figure and no summary to end with. See :func:`completion_status` for IB
+completion errors and :class:`Transports` for the Socket fallback.
 """
 
 from __future__ import annotations
@@ -34,7 +39,6 @@ _FAILURES = (
     re.compile(r"Test (?:NCCL|CUDA) failure"),
     re.compile(r"\bTest failure\b"),
     re.compile(r"Test timeout"),
-    re.compile(r"NET/IB\s*:\s*Got completion .* with error"),
 )
 # The test could not do what it was asked, which says nothing of the node's bandwidth: its
 # arguments (an unknown option prints "invalid option" and the usage and exits 0; bad sizes
@@ -45,14 +49,27 @@ _FAILURES = (
 _TRACE = re.compile(r"^\.\. \S+ pid \d+: Test failure ")
 _USAGE = re.compile(r"^(?:USAGE: |invalid option |invalid sizes? |Invalid number of GPUs)")
 _WARN = re.compile(r"\bNCCL WARN\b")
-_SOCKET = re.compile(r"NCCL INFO Using network Socket|NCCL INFO NET/Socket : Using")
+# An IB work completion as NCCL words it: before 2.20 "with error %d, opcode %d, len %d,
+# vendor err %d" (v2.19.4 src/transport/net_ib.cc:1333); 2.20 to 2.28.3 "with status=%d
+# opcode=%d len=%d vendor err %d" (v2.20.3 net_ib.cc:1696); since 2.28.7 "with
+# status=%s(%d) opcode=%s(%d) ... vendor_err=%u" (v2.28.7 net_ib.cc:2543, v2.29.2
+# src/transport/net_ib/p2p.cc:550). A TRACE build prints the status=%d wording for every
+# successful completion too (p2p.cc ncclIbCompletionEventProcess).
+_COMPLETION = re.compile(r"\bGot completion from peer .*? with "
+                         r"(?:error (\d+)|status=(?:\w+\()?(\d+))")
+# "host:pid:tid [cudaDev] ": the process an NCCL line comes from (src/debug.cc).
+_PROCESS = re.compile(r"^([^\s:]+:\d+):\d+ \[\d+\] ")
+_NETWORK = re.compile(r"\bNCCL INFO Using network (\S+)")
+_VIA_NET = re.compile(r"\bNCCL INFO .* via NET/([^/]+)/")
+_IB_USING = re.compile(r"\bNCCL INFO NET/IB : Using\b")
+_SOCKET_USING = re.compile(r"\bNCCL INFO NET/Socket : Using\b")
+LIBRARY_MARKERS = (re.compile(r"\bNCCL (?:INFO|WARN)\b"),)
 _STARTING = re.compile(r"# Collective test starting:\s*(\S+)")
 _BINARY = re.compile(r"\b(all_reduce|all_gather|alltoall|sendrecv|reduce_scatter|broadcast|"
                      r"reduce|gather|scatter|hypercube)_perf\b")
 HEADER_HINT = re.compile(r"^#\s+(?:size|bytes)\s+(?:count|N)\s+type\b.*\bbusbw\b")
 MARKERS = (re.compile(r"^#\s*nThread \d+ nGpus \d+"), re.compile(r"^nThread \d+ nGpus \d+"),
-           HEADER_HINT, _FAILURES[0], re.compile(r"^\S+:\d+:\d+ \[\d+\] .*NCCL (?:INFO|WARN)"),
-           re.compile(r"^USAGE: \w+_perf\b"))
+           HEADER_HINT, _FAILURES[0], re.compile(r"^USAGE: \w+_perf\b"))
 _WRONG_NAMES = ("#wrong",)  # "error" (max relative error) and "res" are not counts
 _USING = re.compile(r"^#\s*Using devices\s*$")
 _RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s")
@@ -93,6 +110,58 @@ class Segment:
     @property
     def complete(self) -> bool:
         return self.oob is not None and self.avg is not None
+
+
+def completion_status(line: str) -> int | None:
+    """The status of an IB work completion NCCL reports on the line, in any of its three
+    wordings; None where the line reports none. Only a non-zero status is an error."""
+    match = _COMPLETION.search(line)
+    if match is None:
+        return None
+    return int(match.group(1) or match.group(2))
+
+
+@dataclass
+class Transports:
+    """Which network each NCCL process chose, from its own lines.
+
+    ``Using network IB|Socket|<plugin>`` (src/init.cc, since 2.6.4: v2.6.4 init.cc:120)
+    and the channel lines' ``via NET/<name>/`` (src/transport/net.cc) say which one
+    carries the traffic. ``NET/Socket : Using`` alone does not: up to 2.4.2 every process
+    set up sockets for bootstrap first, InfiniBand in use or not (v2.4.2 src/init.cu:127-128),
+    and printed it next to ``NET/IB : Using [0]mlx5_0:1/IB``; it is a fallback only in a
+    process that shows neither."""
+
+    chosen: dict[str, set[str]] = field(default_factory=dict)  # process -> networks named
+    first: dict[str, tuple[int, str]] = field(default_factory=dict)  # its first Socket line
+    bare: dict[str, tuple[int, str]] = field(default_factory=dict)  # "NET/Socket : Using"
+
+    def see(self, number_: int, line: str) -> bool:
+        """Note the line if it names a transport; whether it did."""
+        process = _PROCESS.match(line)
+        key = process.group(1) if process else ""
+        named = _NETWORK.search(line) or _VIA_NET.search(line)
+        if named is not None:
+            self.chosen.setdefault(key, set()).add(named.group(1))
+            if named.group(1) == "Socket":
+                self.first.setdefault(key, (number_, line))
+            return True
+        if _IB_USING.search(line):
+            self.chosen.setdefault(key, set()).add("IB")
+            return True
+        if _SOCKET_USING.search(line):
+            self.bare.setdefault(key, (number_, line))
+            return True
+        return False
+
+    def fallbacks(self) -> list[Evidence]:
+        """One ``socket`` evidence per process that ran over sockets, in line order."""
+        lines = dict(self.first)
+        for key, seen in self.bare.items():
+            if key not in self.chosen:
+                lines.setdefault(key, seen)
+        return [Evidence("socket", "node", f"line {n}: {text}")
+                for n, text in sorted(lines.values())]
 
 
 def _layout(line: str) -> Layout | None:
@@ -139,6 +208,7 @@ def parse(text: str, run: ToolRun) -> None:
     and any NCCL failure (communication could not be set up), a failure of the run."""
     segments: list[Segment] = []
     devices: list[list[tuple[int, str]]] = []  # each "# Using devices" list: (rank, host)
+    transports = Transports()
     for number_, line in numbered_lines(text):
         stripped = line.strip()
         if stripped.startswith("#"):
@@ -150,15 +220,15 @@ def parse(text: str, run: ToolRun) -> None:
                 devices[-1].append((int(rank.group(1)), rank.group(2)))
         elif _USAGE.search(stripped):
             run.evidence.append(Evidence("error", "node", f"line {number_}: {stripped}"))
+        elif completion_status(stripped):
+            run.evidence.append(Evidence("fail", "node", f"line {number_}: {stripped}"))
         elif any(p.search(stripped) for p in _FAILURES):
             starting = "Test CUDA failure" in stripped and not any(s.rows for s in segments)
             kind = "error" if starting else "fail"
             if _TRACE.search(stripped) and run.evidence:  # the failure above, passed up
                 kind = run.evidence[-1].kind
             run.evidence.append(Evidence(kind, "node", f"line {number_}: {stripped}"))
-        elif _SOCKET.search(stripped):
-            run.evidence.append(Evidence("socket", "node", f"line {number_}: {stripped}"))
-        elif _WARN.search(stripped):
+        elif not transports.see(number_, stripped) and _WARN.search(stripped):
             run.evidence.append(Evidence("warn", "node", f"line {number_}: {stripped}"))
         if stripped.startswith("#"):
             if HEADER_HINT.match(stripped):
@@ -186,6 +256,7 @@ def parse(text: str, run: ToolRun) -> None:
             run.evidence.append(Evidence(
                 "fail", "node", f"line {number_}: {int(row[3] + row[4])} wrong elements at "
                                 f"{row[0]} B"))
+    run.evidence += transports.fallbacks()
     run.complete = bool(segments) and all(s.complete for s in segments)
     for segment in segments:
         if not segment.rows:
@@ -201,7 +272,9 @@ def parse(text: str, run: ToolRun) -> None:
         where = "" if segment.complete else ", run did not finish"
         run.figures.append(Figure(run.node, run.test, "node", [best], "GB/s", "nccl-tests",
                                   f"busbw at {largest} B{where}", found_at))
-    if not segments:
+    if run.tool == "nccl":
+        run.complete = True  # NCCL's own lines: no table, no summary to end with
+    elif not segments:
         run.notes.append("no nccl-tests table")
     _job(devices, run)
 

@@ -1,0 +1,127 @@
+"""NCCL's own lines as NCCL prints them, in any log ``qualify --from-logs`` reads.
+
+Where no real capture holds a wording, the line is written in the exact format of NCCL's
+source (NVIDIA/nccl, tag and file:line beside each): the prefix "host:pid:tid [dev] " of
+INFO lines and "host:pid:tid [dev] file:line NCCL WARN " of WARN lines (src/debug.cc:175-179
+at v2.20.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterdiag.agent.model.qualify import ToolRun
+from clusterdiag.agent.qualify import parsers
+from clusterdiag.agent.qualify.logs import judge_logs
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.checks.qualify.judge import StragglerRule
+from tests.real import real_file, real_names
+
+# v2.4.2: sockets set up for bootstrap first (src/init.cu:127-128), "NET/Socket : Using%s"
+# with " [%d]%s:%s" (net_socket.cu:38-42), then "NET/IB : Using%s ; OOB %s:%s" with
+# " [%d]%s:%d/%s" (net_ib.cu:162-167), then "Ring %02d : %d -> %d [send] via NET/%s/%d%s"
+# (net.cu:302).
+SOCKET_USING = "gpu1:4101:4101 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"
+IB_USING = "gpu1:4101:4101 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>"
+RING_VIA_IB = "gpu1:4101:4140 [0] NCCL INFO Ring 00 : 0 -> 8 [send] via NET/IB/0/GDRDMA"
+# "Using network %s" (v2.6.4 src/init.cc:120; v2.29.2 init.cc:451).
+USING_IB = "gpu1:4101:4101 [0] NCCL INFO Using network IB"
+USING_SOCKET = "gpu2:5202:5202 [0] NCCL INFO Using network Socket"
+SOCKET_ONLY = "gpu2:5202:5202 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>"
+# 2.20 to 2.28.3: "NET/IB : Got completion from peer %s with status=%d opcode=%d len=%d
+# vendor err %d (%s)%s%s%s%s" (v2.20.3 src/transport/net_ib.cc:1696).
+COMPLETION_2_20 = ("gpu1:4101:4140 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got "
+                   "completion from peer 10.0.0.2<49189> with status=12 opcode=0 len=0 "
+                   "vendor err 129 (Send)")
+# Since 2.28.7/2.29: "NET/IB: Got completion from peer %s with status=%s(%d)
+# opcode=%s(%d) vendor_err=%u %s%s%s%s hca %s" (v2.29.2 src/transport/net_ib/p2p.cc:550).
+COMPLETION_2_29 = ("gpu1:4101:4140 [0] transport/net_ib/p2p.cc:550 NCCL WARN NET/IB: Got "
+                   "completion from peer 10.0.0.2<49189> with status=IBV_WC_RETRY_EXC_ERR(12) "
+                   "opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129  hca mlx5_0")
+# A TRACE build's every successful completion: "%s:%d:%d [%d] %f %s:%d NCCL TRACE "
+# (debug.cc:185) and "Got completion from peer %s with status=%d opcode=%d len=%u ..."
+# (v2.29.2 p2p.cc, ncclIbCompletionEventProcess).
+COMPLETION_TRACE = ("gpu1:4101:4140 [0] 1234.567890 ncclIbCompletionEventProcess:712 NCCL "
+                    "TRACE Got completion from peer 10.0.0.2<49189> with status=0 opcode=1 "
+                    "len=0 wr_id=3 r=0x7f00 type=1 events={0,0,0,0}, devIndex=0")
+# CollNet asked for but not set up: WARN("CollNet is not supported or fails to initialize,
+# ignoring NCCL_ALGO=COLLNET") (v2.19.4 src/graph/tuning.cc:276).
+COLLNET_WARN = ("gpu1:4101:4101 [0] graph/tuning.cc:276 NCCL WARN CollNet is not supported "
+                "or fails to initialize, ignoring NCCL_ALGO=COLLNET")
+
+
+def _parsed(text: str) -> ToolRun:
+    tool = parsers.detect(text)
+    assert tool is not None, text
+    run = ToolRun(tool, "n1", "collective", "f.log", from_log=True)
+    parsers.parse(tool, text, run)
+    return run
+
+
+def _kinds(text: str) -> list[str]:
+    return [e.kind for e in _parsed(text).evidence]
+
+
+def _real_completion_line() -> str:
+    """The pre-2.20 completion error of nccl-tests#252, from real capture 13."""
+    name = next((f for f in real_names("real/active", "active") if f.startswith("13")), "13")
+    text = real_file("real/active", "active", name).read_text()
+    return next(line for line in text.splitlines() if "Got completion" in line)
+
+
+def _judged(tmp_path: Path, text: str) -> list[Finding]:
+    log = tmp_path / "train.log"
+    log.write_text(text + "\n")
+    return judge_logs([log], None, StragglerRule()).judgement.findings["train.log"]
+
+
+@pytest.mark.parametrize("ib_line", [IB_USING, USING_IB, RING_VIA_IB])
+def test_socket_setup_beside_infiniband_is_no_fallback(ib_line: str) -> None:
+    assert "socket" not in _kinds(f"{SOCKET_USING}\n{ib_line}")
+
+
+def test_socket_fallback_is_judged_per_process() -> None:
+    text = "\n".join([SOCKET_USING, IB_USING, SOCKET_ONLY, USING_SOCKET])
+    evidence = _parsed(text).evidence
+    assert [e.kind for e in evidence] == ["socket"]
+    assert "Using network Socket" in evidence[0].text
+
+
+def test_socket_setup_alone_is_a_fallback() -> None:
+    assert _kinds(SOCKET_ONLY) == ["socket"]
+
+
+def test_completion_error_in_every_wording_fails() -> None:
+    for line in (_real_completion_line(), COMPLETION_2_20, COMPLETION_2_29):
+        assert _kinds(line) == ["fail"], line
+
+
+def test_a_successful_completion_is_no_failure() -> None:
+    assert _kinds(f"{USING_IB}\n{COMPLETION_TRACE}") == []
+
+
+@pytest.mark.parametrize("prefix", ["[2026-06-23 15:45:07] ", "0: ", "[rank3]: ", "[rank3]:",
+                                    "[1,0]<stdout>:", "[2026-06-23 15:45:07] 1: "])
+def test_launcher_prefixed_nccl_lines_are_an_nccl_log(prefix: str) -> None:
+    text = "\n".join(prefix + line for line in (SOCKET_ONLY, COLLNET_WARN))
+    assert parsers.detect(text) == "nccl"
+    assert _kinds(text) == ["warn", "socket"]
+
+
+def test_a_single_pasted_line_is_judged(tmp_path: Path) -> None:
+    findings = _judged(tmp_path, _real_completion_line())
+    assert [f.status for f in findings] == [Status.FAIL]
+    assert "Got completion" in str(findings[0].observed)
+
+
+def test_an_info_log_is_judged_by_its_lines_only(tmp_path: Path) -> None:
+    findings = _judged(tmp_path, "\n".join([SOCKET_USING, IB_USING, RING_VIA_IB, COLLNET_WARN]))
+    assert [f.status for f in findings] == [Status.WARN]
+    assert "ends before its summary" not in findings[0].message
+    assert "CollNet" in str(findings[0].observed)
+
+
+def test_a_healthy_info_log_has_no_failure(tmp_path: Path) -> None:
+    findings = _judged(tmp_path, "\n".join([SOCKET_USING, IB_USING, USING_IB, RING_VIA_IB]))
+    assert not [f for f in findings if f.status in (Status.FAIL, Status.ERROR)]
