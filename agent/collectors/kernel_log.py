@@ -72,8 +72,11 @@ _MONTHS = {m: i for i, m in enumerate(
 # --- NVIDIA ----------------------------------------------------------------------------
 # gpud's Xid regex (xid/kmsg.go), with the bdf allowed a function and the MIG instance kept;
 # a code cut off by truncation ("79>") has no comma after it and is not trusted.
+# An address elided to "..." (as some logs and bug reports carry it) still names an Xid:
+# its bdf group is empty and the check judges it on an unidentified GPU.
 _XID_RE = LazyPattern(
-    r"NVRM: Xid \((?:PCI:)?(?P<bdf>" + _BDF + r")(?: GPU-I:(?P<gi>\d+))?[^)]*\): "
+    r"NVRM: Xid \((?:PCI:)?(?:(?P<bdf>" + _BDF + r")|\.\.\.|\u2026)"
+    r"(?: GPU-I:(?P<gi>\d+))?[^)]*\): "
     r"(?P<xid>\d+)(?:, ?(?P<rest>.*))?$"
 )
 _FIELDS_RE = LazyPattern(
@@ -129,15 +132,31 @@ _EVENT_PATTERNS: tuple[tuple[str, LazyPattern], ...] = (
     ("module_temperature", LazyPattern(r"Port module event.*High Temperature"
                                       r"|High temperature on sensors")),
     # mlx5 health.c / cmd.c: lost heartbeat, fatal sensors, syndromes, recovery, cmd leak.
+    # mlx5 main.c: the device failed to load. The wording moved between kernels:
+    # "mlx5_load_one failed with error code %d" (probe_one, older), "mlx5_init_one failed
+    # with error code %d" (newer, both behind mlx5_core_err's "func:line:(pid N): "), and the
+    # driver core's drivers/base/dd.c "%s: probe of %s failed with error %d" (before 5.x)
+    # or "probe with driver %s failed with error %d" (dev_err, newer).
+    ("mlx5_probe_failed", LazyPattern(
+        r"mlx5_(?:load|init)_one failed with error code -?\d+"
+        r"|mlx5_core: probe of \S+ failed with error -?\d+"
+        r"|probe with driver mlx5_core failed with error -?\d+")),
     ("mlx5_health", LazyPattern(
         r"mlx5.*(?:health compromised|Fatal error \d+ detected|synd 0x[0-9a-fA-F]+:"
         r"|unrecoverable hardware error|health recovery|handling bad device"
         r"|Driver is in error state|Will cause a leak of a command resource)")),
-    # drivers/pci/pcie/aer.c: "AER: [Multiple ]<severity> error received: <bdf>" and, since
-    # 6.x, "AER: Correctable error message received from <bdf>".
+    # drivers/pci/pcie/aer.c: "AER: [Multiple ]<severity> error received: <bdf>" (severity
+    # "Corrected", "Uncorrected (Non-Fatal)", "Uncorrected (Fatal)") and, in current
+    # kernels (aer_print_port_info), "AER: [Multiple ]<severity> error message received
+    # from <bdf>" with "Correctable", "Uncorrectable (Non-Fatal)", "Uncorrectable (Fatal)";
+    # aer_print_error's "PCIe Bus Error: severity=<severity>, type=<layer>, (<agent>)" on
+    # the device itself (with or without the "AER: " prefix, by kernel); err.c's
+    # "AER: can't recover (no error_detected callback)" for a driver (nvidia) that cannot
+    # recover its device.
     ("aer", LazyPattern(
-        r"AER: (?:Multiple )?(?:Corrected|Correctable|Uncorrected \((?:Non-)?Fatal\)) "
-        r"error (?:message )?received(?: from)?:? ?(?P<src>" + _BDF_FN + r")?")),
+        r"AER: (?:Multiple )?(?:Corrected|Correctable|Uncorrect(?:ed|able) \((?:Non-)?Fatal\)) "
+        r"error (?:message )?received(?: from)?:? ?(?P<src>" + _BDF_FN + r")?"
+        r"|PCIe Bus Error: severity=|AER: can't recover")),
 )
 _DEVICE_RE = LazyPattern(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
 
@@ -279,7 +298,7 @@ class _Fallen:
 _NEEDLES: tuple[str, ...] = (
     "NVRM", "SXid", "mce: ", "Machine check", "INFO: task", "soft lockup", "LOCKUP", "NMI",
     "GPU reset executed", "Power fault", "insufficient power", "High Temperature",
-    "High temperature", "mlx5", "AER: ",
+    "High temperature", "mlx5", "AER: ", "PCIe Bus Error",
 )
 _BYTE_NEEDLES = tuple(n.encode() for n in _NEEDLES)
 # The most events of one kind a windowed read keeps (the newest): a log whose every line is
@@ -369,7 +388,7 @@ class _Parser:
         if m := _XID_RE.search(raw):
             pid, process, message = _xid_fields(m["rest"] or "")
             gi = int(m["gi"]) if m["gi"] is not None else None
-            self._add_xid(int(m["xid"]), m["bdf"], pid, process, message, raw, stamp, gi)
+            self._add_xid(int(m["xid"]), m["bdf"] or "", pid, process, message, raw, stamp, gi)
         elif m := _FALLEN_ONE_RE.search(raw):
             self._add_xid(79, m["bdf"], None, None, m["msg"], raw, stamp)
         elif m := _FALLEN_HEAD_RE.search(raw):

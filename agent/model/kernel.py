@@ -22,7 +22,8 @@ class XidEvent:
     """``NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after ...``.
 
     ``pci_bdf`` is normalised to ``dddd:bb:dd.f`` (lower case, function ``.0`` when the
-    driver omits it) so it joins with NVML's bus id and sysfs. ``pid``/``process`` are None
+    driver omits it) so it joins with NVML's bus id and sysfs; empty when the line's
+    address was elided (``Xid (PCI:...)``). ``pid``/``process`` are None
     when the driver printed ``<unknown>`` or no such field; ``message`` is the text after
     them. ``gpu_instance`` is the MIG GPU instance of ``(PCI:... GPU-I:05)`` lines.
     """
@@ -62,7 +63,8 @@ class KernelEvent:
     """Another kernel line a check cares about; ``kind`` says which family.
 
     Kinds: ``mce``, ``hung_task``, ``soft_lockup``, ``hard_lockup``, ``nmi``,
-    ``gpu_reset``, ``mlx5_health``, ``pcie_slot_power``, ``module_temperature``, ``aer``
+    ``gpu_reset``, ``mlx5_probe_failed``, ``mlx5_health``, ``pcie_slot_power``,
+    ``module_temperature``, ``aer``
     (see ``agent/collectors/kernel_log.py`` for the line formats and where each comes from).
     ``message`` is the text after the timestamp/host prefix; ``device`` is the normalised
     PCI bus id the line names (for ``aer``, the device that reported the error), or the

@@ -15,7 +15,7 @@ from ...agent.model.pci import normalize_bdf
 from ...agent.model.record import record
 from ..catalogs.xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
 from ..core.common import NODE, gpu_component, nvml_usable
-from ..core.finding import Action, Finding
+from ..core.finding import Action, Finding, Status
 from ..core.params import Params, param, parameters
 from ..core.registry import CheckContext, check
 from .recovery import RECOVERY_ACTIONS, recovery_finding
@@ -26,6 +26,8 @@ from .recovery import RECOVERY_ACTIONS, recovery_finding
 # prints these lines; compiling at import cost every prolog).
 _NVLINK5_SEVERITY = r"\b(Nonfatal|Non-fatal|Fatal)\b"
 _NEW_RECOVERY = r"\bto (0x[0-9a-fA-F]+|\d+)"
+# The events key of Xid lines whose address was elided ("NVRM: Xid (PCI:...): 79, ...").
+_UNIDENTIFIED = "unknown"
 
 # Every action the catalog, a Fatal NVLink5 line or an Xid 154 recovery value can ask for.
 _XID_ACTIONS = tuple(sorted(
@@ -76,8 +78,9 @@ class XidParams(Params):
 def xid(ctx: CheckContext) -> Iterator[Finding]:
     """Recent Xid errors per GPU, classified by code; older ones are only mentioned.
 
-    Only Xids inside ``window_s`` and after the GPU's last reset (a driver load or a
-    logged reset) and the last boot count; a line with no time counts as recent. A burst
+    Only Xids inside ``window_s`` and after the GPU's last reset (a driver load the GPU
+    came back from, answering NVML now, or a logged reset) and the last boot count; a
+    line with no time counts as recent. A burst
     of lines is one occurrence, and application Xids count distinct jobs (pids): they
     never fail, and warn when one GPU produces them across ``repeat_threshold`` jobs.
     Verdicts follow NVIDIA's Xid Catalog (xid_catalog.py): a code whose immediate action
@@ -119,7 +122,8 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
     unanswered = set(nvml.unanswered) if nvml else set()
     for key in sorted(events, key=_key_order):
         gpu = by_index.get(int(key[3:])) if key.startswith("gpu") else None
-        resets = _resets(log, gpu, key)
+        probed = gpu is not None and not gpu.lost and gpu.index not in unanswered
+        resets = _resets(log, gpu, key, probed)
         recent: list[_Event] = []
         history: Counter[int] = Counter()
         for ev in events[key]:
@@ -130,7 +134,8 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
         comp = key if gpu is not None else NODE
         lost = gpu is not None and (bool(gpu.lost) or gpu.index in unanswered)
         state = gpu if gpu is not None and nvml_usable(nvml) else None
-        yield from _judge(params, comp, key, state, lost, recent)
+        judged = _judge(params, comp, key, state, lost, recent)
+        yield from (_unidentified(f) for f in judged) if key == _UNIDENTIFIED else judged
         if history:
             yield Finding.passed(
                 comp, "older Xid errors outside the window or before the last reset",
@@ -155,22 +160,35 @@ def _gpus_by_bus_id(snap: Snapshot, gpus: list[Gpu]) -> dict[str, Gpu]:
 
 
 def _gpu_key(gpu: Gpu | None, bdf: str | None) -> str:
-    """``gpu3``; for a bus no NVML GPU has, the bus as an Xid line names it (no function)."""
+    """``gpu3``; for a bus no NVML GPU has, the bus as an Xid line names it (no function);
+    ``_UNIDENTIFIED`` for a line whose address was elided."""
     if gpu is not None:
         return gpu_component(gpu)
     address = normalize_bdf(bdf)
-    return address.rsplit(".", 1)[0] if address else "unknown"
+    return address.rsplit(".", 1)[0] if address else _UNIDENTIFIED
+
+
+def _unidentified(finding: Finding) -> Finding:
+    """Say that the Xid's GPU is unknown: its line elided the address, so the verdict is
+    the catalog's but the operator has to find the GPU (the node is the component)."""
+    if finding.status is Status.PASS:
+        return finding
+    return finding.replace(message=f"{finding.message} on an unidentified GPU")
 
 
 def _key_order(key: str) -> tuple[int, str]:
     return (int(key[3:]), "") if key.startswith("gpu") and key[3:].isdigit() else (1 << 30, key)
 
 
-def _resets(log: KernelLog | None, gpu: Gpu | None,
-            key: str) -> list[tuple[float | None, float | None]]:
+def _resets(log: KernelLog | None, gpu: Gpu | None, key: str,
+            probed: bool) -> list[tuple[float | None, float | None]]:
     """(time, uptime) of every logged reset that applies to this GPU.
 
-    A driver load (no device) resets every GPU; NVSentinel's acknowledgement names a UUID.
+    A driver load (no device) resets only the GPUs it probed again, and the log does not
+    say which those were ("The NVIDIA probe routine failed for 1 device(s)" names none):
+    ``probed`` is NVML answering for this GPU now. A GPU that fell off the bus and was
+    not probed after the reload is as lost as before it. NVSentinel's acknowledgement
+    names a UUID.
     """
     own = {normalize_bdf(gpu.pci_bdf) if gpu else None, normalize_bdf(key)} - {None}
     found: list[tuple[float | None, float | None]] = []
@@ -178,7 +196,10 @@ def _resets(log: KernelLog | None, gpu: Gpu | None,
         if e.kind != "gpu_reset":
             continue
         dev = e.device
-        if (dev is None or (gpu is not None and dev == gpu.uuid)
+        if dev is None:
+            if probed:
+                found.append((e.time, e.uptime_s))
+        elif ((gpu is not None and dev == gpu.uuid)
                 or (not dev.startswith("GPU-") and normalize_bdf(dev) in own)):
             found.append((e.time, e.uptime_s))
     return found

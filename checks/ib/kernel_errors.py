@@ -15,6 +15,10 @@ from .helpers import NODE, devices
 # (event kind, status, message, action)
 _KERNEL_RULES = {
     "mlx5_health": (Status.FAIL, "mlx5 health error in the kernel log", Action.REBOOT),
+    # The NIC never came up (error -110: its firmware did not answer): no port on it works
+    # until a reboot, and one that repeats needs the firmware or the card replaced.
+    "mlx5_probe_failed": (Status.FAIL, "mlx5 device failed to load (probe) in the kernel log",
+                          Action.REBOOT),
     "pcie_slot_power": (Status.FAIL, "PCIe slot power fault in the kernel log",
                         Action.INVESTIGATE),
     "module_temperature": (Status.WARN, "NIC module high temperature in the kernel log",
@@ -28,13 +32,16 @@ class IbKernelErrorsParams(Params):
 
 
 @check("ib.kernel_errors", needs=("kernel_log",), params=IbKernelErrorsParams,
-       remedy="mlx5 health errors (fatal syndromes, lost heartbeat, recovery flows) mean the "
-              "NIC firmware failed: read `dmesg | grep mlx5`, collect `mlxdump`/sysinfo and "
-              "reboot; repeats need an RMA. Slot power faults: check the riser and PSU. High "
+       remedy="mlx5 health errors (fatal syndromes, lost heartbeat, recovery flows) and a "
+              "device that failed to load (probe/mlx5_load_one error) mean the NIC firmware "
+              "failed: read `dmesg | grep mlx5`, collect `mlxdump`/sysinfo and reboot; "
+              "repeats need a firmware update or an RMA. Slot power faults: check the riser "
+              "and PSU. High "
               "module temperature: check airflow and the transceiver.",
        actions=(Action.REBOOT, Action.INVESTIGATE))
 def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
-    """No mlx5 health, slot-power or NIC module-temperature errors within ``window_s``."""
+    """No mlx5 health or load failures, slot-power or NIC module-temperature errors within
+    ``window_s``: a NIC whose probe failed has no ports, so nothing else reports it."""
     log = ctx.snapshot.kernel_log
     if log is None:
         yield Finding.error(NODE, "kernel log was not collected")
@@ -56,4 +63,5 @@ def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding(status, where, message, {"count": len(raws), "last": raws[-1][:200]},
                       "none", action)
     if not grouped:
-        yield Finding.passed(NODE, "no mlx5 health, slot power or module temperature errors")
+        yield Finding.passed(NODE, "no mlx5 health or load, slot power or module temperature "
+                                   "errors")

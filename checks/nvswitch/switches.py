@@ -5,6 +5,7 @@ NVL72 compute trays have none: their switches are in the switch trays."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 
@@ -119,6 +120,19 @@ def _continuation(message: str) -> bool:
     return message.startswith(("Severity", "Data"))
 
 
+# A string: compiled on first use through re's cache, not at every prolog's import.
+_SEVERITY_FATAL = r"Severity 1\b"
+
+
+def _fatal(events: list[SxidEvent]) -> bool:
+    """Whether the driver called the fault fatal: a ``Fatal, ...`` fault line, or the
+    ``Severity 1`` record _nvswitch_dump_error_entry (nvswitch.c) prints for it, 1 being
+    NVSWITCH_ERROR_SEVERITY_FATAL (ctrl_dev_nvswitch.h; 0 is NONFATAL). A fault may reach
+    us through its Severity/Data records alone."""
+    return any(e.message.lower().startswith("fatal") or re.match(_SEVERITY_FATAL, e.message)
+               for e in events)
+
+
 def _switch_component(event: SxidEvent) -> str:
     """``nvidia-nvswitch1`` -> ``nvswitch1``; the bus id when the line named no device."""
     device: str | None = event.switch_device
@@ -184,7 +198,7 @@ def sxid(ctx: CheckContext) -> Iterator[Finding]:
     for (component, code), events in sorted(groups.items()):
         faults = [e for e in events if not _continuation(e.message)] or events[:1]
         count = len(faults)
-        fatal = any(e.message.lower().startswith("fatal") for e in faults)
+        fatal = _fatal(events)
         info = sxid_info(code)
         observed = {"sxid": code, "count": count, "last": faults[-1].message}
         if info is None:
