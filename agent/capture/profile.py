@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...checks.core.rails import assign, decide
+from ...checks.core.rails import assign, decide, has_recognition_keys
 from ...checks.core.topology import gpus, nics, pair, rank
 from ...checks.profiles.profile import Profile
 from ..model import Snapshot
@@ -96,7 +96,7 @@ def _nics(snap: Snapshot, base: Profile, cap: Capture) -> None:
     if not snap.infiniband:
         cap.notes.append(f"NIC values inherited from {cap.extends}: no RDMA device read")
         return
-    assign(snap, base)
+    judged_by = _assign_rails(snap, base)
     compute = sorted((d for d in snap.infiniband if d.role == "compute"), key=lambda d: d.name)
     if not compute:
         cap.notes.append(f"NIC values inherited from {cap.extends}: no compute NIC found")
@@ -104,7 +104,7 @@ def _nics(snap: Snapshot, base: Profile, cap: Capture) -> None:
     ports = [p for d in compute for p in d.ports]
     layers = sorted({p.link_layer for p in ports if p.link_layer})
     rates = [p.rate_gbps for p in ports if p.rate_gbps]
-    cap.set("compute_hcas", len(compute), f"RDMA devices judged compute under {base.name}")
+    cap.set("compute_hcas", len(compute), f"RDMA devices judged compute {judged_by}")
     if len(layers) == 1:
         cap.set("hca_link_layer", layers[0], "ports/N/link_layer")
     if rates:
@@ -125,6 +125,32 @@ def _nics(snap: Snapshot, base: Profile, cap: Capture) -> None:
         cap.set("nic_firmware", firmware,
                 "the compute NICs' fw_ver; another warns (host.versions)")
     _distances(snap, cap)
+
+
+def _compute_count(snap: Snapshot) -> int:
+    return sum(1 for d in snap.infiniband or [] if d.role == "compute")
+
+
+def _assign_rails(snap: Snapshot, base: Profile) -> str:
+    """Judge the NICs' roles for the capture, and say how.
+
+    Under the base's rules first. A base that names a compute fabric (dgx-h100: InfiniBand)
+    turns every rail of a node on the other one (a RoCE site's H100s) into storage, and a
+    capture that kept that would fail the very node it was read from. So where the rails
+    the board's layout shows (checks/core/rails.py rule 5: the link layer the NICs beside
+    the GPUs run) outnumber the base's, those are captured, with their link layer: the
+    node as it is.
+    """
+    assign(snap, base)
+    if base.hca_link_layer is None or has_recognition_keys(base):
+        return f"under {base.name}"
+    by_base = _compute_count(snap)
+    assign(snap, replace(base, hca_link_layer=None))
+    if _compute_count(snap) > by_base:
+        return (f"by PCIe affinity to the GPUs: {base.name}'s {base.hca_link_layer} fabric "
+                "is not the rails' link layer here")
+    assign(snap, base)
+    return f"under {base.name}"
 
 
 def _roce(ports: list[IbPort], cap: Capture) -> None:

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from .nvml_api import NvmlApi
 
 # Error names that mean "this part or driver does not have it", not "broken".
+# Deprecated: drivers from 590 answer it for applications clocks (nvidia-smi -q: "Requested
+# functionality has been deprecated").
 UNSUPPORTED = frozenset({"NotSupported", "FunctionNotFound", "NoPermission",
-                         "ArgumentVersionMismatch", "NVMLLibraryMismatchError"})
+                         "ArgumentVersionMismatch", "NVMLLibraryMismatchError", "Deprecated"})
 FATAL = frozenset({"GpuIsLost", "ResetRequired"})
 
 ARCH_HOPPER = 9
@@ -154,6 +156,8 @@ class GpuReader:
         g.sm_clock_mhz = self.call("sm_clock_mhz", "nvmlDeviceGetClockInfo", h,
                                    NVML_CLOCK_SM)
         g.sm_clock_max_mhz = self.call("sm_clock_max_mhz", "nvmlDeviceGetMaxClockInfo",
+                                       h, NVML_CLOCK_SM)
+        g.sm_app_clock_mhz = self.call("sm_app_clock_mhz", "nvmlDeviceGetApplicationsClock",
                                        h, NVML_CLOCK_SM)
         g.performance_state = self.call("performance_state", "nvmlDeviceGetPerformanceState", h)
         g.pcie_gen_current = self.call("pcie_gen_current",

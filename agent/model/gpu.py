@@ -99,6 +99,9 @@ class Gpu:
     clock_event_reasons: int | None = None
     sm_clock_mhz: int | None = None  # current SM clock (nvmlDeviceGetClockInfo, NVML_CLOCK_SM)
     sm_clock_max_mhz: int | None = None  # nvmlDeviceGetMaxClockInfo(NVML_CLOCK_SM)
+    # The SM clock applications run at (nvmlDeviceGetApplicationsClock, NVML_CLOCK_SM):
+    # set by nvidia-smi -ac, it holds even while the GPU idles at a lower clock.
+    sm_app_clock_mhz: int | None = None
     # Time spent in each slowdown since the driver loaded, ns (fields 269-271:
     # sw_thermal, hw_thermal, hw_power_brake); only the names the driver answered.
     clock_event_time_ns: dict[str, int] = field(default_factory=dict)

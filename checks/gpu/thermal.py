@@ -134,8 +134,9 @@ APPLICATION_CLOCKS = 0x2  # nvmlClocksEventReasonApplicationsClocksSetting (User
 class ClocksParams(Params):
     below_max_pct: float = param(
         5.0, ge=0, le=100, doc="percent under the maximum an SM clock held by the "
-        "application/locked-clock reason warns at: a clock someone capped (nvidia-smi "
-        "-lgc/-ac); the margin leaves room for boost steps (15 MHz bins) near the top")
+        "application/locked-clock reason warns at, and under the profile's sm_clock_mhz "
+        "an applications clock does: a clock someone capped (nvidia-smi -lgc/-ac); the "
+        "margin leaves room for boost steps (15 MHz bins) near the top")
     max_slowdown_share: float = param(
         0.05, ge=0, le=1, doc="share of the time between two samples a GPU may spend in "
         "thermal or power-brake slowdown (fields 269-271). No peer publishes a time-share "
@@ -156,9 +157,15 @@ def clocks(ctx: CheckContext) -> Iterator[Finding]:
 
     The first needs one sample: the ApplicationsClocksSetting reason (0x2) active with the
     SM clock more than ``below_max_pct`` under the maximum (an idle GPU drops its clock
-    with the reason clear, and is not judged). The second needs an earlier sample: the
-    thermal and power-brake slowdown time (ns) grown by more than ``max_slowdown_share``
-    of the interval, however briefly each episode lasted. Both warn: the GPU works, slowly.
+    with the reason clear, and is not judged); and, where the profile knows the SM clock
+    its GPUs run uncapped (``sm_clock_mhz``), an applications clock set more than
+    ``below_max_pct`` under it, which an idle GPU shows too (nvmlDeviceGetApplicationsClock,
+    https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceQueries.html: the clock
+    applications will use, changed by nvmlDeviceSetApplicationsClocks; drivers from 590
+    answer Deprecated, and then only the reason is judged). The second needs an earlier
+    sample: the thermal and power-brake slowdown time (ns) grown by more than
+    ``max_slowdown_share`` of the interval, however briefly each episode lasted. All
+    warn: the GPU works, slowly.
     """
     gpus, skips = answering_gpus(ctx)
     yield from skips
@@ -167,6 +174,7 @@ def clocks(ctx: CheckContext) -> Iterator[Finding]:
     for gpu in gpus:
         comp = gpu_component(gpu)
         found = list(_held_clock(gpu, params.below_max_pct))
+        found += _low_app_clock(gpu, ctx.profile.sm_clock_mhz, params.below_max_pct)
         prev = previous_gpu(ctx.previous, gpu)
         if dt is not None and prev is not None:
             found += _slowdown_time(gpu, prev, dt, params.max_slowdown_share)
@@ -190,6 +198,24 @@ def _held_clock(gpu: Gpu, below_max_pct: float) -> Iterator[Finding]:
                            {"sm_clock_mhz": cur, "max_mhz": top,
                             "reasons": clock_reason_names(mask)},
                            f">= {top * (1 - below_max_pct / 100):.0f} MHz", Action.FIX_CONFIG)
+
+
+def _low_app_clock(gpu: Gpu, expected: int | None, below_pct: float) -> Iterator[Finding]:
+    """A warn where the applications clock is set below the profile's SM clock.
+
+    The current clock only shows a cap under load; the applications clock is the setting
+    itself, so a GPU capped by ``nvidia-smi -ac`` is found before the job it slows. A
+    warn, never a fail: the GPU works, slowly, and a site may cap clocks on purpose.
+    """
+    app = gpu.sm_app_clock_mhz
+    if app is None or not expected:
+        return
+    floor = expected * (1 - below_pct / 100)
+    if app < floor:
+        yield Finding.warn(gpu_component(gpu), f"GPU {gpu.index} applications clock set to "
+                           f"{app} MHz, below the profile's SM clock {expected} MHz",
+                           {"sm_app_clock_mhz": app, "profile_sm_clock_mhz": expected},
+                           f">= {floor:.0f} MHz", Action.FIX_CONFIG)
 
 
 def _slowdown_time(gpu: Gpu, prev: Gpu, dt: float, max_share: float) -> Iterator[Finding]:

@@ -28,14 +28,17 @@ def links_text(links: Iterable[int]) -> str:
 _NO_NVLINK = "NVLink not supported on this GPU"
 
 
-def nvlink_gpus(ctx: CheckContext) -> tuple[list[Finding], list[Gpu]]:
+def nvlink_gpus(ctx: CheckContext, by_profile: bool = True
+                ) -> tuple[list[Finding], list[Gpu]]:
     """The GPUs an NVLink check judges, and the skip/error findings for the rest.
 
-    In order: a profile without NVLink skips the whole check; no NVML data is an error;
-    then per GPU, one that did not answer (``gpu.responsive`` judges it), one whose NVML
-    says NVLink is not supported, and one in MIG mode each skip.
+    In order: a profile without NVLink skips the whole check, unless ``by_profile`` is
+    False (error counters are judged against their own earlier values, so they need no
+    profile: a storm on a machine detected ``generic`` is still a storm); no NVML data is
+    an error; then per GPU, one that did not answer (``gpu.responsive`` judges it), one
+    whose NVML says NVLink is not supported, and one in MIG mode each skip.
     """
-    if ctx.profile.nvlinks_per_gpu <= 0:
+    if by_profile and ctx.profile.nvlinks_per_gpu <= 0:
         return [Finding.skip(NODE, "no NVLink on this platform (profile expects none)")], []
     gpus = nvml_gpus(ctx.snapshot)
     if isinstance(gpus, Finding):

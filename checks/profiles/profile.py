@@ -40,6 +40,9 @@ class Profile:
     gpu_pcie_gen: int | None = None
     gpu_pcie_width: int | None = None
     gpu_power_limit_w: int | None = None
+    # The SM clock the GPUs run at when nobody capped them, MHz (their maximum): an
+    # applications clock set below it is a straggler (gpu.clocks).
+    sm_clock_mhz: int | None = None
     # NVLink and fabric
     nvlinks_per_gpu: int = 0
     nvlink_version: int | None = None  # NVML enum (6 = NVLink 4)

@@ -71,6 +71,22 @@ def test_a_roce_capture_records_the_fabric(tmp_path: Path) -> None:
         assert line in text  # so the RoCE checks judge the node as it was captured
 
 
+@pytest.mark.parametrize("extends", [(), ("--extends", "dgx-h100")])
+def test_a_roce_node_passes_the_profile_captured_under_an_infiniband_base(
+        tmp_path: Path, extends: tuple[str, ...]) -> None:
+    """The detected profile (dgx-h100) names InfiniBand: the RoCE rails are still the
+    node's rails, so the capture records them and their link layer, and passes the node."""
+    spec = _spec(tmp_path, LAYOUTS["roce-h100"][0])
+    out = tmp_path / "captured.yaml"
+    proc = run_cli("profiles", "capture", "--simulate", str(spec), *extends,
+                   "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert 'hca_link_layer: "Ethernet"' in text
+    assert "compute_hcas: 8" in text
+    assert _problems(spec, out) == []
+
+
 def test_the_captured_profile_still_catches_a_fault(tmp_path: Path) -> None:
     healthy = _spec(tmp_path, LAYOUTS["oem-h100"][0])
     captured = _capture(tmp_path, healthy, "hgx-h100-8gpu")

@@ -18,6 +18,7 @@ import pytest
 
 from clusterdiag.agent.collectors import ib as ib_collector
 from clusterdiag.agent.model import Snapshot, SourceStats
+from clusterdiag.agent.model.gpu import NvLink
 from clusterdiag.agent.model.kernel import XidEvent
 from clusterdiag.agent.read.sources import SourceEnv
 from clusterdiag.agent.run.runner import RunOptions, evaluate
@@ -108,11 +109,56 @@ def test_locked_clocks_planted_in_the_real_h200_snapshot() -> None:
         ("gpu.clocks", "gpu0", "warn", "fix_config")}
 
 
+def test_applications_clock_below_the_profile_warns_on_an_idle_real_h200() -> None:
+    """nvidia-smi -ac 1980,1410 on an idle GPU: the current clock (345 MHz, reason Idle)
+    shows nothing; the applications clock does, against the profile's 1980 MHz."""
+    options = RunOptions(level="quick", profile="hgx-h200-8gpu")
+    baseline = evaluate(_clocked(0x1, 345), Config(), options).findings
+    capped = _clocked(0x1, 345)
+    assert capped.nvml is not None
+    capped.nvml.gpus[0].sm_app_clock_mhz = 1410
+    findings = evaluate(capped, Config(), options).findings
+    assert _new_verdicts(baseline, findings) == {("gpu.clocks", "gpu0", "warn", "fix_config")}
+    warn = next(f for f in findings if f.check == "gpu.clocks" and f.status is Status.WARN)
+    assert warn.message == ("GPU 0 applications clock set to 1410 MHz, below the profile's "
+                            "SM clock 1980 MHz")
+    capped.nvml.gpus[0].sm_app_clock_mhz = 1980  # the default: no warning
+    assert _new_verdicts(baseline, evaluate(capped, Config(), options).findings) == set()
+
+
 def test_slowdown_time_growing_between_two_real_samples() -> None:
     before = _clocked(0x1, 345, 0, at=-60.0)
     baseline = _judge(_clocked(0x1, 345, 0), previous=before)
     grown = _judge(_clocked(0x1, 345, 9_000_000_000), previous=before)  # 9 s of 60
     assert _new_verdicts(baseline, grown) == {("gpu.clocks", "gpu0", "warn", "investigate")}
+
+
+def _nvlinked(crc: int, replay: int, at: float = 0.0) -> Snapshot:
+    """The real H200 as a one-GPU machine with its 18 NVLinks up, as a real H200 shows
+    them (nvidia-smi nvlink -s, /work/shared/data/real/nvlink: 18 links at 26.562 GB/s),
+    link 3's CRC and replay counters at ``crc`` and ``replay``."""
+    snap = _h200()
+    assert snap.nvml is not None
+    gpu = snap.nvml.gpus[0]
+    for key in ("nvlinks", "nvlink_count"):
+        gpu.unsupported.pop(key, None)
+    gpu.nvlink_count = 18
+    gpu.nvlinks = [NvLink(link=n, active=True, version=6, speed_mbps=26562,
+                          errors={"replay": replay if n == 3 else 0, "recovery": 0,
+                                  "crc": crc if n == 3 else 0}) for n in range(18)]
+    snap.taken_at += at
+    return snap
+
+
+def test_nvlink_error_storm_on_a_generic_one_gpu_h200_is_judged() -> None:
+    """One H200 and no NVSwitch is detected generic; its counters still judge it."""
+    before = _nvlinked(0, 0, at=-60.0)
+    options = RunOptions(level="full")
+    baseline = evaluate(_nvlinked(0, 0), Config(), options, previous=before)
+    assert baseline.profile["name"] == "generic"
+    storm = evaluate(_nvlinked(60_000, 40), Config(), options, previous=before)  # 1000 CRC/s
+    assert _new_verdicts(baseline.findings, storm.findings) == {
+        ("nvlink.error_rate", "gpu0.link3", "fail", "reset_gpu")}
 
 
 # --- the real H100 InfiniBand tree ---------------------------------------------------------

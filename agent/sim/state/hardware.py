@@ -68,6 +68,7 @@ class SimGpu:
     # nvidia-smi -q at idle: 345 MHz; "Max Clocks" SM: 1980 MHz).
     sm_clock: int = 345
     sm_clock_max: int = 1980
+    app_clock: int = 1980  # nvidia-smi -q (535): Applications Clocks Graphics 1980 MHz
     pstate: int = 0
     pcie_gen: int = 5
     pcie_width: int = 16

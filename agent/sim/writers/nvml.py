@@ -228,6 +228,10 @@ class SimNvml:
         return gpu.sm_clock_max
 
     @_device
+    def nvmlDeviceGetApplicationsClock(self, gpu: SimGpu, clock: int) -> int:
+        return gpu.app_clock
+
+    @_device
     def nvmlDeviceGetPerformanceState(self, gpu: SimGpu) -> int:
         return gpu.pstate
 
