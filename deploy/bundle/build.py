@@ -54,13 +54,34 @@ def _pip(*args: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        # pip's own summary ends its output; the builder's error comes before it
+        tail = "\n".join(proc.stderr.strip().splitlines()[-12:])
         raise BuildError(f"pip {args[0]} failed:\n{tail}")
+
+
+# What the project's wheel is built from (pyproject's packages and their data, its readme
+# and licence).
+WHEEL_SOURCES = ("agent", "checks", "reports", "pyproject.toml", "README.md", "LICENSE")
+
+
+def _private_source(work: Path) -> Path:
+    """A copy of the sources the wheel is built from. setuptools builds inside the tree it
+    is given (build/, *.egg-info): building the checkout itself would race any other build
+    of it and take in what an earlier one left there."""
+    source = work / "source"
+    for name in WHEEL_SOURCES:
+        path = REPO / name
+        if path.is_dir():
+            shutil.copytree(path, source / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif path.is_file():
+            shutil.copy2(path, source / name)
+    return source
 
 
 def project_wheel(work: Path) -> Path:
     """The project's own wheel, built once: it is pure Python, the same for every bundle."""
-    _pip("wheel", "-q", "--no-deps", "-w", str(work), str(REPO))
+    _pip("wheel", "-q", "--no-deps", "-w", str(work), str(_private_source(work)))
     (wheel,) = work.glob("clusterdiag-*.whl")
     return wheel
 

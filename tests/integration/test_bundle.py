@@ -32,8 +32,8 @@ COPIED = ("agent", "checks", "reports", "systemd", "deploy", "pyproject.toml", "
 HEALTHZ = ("import urllib.request; "
            "print(urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=5).status)")
 
-# Every test here builds the project wheel in the checkout; setuptools builds in-tree
-# (build/, *.egg-info), so two builds of one checkout at once break each other.
+# Every test here builds the project wheel (from a private copy of the sources, see
+# build.py); the wheel tests run one after another on one worker all the same.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
