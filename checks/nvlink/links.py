@@ -31,7 +31,8 @@ def _version_text(version: int) -> str:
               "run the field diagnostics and open an RMA.",
        actions=(Action.RESET_GPU, Action.REBOOT))
 def links_up(ctx: CheckContext) -> Iterator[Finding]:
-    """Every GPU has all its NVLinks active (18 on H100/H200/B200/GB200, 12 on A100).
+    """Every GPU has all its NVLinks active (18 on H100/H200/B200/GB200, 12 on A100 and
+    H100 NVL).
 
     Counts the links NVML reports active per GPU against the profile's ``nvlinks_per_gpu``
     and names the links that are down (or missing) in ``observed``, as ``16/18 (down: 7,
@@ -50,11 +51,7 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.error(component, "NVLink states were not read", link_errors(gpu)
                                 or None)
             continue
-        present = {link.link for link in gpu.nvlinks}
-        up = sorted(link.link for link in gpu.nvlinks if link.active)
-        unread = sorted(link.link for link in gpu.nvlinks if link.active is None)
-        down = sorted({link.link for link in gpu.nvlinks if link.active is False}
-                      | (set(range(expected)) - present))
+        up, unread, down = _link_states(gpu, expected)
         observed = f"{len(up)}/{expected}"
         if len(up) >= expected:
             yield Finding.passed(component, "all NVLinks active", observed, f"{expected}/"
@@ -74,6 +71,23 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
         else:
             yield Finding.fail(gpu_component(gpu), "NVLinks down", observed,
                                f"{expected}/{expected}", Action.RESET_GPU)
+
+
+def _link_states(gpu: Gpu, expected: int) -> tuple[list[int], list[int], list[int]]:
+    """The GPU's links up, unreadable and down, as link numbers; down names only the
+    links the profile expects (0 to ``expected`` - 1) that are inactive or missing.
+
+    NVML numbers a part's links from 0, and a reader that walks NVML_NVLINK_MAX_LINKS
+    (18) sees a 12-link part's six unused numbers as inactive: naming those as down would
+    send the operator after links the part does not have."""
+    wanted = set(range(expected))
+    present = {link.link for link in gpu.nvlinks}
+    up = sorted(link.link for link in gpu.nvlinks if link.active)
+    unread = sorted(link.link for link in gpu.nvlinks
+                    if link.active is None and link.link in wanted)
+    down = sorted({link.link for link in gpu.nvlinks
+                   if link.active is False and link.link in wanted} | (wanted - present))
+    return up, unread, down
 
 
 @check("nvlink.version", needs=("nvml",),

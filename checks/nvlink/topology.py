@@ -27,7 +27,8 @@ def topology(ctx: CheckContext) -> Iterator[Finding]:
     NVML's pairwise ``nvmlDeviceGetP2PStatus(..., NVLINK)`` is the same question NCCL
     and ``nvidia-smi topo -p2p n`` ask; anything but OK for any pair fails, naming the
     pairs and their status in ``observed``. GPUs that are skipped (no NVLink, MIG, not
-    answering) are left out of the pairs.
+    answering) are left out of the pairs. On cards bridged in groups (the profile's
+    ``nvlink_peers``) each GPU must reach that many others, not every one.
     """
     findings, judged = nvlink_gpus(ctx)
     yield from findings
@@ -41,16 +42,11 @@ def topology(ctx: CheckContext) -> Iterator[Finding]:
     if not p2p:
         yield Finding.error(NODE, "NVLink P2P status was not read")
         return
-    bad: dict[str, str] = {}
-    unread: dict[str, str | None] = {}
     pairs = list(combinations(sorted(gpu.index for gpu in judged), 2))
-    for a, b in pairs:
-        key = f"{a}-{b}"
-        status = p2p.get(key, p2p.get(f"{b}-{a}"))
-        if status is None or status.startswith("error"):
-            unread[key] = status
-        elif status != "ok":
-            bad[key] = status
+    bad, unread = _pair_statuses(p2p, pairs)
+    if ctx.profile.nvlink_peers is not None:
+        yield from _bridged(judged, pairs, bad, unread, ctx.profile.nvlink_peers)
+        return
     if bad:
         yield Finding.fail(NODE, "GPU pairs without NVLink P2P", bad, "ok",
                            Action.INVESTIGATE)
@@ -59,6 +55,43 @@ def topology(ctx: CheckContext) -> Iterator[Finding]:
     if not bad and not unread:
         yield Finding.passed(NODE, "every GPU pair reaches the others over NVLink",
                              f"{len(pairs)} pairs ok")
+
+
+def _pair_statuses(p2p: dict[str, str], pairs: list[tuple[int, int]]
+                   ) -> tuple[dict[str, str], dict[str, str | None]]:
+    """The pairs whose NVLink P2P status is not ok, and those whose status was not read."""
+    bad: dict[str, str] = {}
+    unread: dict[str, str | None] = {}
+    for a, b in pairs:
+        key = f"{a}-{b}"
+        status = p2p.get(key, p2p.get(f"{b}-{a}"))
+        if status is None or status.startswith("error"):
+            unread[key] = status
+        elif status != "ok":
+            bad[key] = status
+    return bad, unread
+
+
+def _bridged(judged: list[Gpu], pairs: list[tuple[int, int]], bad: dict[str, str],
+             unread: dict[str, str | None], peers: int) -> Iterator[Finding]:
+    """Cards bridged in groups (H100 NVL pairs): each GPU reaches ``peers`` others over
+    NVLink, and the rest over PCIe by design, so a pair without NVLink P2P is no fault
+    in itself; a GPU that reaches fewer than its peers is (its bridge or links)."""
+    reached: dict[int, int] = {gpu.index: 0 for gpu in judged}
+    for a, b in pairs:
+        key = f"{a}-{b}"
+        if key not in bad and key not in unread:
+            reached[a] += 1
+            reached[b] += 1
+    short = {f"gpu{i}": f"{n} NVLink peers" for i, n in sorted(reached.items()) if n < peers}
+    if short and unread:
+        yield Finding.error(NODE, "NVLink P2P status unreadable for some GPU pairs", unread)
+    elif short:
+        yield Finding.fail(NODE, "GPUs without their bridged NVLink peers", short,
+                           f"{peers} per GPU", Action.INVESTIGATE)
+    else:
+        yield Finding.passed(NODE, "every GPU reaches its bridged peers over NVLink",
+                             f"{sum(reached.values()) // 2} pairs ok")
 
 
 @check("nvlink.remote", needs=("nvml",),

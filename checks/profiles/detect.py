@@ -82,7 +82,8 @@ def detect_profile(snap: Snapshot) -> Detection:
         # A VPD that could not be read (an unprivileged agent) hides managers, not GPUs.
         unread = any("vpd" in d.unknown for d in snap.infiniband or [])
         fits = [p for p in fits if p.nvswitch == bool(nvswitches or managers) or p.nvl72
-                or (unread and not nvswitches and bool(p.nvswitch_mgmt_functions))]
+                or (unread and not nvswitches and bool(p.nvswitch_mgmt_functions))
+                or _switches_unseen(p)]
     fits = [p for p in fits if not p.dmi_products] or fits
     if len(fits) != 1:
         names = [p.name for p in fits] or [p.name for p in candidates]
@@ -109,3 +110,11 @@ def _baseboard(candidates: list[Profile], switches: int, managed: bool,
 
 def _dmi_names(profile: Profile, product: str) -> bool:
     return bool(product) and any(d.lower() in product.lower() for d in profile.dmi_products)
+
+
+def _switches_unseen(profile: Profile) -> bool:
+    """A board whose NVSwitches the host is not known to see at all (HGX B300: neither PCI
+    functions nor management functions are published), so that their absence from the
+    snapshot says nothing and the GPU model and count decide."""
+    return (profile.nvswitch and profile.nvswitch_count is None
+            and not profile.nvswitch_mgmt_functions)

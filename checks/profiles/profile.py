@@ -46,6 +46,10 @@ class Profile:
     # NVLink and fabric
     nvlinks_per_gpu: int = 0
     nvlink_version: int | None = None  # NVML enum (6 = NVLink 4)
+    # How many other GPUs of the node each GPU reaches over NVLink, where that is not
+    # every one of them: 1 on cards bridged in pairs (H100 NVL), whose GPUs of different
+    # pairs talk over PCIe by design. None: every GPU pair (NVSwitch boards, NVL72).
+    nvlink_peers: int | None = None
     nvswitch: bool = False
     nvswitch_count: int | None = None  # NVSwitch PCI functions (class 0x0680)
     # Boards whose NVSwitches are no PCI functions (HGX/DGX B200): the ConnectX-7

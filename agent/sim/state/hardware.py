@@ -19,6 +19,7 @@ from .layout import LAYOUTS, Layout
 from .nccl import SimNccl
 
 # NVML constants used by the state (values from nvml.h).
+REMOTE_GPU = 0  # NVML_NVLINK_DEVICE_TYPE_GPU
 REMOTE_SWITCH = 2
 FABRIC_COMPLETED = 3
 # Per-link error counters each generation has (field ids; Blackwell dropped 161-163).
@@ -171,6 +172,37 @@ def _device_fields(profile: Profile, arch: int) -> dict[int, float | int | None]
     }
 
 
+def _group(profile: Profile, index: int) -> int:
+    """The NVLink group of GPU ``index``: on cards bridged in groups of
+    ``nvlink_peers + 1`` (H100 NVL pairs) the neighbouring cards, else the whole node."""
+    return index // (profile.nvlink_peers + 1) if profile.nvlink_peers else 0
+
+
+def _same_group(profile: Profile, a: int, b: int) -> bool:
+    return _group(profile, a) == _group(profile, b)
+
+
+def _links(profile: Profile, layout: Layout, index: int) -> list[SimLink]:
+    """GPU ``index``'s NVLinks: to the board's NVSwitches, or on bridged cards to the other
+    GPUs of its group in turn (a pair's 12 links all to the partner)."""
+    version = profile.nvlink_version or 6
+    speed = 53125 if version >= 7 else 26562
+    counters = LINK_COUNTERS_NVLINK5 if layout.architecture >= 10 else LINK_COUNTERS
+    peers = [slot.bdf for i, slot in enumerate(layout.gpus)
+             if i != index and _same_group(profile, i, index)] if profile.nvlink_peers else []
+    links = []
+    for link in range(profile.nvlinks_per_gpu):
+        if peers:
+            remote_type, remote = REMOTE_GPU, peers[link % len(peers)]
+        else:
+            remote_type = REMOTE_SWITCH
+            remote = (layout.nvswitch_bdfs[link % len(layout.nvswitch_bdfs)]
+                      if layout.nvswitch_bdfs else "")
+        links.append(SimLink(version=version, speed_mbps=speed, remote_type=remote_type,
+                             remote_bdf=remote, errors={fid: Counter() for fid in counters}))
+    return links
+
+
 def build_node(name: str, profile: Profile, rack: str | None = None,
                cluster_uuid: bytes | None = None, clique_id: int = 0) -> SimNode:
     """A healthy node of ``profile``: every answer what the real parts give."""
@@ -188,14 +220,7 @@ def build_node(name: str, profile: Profile, rack: str | None = None,
             slowdown_temp=89 if layout.architecture >= 9 else 85,
         )
         if profile.nvlinks_per_gpu:
-            version = profile.nvlink_version or 6
-            speed = 53125 if version >= 7 else 26562
-            counters = LINK_COUNTERS_NVLINK5 if layout.architecture >= 10 else LINK_COUNTERS
-            gpu.links = [SimLink(version=version, speed_mbps=speed,
-                                 remote_bdf=layout.nvswitch_bdfs[link % len(layout.nvswitch_bdfs)]
-                                 if layout.nvswitch_bdfs else "",
-                                 errors={fid: Counter() for fid in counters})
-                         for link in range(profile.nvlinks_per_gpu)]
+            gpu.links = _links(profile, layout, i)
         if layout.architecture >= 9:  # Hopper+: fabric info exists (zeros off NVL72)
             gpu.fabric = SimFabric()
             if profile.nvl72:
@@ -217,6 +242,7 @@ def build_node(name: str, profile: Profile, rack: str | None = None,
                    services=services, modules=modules, rack=rack,
                    nvswitch_bdfs=list(layout.nvswitch_bdfs))
     if profile.nvlinks_per_gpu:
-        node.p2p = {(a.index, b.index): 0 for a in gpus for b in gpus if a.index < b.index}
+        node.p2p = {(a.index, b.index): 0 for a in gpus for b in gpus
+                    if a.index < b.index and _same_group(profile, a.index, b.index)}
     node.hcas = build_hcas(name, profile.name, profile.nic_pcie_gen, profile.nic_pcie_width)
     return node

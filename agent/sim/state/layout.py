@@ -104,6 +104,18 @@ LAYOUTS: dict[str, Layout] = {
     "hgx-h100-pcie": Layout("NVIDIA H100 PCIe", 9, 80 * _GIB, "96.00.30.00.01",
                             "900-21010-0000-000", "G520.0210.00.03", _PCIE_GPUS, (),
                             "SYS-421GE-TNRT", _X86, gpu_device_id=0x2331),  # H100 PCIe
+    # Eight H100 NVL cards in the PCIe server's slots, bridged in pairs (GPU0-1, 2-3, ...:
+    # neighbouring slots, as the bridges span them). Board part 900-21010-0020-000 and the
+    # VBIOS/InfoROM strings are the PCIe card's pattern, not a capture: provisional.
+    "h100-nvl": Layout("NVIDIA H100 NVL", 9, 94 * _GIB, "96.00.99.00.01",
+                       "900-21010-0020-000", "G520.0200.00.05", _PCIE_GPUS, (),
+                       "SYS-421GE-TNRT", _X86, gpu_device_id=0x2321),  # GH100 [H100 NVL]
+    # An OEM HGX B300 server (no DGX chassis name; DMI's common placeholder): the
+    # B200 board's GPU places, no NVSwitch on PCI (how the host sees them is unpublished).
+    "hgx-b300-8gpu": Layout("NVIDIA B300 SXM6 AC", 10, 279 * _GIB, "97.10.2A.00.02",
+                            "692-2G558-0210-000", "G558.0210.00.01", _B200_GPUS, (),
+                            "To Be Filled By O.E.M.", _X86,
+                            gpu_device_id=0x3182),  # GB110 [B300 SXM6 AC]
 }
 
 

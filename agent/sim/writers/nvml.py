@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import pynvml
 
-from ..state.hardware import SimGpu, SimNode
+from ..state.hardware import REMOTE_GPU, SimGpu, SimNode
 
 T = TypeVar("T")
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
@@ -409,10 +409,12 @@ class SimNvml:
 
     @_device
     def nvmlDeviceGetNvLinkRemotePciInfo(self, gpu: SimGpu, link: int) -> Any:
-        remote = self._link(gpu, link).remote_bdf
-        if not remote:
+        lnk = self._link(gpu, link)
+        if not lnk.remote_bdf:
             _raise(NOT_SUPPORTED)
-        return _pci_info(remote, self.node.layout.nvswitch_device_id)
+        layout = self.node.layout
+        return _pci_info(lnk.remote_bdf, layout.gpu_device_id if lnk.remote_type == REMOTE_GPU
+                         else layout.nvswitch_device_id)
 
     @_device
     def nvmlDeviceGetNvLinkErrorCounter(self, gpu: SimGpu, link: int, counter: int) -> int:
