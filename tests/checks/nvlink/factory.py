@@ -19,7 +19,8 @@ NVLINK5 = {"recovery_failed": 0, "recovery": 0, "rcv_errors": 0, "local_link_int
            "symbol_errors": 0}
 # Per platform: links per GPU, NVML version enum, counters, GPUs.
 PLATFORMS = {"dgx-h100": (18, 6, LEGACY, 8), "dgx-a100": (12, 4, LEGACY, 8),
-             "gb200-nvl72": (18, 7, NVLINK5, 4), "hgx-h100-pcie": (0, None, {}, 8)}
+             "gb200-nvl72": (18, 7, NVLINK5, 4), "hgx-h100-pcie": (0, None, {}, 8),
+             "h100-nvl": (12, 6, LEGACY, 8)}
 
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from clusterdiag.agent.model.gpu import NvLink
 from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.nvlink.factory import PLATFORMS, by_status, judge, make_gpu, make_snapshot, one
 
@@ -39,6 +40,18 @@ def test_links_up_counts_links_nvml_does_not_report_as_down() -> None:
     gpus[0].nvlinks = gpus[0].nvlinks[:8]
     bad = one(by_status(judge("nvlink.links_up", make_snapshot(gpus=gpus)), Status.FAIL))
     assert bad.observed == "8/18 (down: 8-17)"
+
+
+def test_links_down_on_a_12_link_part_name_only_its_12_links() -> None:
+    """NVML answering for 18 link numbers on an H100 NVL: the six it does not have are
+    not named as down."""
+    gpus = [make_gpu(i, "h100-nvl") for i in range(8)]
+    for link in gpus[0].nvlinks:
+        link.active = False
+    gpus[0].nvlinks += [NvLink(link=n, active=False) for n in range(12, 18)]
+    bad = one(by_status(judge("nvlink.links_up", make_snapshot("h100-nvl", gpus), "h100-nvl"),
+                        Status.FAIL))
+    assert (bad.observed, bad.expected) == ("0/12 (down: 0-11)", "12/12")
 
 
 def test_links_down_on_every_gpu_is_a_reboot() -> None:

@@ -28,6 +28,25 @@ def test_topology_fails_naming_the_pairs() -> None:
     assert finding.action is Action.INVESTIGATE
 
 
+def _bridged_pairs() -> dict[str, str]:
+    """H100 NVL: NVLink P2P within each bridged pair (0-1, 2-3, ...), none across."""
+    return {f"{a}-{b}": "ok" if a // 2 == b // 2 else "not_supported"
+            for a in range(8) for b in range(a + 1, 8)}
+
+
+def test_topology_on_bridged_pairs_expects_each_gpus_partner_only() -> None:
+    snap = make_snapshot("h100-nvl")
+    assert snap.nvml is not None
+    snap.nvml.p2p_nvlink = _bridged_pairs()
+    finding = one(judge("nvlink.topology", snap, "h100-nvl"))
+    assert (finding.status, finding.observed) == (Status.PASS, "4 pairs ok")
+    snap.nvml.p2p_nvlink["2-3"] = "not_supported"
+    finding = one(judge("nvlink.topology", snap, "h100-nvl"))
+    assert finding.status is Status.FAIL
+    assert finding.observed == {"gpu2": "0 NVLink peers", "gpu3": "0 NVLink peers"}
+    assert finding.expected == "1 per GPU"
+
+
 def test_topology_without_p2p_matrix_is_an_error() -> None:
     snap = make_snapshot()
     assert snap.nvml is not None
