@@ -59,6 +59,12 @@ RATES: dict[str, Rates] = {
     # GB300: FP64 1.25 TF; TF32 1.25 PF dense x 0.6 achieved (ours) for gpu_burn -tc.
     "gb300-nvl72": Rates(1250, 6000 / 2, 346, 770, 0.9, 0, 784, 846.8, 750_000),
     "hgx-h100-pcie": Rates(41000, 1900 / 2, 52, 0, 0.8, 0, 392),
+    # H100 NVL (product brief): FP64 tensor 60 TF x 0.8; HBM 3.9 TB/s at the H100 SXM's
+    # measured share of its datasheet (2.90 of 3.35) -> 3.38; NVLink bridge 600 GB/s both
+    # ways -> 300 one way at the same share; no NVLS without NVSwitch.
+    "h100-nvl": Rates(48000, 3380 / 2, 52, 260, 0.8, 0, 392),
+    # HGX B300: the GB300 tray's GPU figures, B300 ring/NVLS 695/845 (nccl #2140).
+    "hgx-b300-8gpu": Rates(1250, 6000 / 2, 52, 740, 0.94, 845, 784, 0, 750_000),
 }
 _DEFAULT = Rates(10000, 1000 / 2, 25, 0, 0.8, 0, 100)
 

@@ -34,9 +34,9 @@ def test_every_laid_out_platform_has_its_simulated_tool_figures() -> None:
 
 
 def test_a_new_profile_without_a_layout_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(PROFILES, "dgx-b300", {"extends": "hgx-b300-8gpu"})
-    monkeypatch.setitem(PROFILES, "hgx-b300-8gpu", {"nvswitch": True})
-    assert unsimulated() == ["dgx-b300", "hgx-b300-8gpu"]
+    monkeypatch.setitem(PROFILES, "dgx-r100", {"extends": "hgx-r100-8gpu"})
+    monkeypatch.setitem(PROFILES, "hgx-r100-8gpu", {"nvswitch": True})
+    assert unsimulated() == ["dgx-r100", "hgx-r100-8gpu"]
 
 
 def test_a_baseboard_is_simulated_as_the_chassis_built_on_it() -> None:
