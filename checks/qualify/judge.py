@@ -336,11 +336,19 @@ def run_findings(run: ToolRun) -> list[Finding]:
     return findings
 
 
+def _names_process(component: str) -> bool:
+    """Whether the component is an NCCL process (``rank R on HOST GPU D``, ``HOST pid P GPU
+    D``: a log's line, agent/qualify/parsers/nccl.py) rather than a part of the node: what
+    that process printed is its own finding, not what slowed a collective."""
+    return component.startswith("rank ") or " pid " in component
+
+
 def _attribute(findings: list[Finding]) -> list[Finding]:
     """A node-wide collective that is slow where one GPU or rail of the same node is a
     straggler names that part: the ring is only as fast as its slowest member."""
     parts = sorted({f.component for f in findings if f.status in (Status.FAIL, Status.WARN)
-                    and f.component != "node" and f.check != "qualify.dcgm"})
+                    and f.component != "node" and f.check != "qualify.dcgm"
+                    and not _names_process(f.component)})
     if not parts:
         return findings
     out = []

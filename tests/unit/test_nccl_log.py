@@ -63,11 +63,47 @@ def _kinds(text: str) -> list[str]:
     return [e.kind for e in _parsed(text).evidence]
 
 
-def _real_completion_line() -> str:
-    """The pre-2.20 completion error of nccl-tests#252, from real capture 13."""
+def _real_line(needle: str) -> str:
+    """The first line of real capture 13 (nccl-tests#185 and #252) that holds ``needle``."""
     name = next((f for f in real_names("real/active", "active") if f.startswith("13")), "13")
     text = real_file("real/active", "active", name).read_text()
-    return next(line for line in text.splitlines() if "Got completion" in line)
+    return next(line for line in text.splitlines() if needle in line)
+
+
+def _real_completion_line() -> str:
+    """The pre-2.20 completion error of nccl-tests#252, from real capture 13."""
+    return _real_line("Got completion")
+
+
+# "comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE"
+# (v2.19.4 src/init.cc:1412), for the processes of capture 13's two hosts: kolyoz1's pids
+# 27255, 27223, 27224, 27225 on GPUs 0-3 and kolyoz2's 25146, 25172, 25169, 25148.
+_PROCESSES = [("kolyoz1", 27255, 0), ("kolyoz1", 27223, 1), ("kolyoz1", 27224, 2),
+              ("kolyoz1", 27225, 3), ("kolyoz2", 25146, 0), ("kolyoz2", 25172, 1),
+              ("kolyoz2", 25169, 2), ("kolyoz2", 25148, 3)]
+_BUS = ("1b000", "43000", "52000", "61000")
+
+
+def _init_complete(rank: int) -> str:
+    host, pid, gpu = _PROCESSES[rank]
+    return (f"{host}:{pid}:{pid} [{gpu}] NCCL INFO comm 0x55d4c8a0e{rank}70 rank {rank} "
+            f"nranks 8 cudaDev {gpu} nvmlDev {gpu} busId {_BUS[gpu]} commId "
+            f"0x9c2e4f1a7b3d5e60 - Init COMPLETE")
+
+
+def _using_network(rank: int, network: str) -> str:
+    """ "Using network %s" (v2.19.4 src/init.cc:329)."""
+    host, pid, gpu = _PROCESSES[rank]
+    return f"{host}:{pid}:{pid} [{gpu}] NCCL INFO Using network {network}"
+
+
+def _two_host_log() -> str:
+    """Capture 13's two hosts: rank 1 (kolyoz1 GPU 1) falls back to Socket, rank 4 (kolyoz2
+    GPU 0) gets capture 13's real completion error, the others use IB."""
+    lines = [_using_network(r, "Socket" if r == 1 else "IB") for r in range(8)]
+    lines += [_init_complete(r) for r in range(8)]
+    lines += [_real_completion_line(), _real_line("kolyoz2:25146:25852 [0] NCCL INFO")]
+    return "\n".join(lines)
 
 
 def _judged(tmp_path: Path, text: str) -> list[Finding]:
@@ -125,3 +161,34 @@ def test_an_info_log_is_judged_by_its_lines_only(tmp_path: Path) -> None:
 def test_a_healthy_info_log_has_no_failure(tmp_path: Path) -> None:
     findings = _judged(tmp_path, "\n".join([SOCKET_USING, IB_USING, USING_IB, RING_VIA_IB]))
     assert not [f for f in findings if f.status in (Status.FAIL, Status.ERROR)]
+
+
+def test_each_finding_names_its_own_rank_host_and_gpu(tmp_path: Path) -> None:
+    findings = _judged(tmp_path, _two_host_log())
+    assert {f.status for f in findings} == {Status.FAIL}, findings
+    socket = next(f for f in findings if "Socket" in f.message)
+    failure = next(f for f in findings if "Got completion" in str(f.observed))
+    assert socket.component == "rank 1 on kolyoz1 GPU 1 (busId 43000)"
+    assert failure.component == "rank 4 on kolyoz2 GPU 0 (busId 1b000)"
+    for finding, own in ((socket, 1), (failure, 4)):
+        text = f"{finding.component} {finding.message}"
+        assert [r for r in range(8) if f"rank {r} " in text] == [own]
+    assert len(findings) == 2
+
+
+def test_a_process_without_a_rank_is_named_by_host_pid_and_gpu() -> None:
+    warn = _real_line("dgxh100-3:225140:225355 [0] misc/ibvwrap.cc:187")
+    evidence = _parsed(warn).evidence
+    assert [(e.kind, e.component) for e in evidence] == [("warn", "dgxh100-3 pid 225140 GPU 0")]
+
+
+def test_the_largest_communicator_gives_the_rank() -> None:
+    # Since 2.29: "[Rank %d] %s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx
+    # commId 0x%llx - Init START" (v2.29.2 src/init.cc:1664); a subgroup of 2 after the world
+    # of 16, as a framework makes them.
+    world = ("gpu2:5202:5202 [3] NCCL INFO [Rank 11] ncclCommInitRankConfig comm "
+             "0x5581a2b0 rank 11 nranks 16 cudaDev 3 nvmlDev 3 busId 1b000 commId 0x1 - "
+             "Init START")
+    pair = world.replace("[Rank 11]", "[Rank 1]").replace("rank 11 nranks 16", "rank 1 nranks 2")
+    evidence = _parsed("\n".join([pair, world, USING_SOCKET])).evidence
+    assert [e.component for e in evidence] == ["rank 11 on gpu2 GPU 3 (busId 1b000)"]

@@ -22,7 +22,10 @@ against. There is no ``# nRanks`` line in nccl-tests.
 NCCL's own lines (``NCCL_DEBUG=INFO``) are read in any log, with or without a table: a log
 of them alone is an NCCL log (tool ``nccl``), judged only by what its lines show, since
 it has no figure and no summary to end with. See :func:`completion_status` for IB
-completion errors and :class:`Transports` for the Socket fallback.
+completion errors and :class:`Transports` for the Socket fallback. Each of those, and each
+WARN line, names the process that printed it (:class:`Ranks`) in a saved log, which may hold
+many hosts' lines: its rank, host and GPU where the log maps the process to a rank, else its
+host, pid and GPU. A run the agent made itself stays its node's finding.
 """
 
 from __future__ import annotations
@@ -57,8 +60,17 @@ _WARN = re.compile(r"\bNCCL WARN\b")
 # successful completion too (p2p.cc ncclIbCompletionEventProcess).
 _COMPLETION = re.compile(r"\bGot completion from peer .*? with "
                          r"(?:error (\d+)|status=(?:\w+\()?(\d+))")
-# "host:pid:tid [cudaDev] ": the process an NCCL line comes from (src/debug.cc).
-_PROCESS = re.compile(r"^([^\s:]+:\d+):\d+ \[\d+\] ")
+# "host:pid:tid [cudaDev] ": the process an NCCL line comes from and the CUDA device it had
+# (v2.4.2 src/misc/utils.cu:60-63; v2.29.2 src/debug.cc:368, 379, 382).
+_PROCESS = re.compile(r"^([^\s:]+):(\d+):\d+ \[(\d+)\] ")
+# The rank a process holds: "comm %p rank %d nranks %d cudaDev %d", then " nvmlDev %d"
+# (v2.4.2 src/init.cu:921) or " busId %x" (v2.7.8 init.cc:843; %lx in v2.12.12
+# init.cc:917) or both (v2.18.3 init.cc:1356, 1375: "... commId 0x%llx - Init START" and
+# "- Init COMPLETE"); since 2.23 after the calling function's name (v2.23.4
+# init.cc:1454, 1482), since 2.29 after "[Rank %d] " too (v2.29.2 init.cc:1664, 1692).
+_COMM = re.compile(r"\bNCCL INFO .*\bcomm \S+ rank (\d+) n[Rr]anks (\d+) cudaDev (\d+)"
+                   r"(?: nvmlDev \d+)?(?: busId ([0-9a-fA-F]+))?")
+_EVIDENCE_LINE = re.compile(r"^line \d+: ")
 _NETWORK = re.compile(r"\bNCCL INFO Using network (\S+)")
 _VIA_NET = re.compile(r"\bNCCL INFO .* via NET/([^/]+)/")
 _IB_USING = re.compile(r"\bNCCL INFO NET/IB : Using\b")
@@ -121,6 +133,70 @@ def completion_status(line: str) -> int | None:
     return int(match.group(1) or match.group(2))
 
 
+def process_key(line: str) -> str:
+    """``host:pid`` of the NCCL line's prefix; "" for a line without one."""
+    process = _PROCESS.match(line)
+    return f"{process.group(1)}:{process.group(2)}" if process else ""
+
+
+@dataclass(frozen=True)
+class Rank:
+    """A process's place in a communicator, as its ``comm ... rank`` line gives it."""
+
+    rank: int
+    nranks: int
+    gpu: int  # cudaDev
+    bus: str | None  # busId as NCCL prints it, where it does
+
+
+@dataclass
+class Ranks:
+    """Which rank each NCCL process is, so that a finding names the rank, host and GPU a
+    person must look at. A process may hold several communicators (a framework's world and
+    its subgroups): the largest one's rank is its rank in the job; two of that size with
+    different ranks leave it unnamed, since either could be meant."""
+
+    held: dict[str, Rank] = field(default_factory=dict)  # process -> rank in largest comm
+    unclear: set[str] = field(default_factory=set)
+
+    def see(self, line: str) -> None:
+        """Note the rank a ``comm ... rank`` line maps its process to."""
+        comm = _COMM.search(line)
+        key = process_key(line)
+        if comm is None or not key:
+            return
+        bus = comm.group(4)
+        rank = Rank(int(comm.group(1)), int(comm.group(2)), int(comm.group(3)), bus)
+        known = self.held.get(key)
+        if known is None or rank.nranks > known.nranks:
+            self.held[key] = rank
+            self.unclear.discard(key)
+        elif rank.nranks == known.nranks and rank.rank != known.rank:
+            self.unclear.add(key)
+
+    def where(self, line: str) -> str | None:
+        """``rank R on HOST GPU D (busId B)`` where the log maps the line's process to a
+        rank, else ``HOST pid P GPU D`` from the line's own prefix; None without a prefix.
+        A rank is only ever the one NCCL printed."""
+        process = _PROCESS.match(line)
+        if process is None:
+            return None
+        host, pid, device = process.groups()
+        rank = self.held.get(f"{host}:{pid}")
+        if rank is None or f"{host}:{pid}" in self.unclear:
+            return f"{host} pid {pid} GPU {device}"
+        bus = f" (busId {rank.bus})" if rank.bus else ""
+        return f"rank {rank.rank} on {host} GPU {rank.gpu}{bus}"
+
+    def locate(self, evidence: list[Evidence]) -> None:
+        """Name the process of each evidence read from an NCCL line (socket, completion
+        error, WARN) as its component, in place of the whole node."""
+        for e in evidence:
+            where = self.where(_EVIDENCE_LINE.sub("", e.text))
+            if where is not None:
+                e.component = where
+
+
 @dataclass
 class Transports:
     """Which network each NCCL process chose, from its own lines.
@@ -138,8 +214,7 @@ class Transports:
 
     def see(self, number_: int, line: str) -> bool:
         """Note the line if it names a transport; whether it did."""
-        process = _PROCESS.match(line)
-        key = process.group(1) if process else ""
+        key = process_key(line)
         named = _NETWORK.search(line) or _VIA_NET.search(line)
         if named is not None:
             self.chosen.setdefault(key, set()).add(named.group(1))
@@ -209,8 +284,10 @@ def parse(text: str, run: ToolRun) -> None:
     segments: list[Segment] = []
     devices: list[list[tuple[int, str]]] = []  # each "# Using devices" list: (rank, host)
     transports = Transports()
+    ranks = Ranks()
     for number_, line in numbered_lines(text):
         stripped = line.strip()
+        ranks.see(stripped)
         if stripped.startswith("#"):
             if _USING.match(stripped):
                 devices.append([])
@@ -257,6 +334,8 @@ def parse(text: str, run: ToolRun) -> None:
                 "fail", "node", f"line {number_}: {int(row[3] + row[4])} wrong elements at "
                                 f"{row[0]} B"))
     run.evidence += transports.fallbacks()
+    if run.from_log:  # a saved log may span hosts; a run the agent made is its node's
+        ranks.locate(run.evidence)
     run.complete = bool(segments) and all(s.complete for s in segments)
     for segment in segments:
         if not segment.rows:
