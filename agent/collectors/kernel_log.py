@@ -699,6 +699,7 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
         clock.at_end()
         _place_pending(done.pending, clock)
         done.pending = [e for e in (*done.pending, *_events(part)) if e.time is None]
+        _drop_beyond_kept(done.parts, part, parser.cutoff)
         done.parts.append(part)
         first = clock.first_time()
         if first is not None:
@@ -707,6 +708,21 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
                 break  # every older line is before the window
     parser.log = log
     return done
+
+
+def _drop_beyond_kept(newer: list[KernelLog], part: KernelLog, cutoff: float | None) -> None:
+    """Drop an older block's events of a kind the newer blocks already hold ``MAX_EVENTS``
+    of inside the window: only the newest are kept in the end, so memory stays bounded by
+    what is kept, not by how many the window holds (a log of nothing but Xids)."""
+    if cutoff is None:
+        return
+    for kind in ("xids", "sxids", "events"):
+        held = sum(1 for p in newer for e in getattr(p, kind)
+                   if e.time is None or e.time >= cutoff)
+        events = getattr(part, kind)
+        if held >= MAX_EVENTS and events:
+            part.dropped += len(events)
+            setattr(part, kind, [])
 
 
 def _finish_fallen(parser: _Parser, newer_head: list[bytes], lines: int) -> None:
