@@ -26,12 +26,12 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from ..base.lazy_re import LazyPattern
 from ..model.kernel import KernelEvent, KernelLog, SxidEvent, XidEvent
 from ..model.pci import normalize_bdf
-from ..model.record import record
+from ..model.record import field, record
 from ..read.sysfs import open_regular, raise_if_exhausted
 
 # domain:bus:device, domain 4 hex digits on x86 and up to 8 elsewhere (gpud's GB200
@@ -42,20 +42,35 @@ _BDF_FN = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 # --- prefixes --------------------------------------------------------------------------
 # /dev/kmsg: "PRIO,SEQ,USEC_SINCE_BOOT,FLAGS[,...];MESSAGE" (Documentation/ABI/testing/dev-kmsg).
 _KMSG_RE = LazyPattern(r"\d+,\d+,(?P<usec>\d+),[^;]*;")
-# `dmesg -r` keeps the console priority: "<4>[  12.345678] ...".
-_PRIO_RE = LazyPattern(r"<\d+>")
+# `dmesg -r` keeps the console priority: "<4>[  12.345678] ..."; RFC 5424 syslog adds its
+# version: "<4>1 2026-04-22T21:25:20.466Z host kernel - - - ...".
+_PRIO_RE = LazyPattern(r"<\d+>(?P<v5424>1 )?")
+# RFC 5424 after its timestamp: HOSTNAME APP-NAME PROCID MSGID STRUCTURED-DATA.
+_RFC5424_TAIL_RE = LazyPattern(r"\S+ \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?")
 # `dmesg --decode`: "kern  :warn  : ".
 _DECODE_RE = LazyPattern(r"[a-z]+ *:[a-z]+ *: ")
-# `dmesg --time-format iso` (comma fraction), journalctl -o short-iso(-precise), RFC 3339 syslog.
-_ISO_RE = LazyPattern(
+_ISO_BODY = (
     r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)"
-    r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?\s+"
+    r"(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d)?"
 )
-# `dmesg -T`: "[Sun Feb 23 16:24:18 2025] ".
+# `dmesg --time-format iso` (comma fraction), journalctl -o short-iso(-precise), RFC 3339
+# syslog, a container runtime's log ("<iso> stdout F ", the stream tag dropped).
+_ISO_RE = LazyPattern(_ISO_BODY + r"\s+(?:std(?:out|err) [FP] )?")
+# Talos (`talosctl dmesg`): "HOST: kern: err: [2026-04-22T21:25:20.466440686Z]: ".
+_TALOS_RE = LazyPattern(r"(?:\S+: )?[a-z]+: +[a-z]+: +\[" + _ISO_BODY + r"\]: ")
+# `dmesg -T`: "[Sun Feb 23 16:24:18 2025] " (with -d: "[... 2025 <    0.000844>] ").
 _CTIME_RE = LazyPattern(
     r"\[[A-Z][a-z]{2} (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) "
-    r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) (?P<y>\d{4})\]\s*"
+    r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) (?P<y>\d{4})(?: <\s*\d+\.\d+>)?\]\s*"
 )
+# `dmesg -H`/`-e`: "[Apr22 21:25] " on the first line of a minute, then "[  +0.000844] ".
+_RELTIME_RE = LazyPattern(
+    r"\[(?P<mon>[A-Z][a-z]{2})(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d)\]\s*")
+_DELTA_RE = LazyPattern(r"\[\s*\+(?P<delta>\d+\.\d+)\]\s*")
+# klog, as node-problem-detector's pod log prints: "I0422 21:25:20.466440       1 x.go:160] ".
+_KLOG_RE = LazyPattern(
+    r"[IWEF](?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.\d+)?"
+    r" +\d+ [^\s\]]+:\d+\] ")
 # syslog / journalctl short: "Apr  6 15:47:19 host kernel: " -- any locale's month ("kwi").
 # The kernel tag is tried first so "Apr  6 15:47:19 kernel: NVRM: ..." (no host) keeps its
 # "NVRM:"; other tags (a logger-written line) need the host.
@@ -65,7 +80,8 @@ _SYSLOG_RE = LazyPattern(
 )
 # After an ISO stamp only a kernel tag is stripped, so "watchdog: BUG: ..." stays whole.
 _KERNEL_TAG_RE = LazyPattern(r"(?:\S+ )?kernel: ")
-_UPTIME_RE = LazyPattern(r"\[\s*(?P<up>\d+\.\d+)\]\s*")
+# `dmesg`: "[  123.456789] "; `dmesg -d`: "[  123.456789 <    0.000844>] ".
+_UPTIME_RE = LazyPattern(r"\[\s*(?P<up>\d+\.\d+)(?: <\s*\d+\.\d+>)?\]\s*")
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 
@@ -166,11 +182,13 @@ _DEVICE_RE = LazyPattern(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
 
 @record
 class _Stamp:
-    """Where a line's kernel message starts, and the times its prefix carried."""
+    """Where a line's kernel message starts, and the times its prefix carried: a wall time,
+    the kernel's uptime, or (``dmesg -H``) the seconds since the line before."""
 
     message: str
     time: float | None = None
     uptime_s: float | None = None
+    delta_s: float | None = None
 
 
 @cache
@@ -205,11 +223,12 @@ def _wall_time(year: int, month: int, day: int, clock: tuple[int, int, int],
         return None
 
 
-def _syslog_time(mon: str, day: int, clock: tuple[int, int, int], now: float) -> float | None:
-    """Syslog omits the year: take ``now``'s, or the one before when that would put the
-    line more than a day in the future (a December line read in January)."""
-    month = _MONTHS.get(mon)
-    if month is None:  # a localised month name ("kwi"): the line still counts, untimed
+def _yearless_time(month: int | None, day: int, clock: tuple[int, int, int],
+                   now: float) -> float | None:
+    """Syslog, klog and ``dmesg -H`` omit the year: take ``now``'s, or the one before when
+    that would put the line more than a day in the future (a December line read in
+    January)."""
+    if month is None:  # a localised month name ("kwi"): placed from the lines around it
         return None
     year = time.localtime(now).tm_year
     stamp = _wall_time(year, month, day, clock)
@@ -222,6 +241,37 @@ def _clock(match: re.Match[str]) -> tuple[int, int, int]:
     return int(match["h"]), int(match["mi"]), int(match["s"])
 
 
+def _iso_time(m: re.Match[str]) -> float | None:
+    return _wall_time(int(m["y"]), int(m["mo"]), int(m["d"]), _clock(m), m["frac"], m["tz"])
+
+
+def _wall_prefix(text: str, pos: int, now: float, rfc5424: bool) -> tuple[float | None, int]:
+    """The wall time a shipper's prefix at ``pos`` prints, and where the prefix ends."""
+    if m := _ISO_RE.match(text, pos):
+        pos = m.end()
+        if rfc5424 and (t := _RFC5424_TAIL_RE.match(text, pos)):
+            return _iso_time(m), t.end()
+        if k := _KERNEL_TAG_RE.match(text, pos):
+            pos = k.end()
+        return _iso_time(m), pos
+    if m := _TALOS_RE.match(text, pos):
+        return _iso_time(m), m.end()
+    if m := _CTIME_RE.match(text, pos):
+        month = _MONTHS.get(m["mon"])
+        wall = _wall_time(int(m["y"]), month, int(m["d"]), _clock(m)) if month else None
+        return wall, m.end()
+    if m := _RELTIME_RE.match(text, pos):
+        clock = (int(m["h"]), int(m["mi"]), 0)
+        return _yearless_time(_MONTHS.get(m["mon"]), int(m["d"]), clock, now), m.end()
+    if m := _KLOG_RE.match(text, pos):
+        return _yearless_time(int(m["mo"]), int(m["d"]), _clock(m), now), m.end()
+    if m := _SYSLOG_RE.match(text, pos):
+        return _yearless_time(_MONTHS.get(m["mon"]), int(m["d"]), _clock(m), now), m.end()
+    if k := _KERNEL_TAG_RE.match(text, pos):
+        return None, k.end()
+    return None, pos
+
+
 def _strip_prefix(line: str, boot_time: float | None, now: float) -> _Stamp:
     """Split a line into its timestamp/host prefix and the kernel message."""
     text = line.strip()
@@ -232,28 +282,17 @@ def _strip_prefix(line: str, boot_time: float | None, now: float) -> _Stamp:
         return _Stamp(text[kmsg.end():], wall, uptime)
     stamp = _Stamp(text)
     pos = 0
+    rfc5424 = False
     if m := _PRIO_RE.match(text):
-        pos = m.end()
+        pos, rfc5424 = m.end(), m["v5424"] is not None
     if m := _DECODE_RE.match(text, pos):
         pos = m.end()
-    if m := _ISO_RE.match(text, pos):
-        stamp.time = _wall_time(int(m["y"]), int(m["mo"]), int(m["d"]), _clock(m),
-                                m["frac"], m["tz"])
-        pos = m.end()
-        if k := _KERNEL_TAG_RE.match(text, pos):
-            pos = k.end()
-    elif m := _CTIME_RE.match(text, pos):
-        month = _MONTHS.get(m["mon"])
-        if month is not None:
-            stamp.time = _wall_time(int(m["y"]), month, int(m["d"]), _clock(m))
-        pos = m.end()
-    elif m := _SYSLOG_RE.match(text, pos):
-        stamp.time = _syslog_time(m["mon"], int(m["d"]), _clock(m), now)
-        pos = m.end()
-    elif k := _KERNEL_TAG_RE.match(text, pos):
-        pos = k.end()
+    stamp.time, pos = _wall_prefix(text, pos, now, rfc5424)
     if m := _UPTIME_RE.match(text, pos):
         stamp.uptime_s = float(m["up"])
+        pos = m.end()
+    elif m := _DELTA_RE.match(text, pos):
+        stamp.delta_s = float(m["delta"])
         pos = m.end()
     stamp.message = text[pos:]
     return stamp
@@ -325,10 +364,18 @@ class _Parser:
         self.boot_time, self.now, self.log, self.cutoff = boot_time, now, log, cutoff
         self.fallen: _Fallen | None = None
         self._last_index = -2
+        # Places a line that prints no wall time from the lines before it (file reads).
+        self.clock: _BlockClock | None = None
 
-    def feed(self, line: str, index: int | None = None) -> None:
+    def restart(self, log: KernelLog, clock: _BlockClock) -> None:
+        """Collect the next block's events into ``log``: blocks are read newest first,
+        so nothing pending carries over from the block before."""
+        self.log, self.clock, self.fallen, self._last_index = log, clock, None, -2
+
+    def feed(self, line: str, index: int | None = None, offset: int = 0) -> None:
         """One line that passed the prefilter; ``index`` is its line number in the source,
-        so lines skipped in between still break a pending multi-record message."""
+        so lines skipped in between still break a pending multi-record message, and
+        ``offset`` where it starts in the block the clock reads."""
         raw = line.rstrip("\r\n")
         if index is None:
             index = self._last_index + 1
@@ -336,6 +383,8 @@ class _Parser:
             self.fallen = None
         self._last_index = index
         stamp = _strip_prefix(raw, self.boot_time, self.now)
+        if self.clock is not None:
+            self.clock.place(offset, stamp)
         if self._continue_fallen(raw, stamp):
             return
         # The driver patterns are distinctive enough to search the whole line, so a prefix
@@ -500,11 +549,240 @@ def _feed_block(parser: _Parser, block: bytes, first_index: int, *,
         end = block.find(b"\n", start)
         line = block[start:end if end != -1 else len(block)]
         index = first_index + newlines - (dictionary + lead if start else 0)
-        parser.feed(line.decode("utf-8", errors="replace"), index)
+        parser.feed(line.decode("utf-8", errors="replace"), index, start)
     lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
     if kmsg:
         lines -= block.count(b"\n ") + lead
     return lines
+
+
+# --- placing lines in time -------------------------------------------------------------
+
+
+class _BlockClock:
+    """Times the lines of one block that print no wall time from the nearest earlier line
+    that does: a ``dmesg -H`` delta is added to it, an uptime is placed from the boot time
+    a line printing both gave. Lines are scanned only back to the last line placed, so a
+    block costs one pass however many of its lines need placing, and none when every
+    candidate prints its own time."""
+
+    def __init__(self, block: bytes, now: float) -> None:
+        self.block, self.now = block, now
+        self.scanned = 0  # lines starting before this offset are accounted for
+        self.time: float | None = None  # the running clock at ``scanned``
+        self.boot: float | None = None  # wall time of uptime 0, from a line printing both
+        self.boot_uptime = 0.0  # the uptime that line printed (an earlier one: a reboot)
+
+    def place(self, offset: int, stamp: _Stamp) -> None:
+        """Give ``stamp`` (the line at ``offset``) a time when the lines before place it."""
+        if stamp.time is None:
+            base, deltas = self._walk_back(offset)
+            stamp.time = self._placed(base, deltas + (stamp.delta_s or 0.0), stamp.uptime_s)
+        self._note(stamp)
+        self.scanned = offset + 1
+
+    def at_end(self) -> None:
+        """Bring the clock to the block's last line (the time the next block starts from)."""
+        size = len(self.block)
+        base, deltas = self._walk_back(size + (0 if self.block.endswith(b"\n") else 1))
+        if base is not None:
+            self.time = base + deltas
+        self.scanned = len(self.block)
+
+    def first_time(self) -> float | None:
+        """The wall time of the block's oldest line that prints one: how far back it reaches."""
+        pos = 0
+        while pos < len(self.block):
+            end = self.block.find(b"\n", pos)
+            end = len(self.block) if end == -1 else end
+            stamp = self._stamp(pos, end)
+            if stamp.time is not None:
+                return stamp.time
+            pos = end + 1
+        return None
+
+    def resolve(self, uptime: float | None) -> float | None:
+        """The time, as of this block's end, of a later line read before any placed one."""
+        return self._placed(self.time, 0.0, uptime)
+
+    def _placed(self, base: float | None, deltas: float, uptime: float | None) -> float | None:
+        if uptime is not None and self.boot is not None and uptime >= self.boot_uptime:
+            return self.boot + uptime
+        return None if base is None else base + deltas
+
+    def _note(self, stamp: _Stamp) -> None:
+        if stamp.time is None:
+            return
+        self.time = stamp.time
+        if stamp.uptime_s is not None:
+            self.boot, self.boot_uptime = stamp.time - stamp.uptime_s, stamp.uptime_s
+
+    def _walk_back(self, offset: int) -> tuple[float | None, float]:
+        """The nearest earlier wall time (or the clock at ``scanned``) and the deltas the
+        lines from it up to ``offset`` add."""
+        deltas, end = 0.0, offset - 1
+        while end >= 0:
+            start = self.block.rfind(b"\n", 0, end) + 1
+            if start < self.scanned:
+                break
+            stamp = self._stamp(start, end)
+            if stamp.time is not None:
+                self._note(stamp)
+                return stamp.time, deltas
+            deltas += stamp.delta_s or 0.0
+            end = start - 1
+        return self.time, deltas
+
+    def _stamp(self, start: int, end: int) -> _Stamp:
+        line = self.block[start:end].decode("utf-8", errors="replace")
+        return _strip_prefix(line, None, self.now)
+
+
+def _blocks_backward(handle: BinaryIO, size: int) -> Iterator[bytes]:
+    """The file as blocks of whole lines, the newest block first (lines in order within
+    a block): a windowed read reaches the window first however long the log is."""
+    pos, head = size, b""
+    while pos > 0:
+        start = max(0, pos - _BLOCK_BYTES)
+        handle.seek(start)
+        block = handle.read(pos - start) + head
+        pos, head = start, b""
+        if pos > 0:
+            cut = block.find(b"\n") + 1
+            if cut == 0 and len(block) < _MAX_LINE_BYTES:
+                head = block
+                continue
+            head, block = block[:cut], block[cut:]
+        if block:
+            yield block
+    if head:
+        yield head
+
+
+_Event = XidEvent | SxidEvent | KernelEvent
+_E = TypeVar("_E", XidEvent, SxidEvent, KernelEvent)
+
+
+@record
+class _Backward:
+    """What a newest-first read has gathered: each block's events (newest block first),
+    the events not yet placed in time, and how far back it reached."""
+
+    parts: list[KernelLog] = field(default_factory=list)
+    pending: list[_Event] = field(default_factory=list)
+    oldest: float | None = None  # the oldest wall time read
+    stopped: str | None = None
+
+
+def _events(log: KernelLog) -> Iterator[_Event]:
+    yield from log.xids
+    yield from log.sxids
+    yield from log.events
+
+
+def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
+                   deadline: float | None) -> _Backward:
+    """Parse the file newest block first until a block starts before the window (or the
+    deadline passes), placing every event in time from the lines before it."""
+    done, log = _Backward(), parser.log
+    newer_head: list[bytes] = []
+    for block in _blocks_backward(handle, size):
+        if deadline is not None and done.parts and time.monotonic() > deadline:
+            done.stopped = _cut_reason(log.lines_read, done.oldest)
+            break
+        part, clock = KernelLog(source=log.source), _BlockClock(block, parser.now)
+        parser.restart(part, clock)
+        lines = _feed_block(parser, block, 0)
+        log.lines_read += lines
+        _finish_fallen(parser, newer_head, lines)
+        newer_head = block.split(b"\n", _FALLEN_SPAN - 1)[:_FALLEN_SPAN - 1]
+        clock.at_end()
+        _place_pending(done.pending, clock)
+        done.pending = [e for e in (*done.pending, *_events(part)) if e.time is None]
+        _drop_beyond_kept(done.parts, part, parser.cutoff)
+        done.parts.append(part)
+        first = clock.first_time()
+        if first is not None:
+            done.oldest = first if done.oldest is None else min(done.oldest, first)
+            if parser.cutoff is not None and first < parser.cutoff:
+                break  # every older line is before the window
+    parser.log = log
+    return done
+
+
+def _drop_beyond_kept(newer: list[KernelLog], part: KernelLog, cutoff: float | None) -> None:
+    """Drop an older block's events of a kind the newer blocks already hold ``MAX_EVENTS``
+    of inside the window: only the newest are kept in the end, so memory stays bounded by
+    what is kept, not by how many the window holds (a log of nothing but Xids)."""
+    if cutoff is None:
+        return
+    for kind in ("xids", "sxids", "events"):
+        held = sum(1 for p in newer for e in getattr(p, kind)
+                   if e.time is None or e.time >= cutoff)
+        events = getattr(part, kind)
+        if held >= MAX_EVENTS and events:
+            part.dropped += len(events)
+            setattr(part, kind, [])
+
+
+def _finish_fallen(parser: _Parser, newer_head: list[bytes], lines: int) -> None:
+    """Complete a three-record Xid 79 whose head ends this block with the first lines of
+    the newer block, read before it (alone, those lines are no event)."""
+    parser.clock = None  # the record takes its head's time
+    for number, line in enumerate(newer_head, lines):
+        if parser.fallen is None:
+            return
+        parser.feed(line.decode("utf-8", errors="replace"), number)
+
+
+def _place_pending(pending: list[_Event], clock: _BlockClock) -> None:
+    """Time the newer block's leading events from the end of the block just read."""
+    for event in pending:
+        event.time = clock.resolve(event.uptime_s)
+
+
+def _cut_reason(lines: int, oldest: float | None) -> str:
+    reached = "no line it read printed a time" if oldest is None else (
+        "back to " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(oldest)))
+    return (f"stopped at the source deadline after {lines:,} lines read newest first, "
+            f"{reached}: older lines were not read")
+
+
+def _finish(done: _Backward, parser: _Parser, mtime: float) -> None:
+    """Give the events still unplaced a time, apply the window and keep the newest
+    ``MAX_EVENTS`` of each kind, in file order."""
+    log = parser.log
+    approximate = [e for e in done.pending if e.time is None]
+    if approximate and done.oldest is None:
+        newest = max((e.uptime_s for e in approximate if e.uptime_s is not None), default=None)
+        for event in approximate:
+            up = event.uptime_s
+            event.time = mtime - (newest - up) if newest is not None and up is not None \
+                else mtime
+        log.unknown["time"] = (
+            "no line prints a time this parser can place: judged as of the file's "
+            "modification time " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))
+            + ", so the times are approximate")
+    else:
+        for event in approximate:  # before the first line that prints a time
+            event.time = done.oldest
+    cutoff = parser.cutoff
+    for part in reversed(done.parts):
+        log.dropped += part.dropped
+        log.xids += _in_window(part.xids, cutoff)
+        log.sxids += _in_window(part.sxids, cutoff)
+        log.events += _in_window(part.events, cutoff)
+        log.dropped += len(part.xids) + len(part.sxids) + len(part.events)
+    log.dropped -= len(log.xids) + len(log.sxids) + len(log.events)
+    parser.trim()
+
+
+def _in_window(events: list[_E], cutoff: float | None) -> list[_E]:
+    """The events a later block placed inside the window (those placed at once were
+    filtered as they were read)."""
+    if cutoff is None:
+        return events
+    return [e for e in events if e.time is None or e.time >= cutoff]
 
 
 def _parse_stream(handle: BinaryIO, parser: _Parser, deadline: float | None, *,
@@ -559,13 +837,15 @@ def read_file(path: str | os.PathLike[str], *, now: float | None = None,
     parser = _Parser(None, now, log, _cutoff(now, lookback_s))
     try:
         with open(path, "rb") as handle:
-            stopped = _parse_stream(handle, parser, deadline)
+            info = os.fstat(handle.fileno())
+            done = _read_backward(handle, info.st_size, parser, deadline)
     except OSError as exc:
         raise_if_exhausted(exc, path)
         log.unknown["file"] = _reason(exc)
         return log
-    if stopped is not None:
-        log.unknown["file"] = stopped
+    _finish(done, parser, info.st_mtime)
+    if done.stopped is not None:
+        log.unknown["file"] = done.stopped
     return log
 
 

@@ -80,7 +80,9 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
 
     Only Xids inside ``window_s`` and after the GPU's last reset (a driver load the GPU
     came back from, answering NVML now, or a logged reset) and the last boot count; a
-    line with no time counts as recent. A burst
+    line with no time (a kmsg record when the boot time is unknown) counts as recent. A
+    log read only in part (a deadline) or placed in time only approximately warns: its
+    Xids are judged, but "no Xid errors" is not claimed for lines never read. A burst
     of lines is one occurrence, and application Xids count distinct jobs (pids): they
     never fail, and warn when one GPU produces them across ``repeat_threshold`` jobs.
     Verdicts follow NVIDIA's Xid Catalog (xid_catalog.py): a code whose immediate action
@@ -140,11 +142,33 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding.passed(
                 comp, "older Xid errors outside the window or before the last reset",
                 {"gpu": key, "history": dict(sorted(history.items()))})
+    cut = _read_in_part(log)
+    yield from (Finding.warn(NODE, message, {"kernel_log": reason})
+                for message, reason in cut.items())
+    if any(key in _CUT_SHORT for key in (log.unknown if log else {})):
+        return  # the lines not read may hold Xids: "no Xid errors" is not known
     for gpu in gpus:
         if gpu_component(gpu) not in events:
             yield Finding.passed(gpu_component(gpu), "no Xid errors in the kernel log")
     if not events and not gpus:
         yield Finding.passed(NODE, "no Xid errors in the kernel log")
+
+
+# ``KernelLog.unknown`` keys saying a read that got lines stopped before the log's end
+# (``time``: lines placed only approximately).
+_CUT_SHORT = ("file", "kmsg")
+
+
+def _read_in_part(log: KernelLog | None) -> dict[str, str]:
+    """Warnings for a kernel log read only in part or placed in time only approximately:
+    an empty event list from such a read is not a clean log, so it must not pass as one."""
+    if log is None or not log.lines_read:
+        return {}
+    found = {f"kernel log read in part: {log.unknown[key]}": log.unknown[key]
+             for key in _CUT_SHORT if key in log.unknown}
+    if "time" in log.unknown:
+        found[f"kernel log times approximate: {log.unknown['time']}"] = log.unknown["time"]
+    return found
 
 
 def _gpus_by_bus_id(snap: Snapshot, gpus: list[Gpu]) -> dict[str, Gpu]:

@@ -167,8 +167,10 @@ def test_uptime_and_bare_gb200_lines_with_other_pci_domains() -> None:
     assert len(log.xids) == 23
     assert {e.pci_bdf.split(":")[0] for e in log.xids} == {"0008", "0009", "0018", "0019"}
     first = log.xids[0]
-    assert (first.xid, first.pci_bdf, first.uptime_s, first.time) == (
-        149, "0009:01:00.0", 171167.620236, None)
+    assert (first.xid, first.pci_bdf, first.uptime_s) == (149, "0009:01:00.0", 171167.620236)
+    # No line prints a wall time: judged as of the file's modification time, and said so.
+    assert first.time is not None
+    assert "approximate" in log.unknown["time"]
     # The driver's alignment spaces inside the NVLink5 payload are kept.
     assert first.message.startswith("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6")
     ray = [e for e in log.xids if e.process == "ray::WorkerDict"]
@@ -197,6 +199,28 @@ def test_uptime_and_bare_gb200_lines_with_other_pci_domains() -> None:
      _utc(2025, 2, 23, 16, 24, 18), None),
     ("2025-02-23T16:24:18.250000+01:00 gpu-node-07 kernel: [  12.5] " + MSG_119, None,
      _utc(2025, 2, 23, 15, 24, 18) + 0.25, 12.5),
+    # syslog RFC 3164 with its priority, as a forwarder writes it.
+    ("<4>Feb 23 16:24:18 gpu-node-07 kernel: " + MSG_119, None,
+     _local(2025, 2, 23, 16, 24, 18), None),
+    # syslog RFC 5424: version, host, app, procid, msgid, no structured data.
+    ("<4>1 2025-02-23T16:24:18.466440Z gpu-node-07 kernel - - - " + MSG_119, None,
+     _utc(2025, 2, 23, 16, 24, 18, 466440), None),
+    ('<4>1 2025-02-23T16:24:18Z gpu-node-07 kernel - - [meta sequenceId="1"] ' + MSG_119,
+     None, _utc(2025, 2, 23, 16, 24, 18), None),
+    # Talos (`talosctl dmesg`), nanosecond UTC stamp.
+    ("172.20.0.5: kern: err: [2025-02-23T16:24:18.466440686Z]: " + MSG_119, None,
+     _utc(2025, 2, 23, 16, 24, 18, 466440), None),
+    # node-problem-detector's pod log (klog), and a container runtime's log file of it.
+    ("I0223 16:24:18.466440       1 log_monitor.go:160] " + MSG_119, None,
+     _local(2025, 2, 23, 16, 24, 18), None),
+    ("2025-02-23T16:24:18.466440686Z stdout F " + MSG_119, None,
+     _utc(2025, 2, 23, 16, 24, 18, 466440), None),
+    # `dmesg -d` (uptime and delta) and `dmesg -T -d`.
+    ("[  123.456789 <    0.000844>] " + MSG_119, None, None, 123.456789),
+    ("[Sun Feb 23 16:24:18 2025 <    0.000844>] " + MSG_119, None,
+     _local(2025, 2, 23, 16, 24, 18), None),
+    # `dmesg -H`: the minute's first line.
+    ("[Feb23 16:24] " + MSG_119, None, _local(2025, 2, 23, 16, 24, 0), None),
 ])
 def test_prefix_forms(line: str, boot_time: float | None, wall: float | None,
                       uptime: float | None) -> None:
@@ -377,7 +401,9 @@ def test_kernel_event_fixture_kinds_devices_and_times() -> None:
     assert [e.xid for e in log.xids] == [119]
     first, second = log.events[0], log.events[1]
     assert first.message == "INFO: task containerd-shim:931150 blocked for more than 122 seconds."
-    assert (first.uptime_s, first.time) == (228678.600423, None)
+    # The first line prints only an uptime and no line before it a time: it takes the
+    # oldest time the file prints (the next line's), never "now".
+    assert (first.uptime_s, first.time) == (228678.600423, second.time)
     # Oct 16 is after NOW's June date, so syslog's missing year is the previous one.
     assert second.time == _local(2024, 10, 16, 20, 47, 19)
     assert log.events[3].time == _local(2024, 12, 1, 14, 54, 40)

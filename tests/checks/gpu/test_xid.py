@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
+
+import pytest
 
 from clusterdiag.agent.collectors.kernel_log import parse_lines
 from clusterdiag.agent.model.gpu import Gpu, NvmlEvent
@@ -258,3 +261,46 @@ def test_xid_nvml_event_long_after_a_logged_one_is_its_own_occurrence() -> None:
     findings = xid_run(xid_line(46, 0, age=1000), nvml={"events": [event]})
     (fail,) = only(findings, Status.FAIL)
     assert (fail.observed["lines"], fail.observed["occurrences"]) == (2, 2)
+
+
+def test_xid_a_kernel_log_read_cut_short_warns_instead_of_passing() -> None:
+    log = klog()
+    log.unknown["file"] = ("stopped at the source deadline after 52,000 lines read newest "
+                           "first, back to 2025-06-15T10:00:00Z: older lines were not read")
+    findings = run("gpu.xid", make_snap([make_gpu(0), make_gpu(1)], kernel_log=log))
+    (warn,) = only(findings, Status.WARN)
+    assert warn.message.startswith("kernel log read in part: stopped at the source deadline")
+    assert "back to 2025-06-15T10:00:00Z" in warn.message
+    assert not any("no Xid errors" in f.message for f in findings)
+
+
+def test_xid_a_kernel_log_with_approximate_times_warns() -> None:
+    log = klog(xid_line(79, 0, age=10 * 86400))
+    log.unknown["time"] = "no line prints a time this parser can place: approximate"
+    findings = run("gpu.xid", make_snap([make_gpu(0), make_gpu(1)], kernel_log=log))
+    assert [f.message for f in only(findings, Status.WARN)] == [
+        "kernel log times approximate: no line prints a time this parser can place: "
+        "approximate"]
+    assert not only(findings, Status.FAIL)
+
+
+def test_xid_run_on_a_long_file_judges_the_window(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: read_file on a log whose recent lines sit at its end, deadline passed."""
+    from clusterdiag.agent.collectors import kernel_log
+
+    monkeypatch.setattr(kernel_log, "_BLOCK_BYTES", 4096)
+
+    path = tmp_path / "kern.log"
+    stamp = "%Y-%m-%dT%H:%M:%S+00:00"
+    old = [time.strftime(stamp, time.gmtime(NOW - 9000 + i)) + " systemd[1]: Started x."
+           for i in range(3000)]
+    # Copied from tests/fixtures/real/xid/kmsg.txt line 1 (message part), bus of gpu1.
+    xid = ("NVRM: Xid (PCI:0000:28:00): 79, pid='<unknown>', name=<unknown>, "
+           "GPU has fallen off the bus.")
+    path.write_text("\n".join([*old, time.strftime(stamp, time.gmtime(NOW - 60)) + " " + xid])
+                    + "\n")
+    log = kernel_log.read_file(path, now=NOW, lookback_s=7200, deadline=time.monotonic() - 1)
+    findings = run("gpu.xid", make_snap([make_gpu(0), make_gpu(1)], kernel_log=log))
+    assert [(f.component, f.status) for f in bad(findings)] == [
+        ("gpu1", Status.FAIL), ("node", Status.WARN)]
