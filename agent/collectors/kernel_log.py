@@ -396,6 +396,13 @@ class _Parser:
         else:
             self._event(raw, stamp)
 
+    def continue_fallen(self, line: str) -> bool:
+        """Offer a line of the newer block to a three-record Xid 79 this block ended on;
+        True when it took it. Never parses the line otherwise: the newer block, read
+        first, has counted whatever it holds."""
+        raw = line.rstrip("\r\n")
+        return self._continue_fallen(raw, _strip_prefix(raw, self.boot_time, self.now))
+
     def trim(self) -> None:
         """Keep the newest ``MAX_EVENTS`` of each kind when reading with a window."""
         if self.cutoff is None:
@@ -601,6 +608,17 @@ class _BlockClock:
             pos = end + 1
         return None
 
+    def last_uptime(self) -> float | None:
+        """The uptime the block's newest line that prints one printed."""
+        end = len(self.block) - (1 if self.block.endswith(b"\n") else 0)
+        while end >= 0:
+            start = self.block.rfind(b"\n", 0, end) + 1
+            stamp = self._stamp(start, end)
+            if stamp.uptime_s is not None:
+                return stamp.uptime_s
+            end = start - 1
+        return None
+
     def resolve(self, uptime: float | None) -> float | None:
         """The time, as of this block's end, of a later line read before any placed one."""
         return self._placed(self.time, 0.0, uptime)
@@ -671,6 +689,7 @@ class _Backward:
     parts: list[KernelLog] = field(default_factory=list)
     pending: list[_Event] = field(default_factory=list)
     oldest: float | None = None  # the oldest wall time read
+    last_uptime: float | None = None  # the file's newest uptime stamp
     stopped: str | None = None
 
 
@@ -694,8 +713,10 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
         parser.restart(part, clock)
         lines = _feed_block(parser, block, 0)
         log.lines_read += lines
-        _finish_fallen(parser, newer_head, lines)
+        _finish_fallen(parser, newer_head)
         newer_head = block.split(b"\n", _FALLEN_SPAN - 1)[:_FALLEN_SPAN - 1]
+        if not done.parts:
+            done.last_uptime = clock.last_uptime()
         clock.at_end()
         _place_pending(done.pending, clock)
         done.pending = [e for e in (*done.pending, *_events(part)) if e.time is None]
@@ -725,14 +746,14 @@ def _drop_beyond_kept(newer: list[KernelLog], part: KernelLog, cutoff: float | N
             setattr(part, kind, [])
 
 
-def _finish_fallen(parser: _Parser, newer_head: list[bytes], lines: int) -> None:
+def _finish_fallen(parser: _Parser, newer_head: list[bytes]) -> None:
     """Complete a three-record Xid 79 whose head ends this block with the first lines of
     the newer block, read before it (alone, those lines are no event)."""
     parser.clock = None  # the record takes its head's time
-    for number, line in enumerate(newer_head, lines):
-        if parser.fallen is None:
+    for line in newer_head:
+        if parser.fallen is None or not parser.continue_fallen(
+                line.decode("utf-8", errors="replace")):
             return
-        parser.feed(line.decode("utf-8", errors="replace"), number)
 
 
 def _place_pending(pending: list[_Event], clock: _BlockClock) -> None:
@@ -748,17 +769,26 @@ def _cut_reason(lines: int, oldest: float | None) -> str:
             f"{reached}: older lines were not read")
 
 
+def _as_of_mtime(uptime: float | None, last: float | None, mtime: float) -> float:
+    """An event's time in a log that prints no wall time, taking the file's newest line as
+    written at its modification time: as far before it as their uptimes are apart. An
+    uptime past the newest line's is from an earlier boot: placed before this boot began.
+    Without uptimes there is nothing to go on but the modification time."""
+    if uptime is None or last is None:
+        return mtime
+    if uptime > last:
+        return mtime - last - 1.0
+    return mtime - (last - uptime)
+
+
 def _finish(done: _Backward, parser: _Parser, mtime: float) -> None:
     """Give the events still unplaced a time, apply the window and keep the newest
     ``MAX_EVENTS`` of each kind, in file order."""
     log = parser.log
     approximate = [e for e in done.pending if e.time is None]
     if approximate and done.oldest is None:
-        newest = max((e.uptime_s for e in approximate if e.uptime_s is not None), default=None)
         for event in approximate:
-            up = event.uptime_s
-            event.time = mtime - (newest - up) if newest is not None and up is not None \
-                else mtime
+            event.time = _as_of_mtime(event.uptime_s, done.last_uptime, mtime)
         log.unknown["time"] = (
             "no line prints a time this parser can place: judged as of the file's "
             "modification time " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))

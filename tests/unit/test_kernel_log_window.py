@@ -103,3 +103,43 @@ def test_a_log_with_no_placeable_line_is_judged_as_of_its_mtime(tmp_path: Path) 
     everything = read_file(path, now=NOW)
     assert [x.time for x in everything.xids] == [mtime - 60, mtime]
     assert "approximate" in everything.unknown["time"]
+
+
+@pytest.mark.parametrize("tail", [
+    # a head the next line breaks: that next line is an event of its own, counted once
+    [XID_79],
+    # the three records of one fall off the bus: one Xid 79
+    ["NVRM: (PCI ID: 10de:2330) installed in this system has",
+     "NVRM: fallen off the bus and is not responding to commands."],
+])
+def test_a_record_split_between_blocks_is_counted_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: list[str]) -> None:
+    """Block sizes from two lines up (a real block, 1 MiB, holds thousands), so that each
+    line in turn starts a block: the newer block's first lines complete a three-record
+    head the older block ends on, and are never parsed a second time as lines of their
+    own."""
+    lines = [f"{_iso(NOW - 90 + i)} {text}" for i, text in enumerate(
+        [NOISE, NOISE, "NVRM: The NVIDIA GPU 0000:91:00.0", *tail, NOISE])]
+    path = tmp_path / "kern.log"
+    path.write_text("\n".join(lines) + "\n")
+    for size in range(200, len(path.read_bytes()) + 1, 7):
+        monkeypatch.setattr(kernel_log, "_BLOCK_BYTES", size)
+        log = read_file(path, now=NOW, lookback_s=7200)
+        assert [x.xid for x in log.xids] == [79], (size, log.xids)
+
+
+def test_a_log_with_no_wall_time_is_placed_from_its_newest_line(tmp_path: Path) -> None:
+    """The newest line, not the newest event, was written at the file's modification time:
+    an Xid 23 days of uptime before the last line is 23 days old. An Xid whose uptime is
+    past the last line's is from an earlier boot: placed no later than this boot began."""
+    path = tmp_path / "dmesg"
+    path.write_text(f"[  100.000000] {XID_79}\n[2000000.000000] {NOISE}\n")
+    mtime = NOW - 60
+    os.utime(path, (mtime, mtime))
+    assert [x.time for x in read_file(path, now=NOW).xids] == [mtime - 1_999_900]
+    assert read_file(path, now=NOW, lookback_s=7200).xids == []
+    rebooted = tmp_path / "rebooted"
+    rebooted.write_text(f"[500000.000000] {XID_79}\n[    5.000000] {NOISE}\n"
+                        f"[   90.000000] {XID_79}\n[ 3000.000000] {NOISE}\n")
+    os.utime(rebooted, (mtime, mtime))
+    assert [x.time for x in read_file(rebooted, now=NOW).xids] == [mtime - 3001, mtime - 2910]
