@@ -138,6 +138,9 @@ _EVENT_PATTERNS: tuple[tuple[str, LazyPattern], ...] = (
     # logger by its reset script). "NVRM: GPU at PCI:...: GPU-<uuid>" is NOT one: the
     # driver prints it as the header of a GPU's first Xid report (raw_logs/
     # gpud_dmesg-with-xid-119.log; NVSentinel uses it only to map bus id -> UUID).
+    # kernel-open/nvidia/nv.c nvidia_init_module: "NVRM: The NVIDIA probe routine failed
+    # for %d device(s).": a reload beside it did not bring every GPU back.
+    ("gpu_probe_failed", LazyPattern(r"NVRM: The NVIDIA probe routine failed for \d+ dev")),
     ("gpu_reset", LazyPattern(r"NVRM: loading NVIDIA UNIX .*Kernel Module"
                              r"|GPU reset executed: (?P<uuid>GPU-[0-9a-fA-F-]+)")),
     # drivers/pci/hotplug/pciehp: "Slot(%s): Power fault"; mlx5 events.c mlx5_pcie_event.

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu
-from ...agent.model.kernel import KernelLog
+from ...agent.model.kernel import KernelEvent, KernelLog
 from ...agent.model.pci import normalize_bdf
 from ...agent.model.record import record
 from ..catalogs.xid_catalog import NVLINK5, XID_CATALOG, XidInfo, xid_info
@@ -124,7 +124,7 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
     unanswered = set(nvml.unanswered) if nvml else set()
     for key in sorted(events, key=_key_order):
         gpu = by_index.get(int(key[3:])) if key.startswith("gpu") else None
-        probed = gpu is not None and not gpu.lost and gpu.index not in unanswered
+        probed = _probed(gpu, key, gpus, unanswered, nvml_usable(nvml))
         resets = _resets(log, gpu, key, probed)
         recent: list[_Event] = []
         history: Counter[int] = Counter()
@@ -204,15 +204,49 @@ def _key_order(key: str) -> tuple[int, str]:
     return (int(key[3:]), "") if key.startswith("gpu") and key[3:].isdigit() else (1 << 30, key)
 
 
+def _probed(gpu: Gpu | None, key: str, gpus: list[Gpu], unanswered: set[int],
+            usable: bool) -> bool | None:
+    """Whether a driver reload brought this Xid's GPU back: NVML answering for it now (a
+    bus NVML does not list is not back). For a GPU the Xid does not identify, every GPU
+    NVML lists answering. None where NVML gives no evidence (a kernel log read alone):
+    the log itself then decides."""
+    if not usable or not gpus:
+        return None
+    if gpu is not None:
+        return not gpu.lost and gpu.index not in unanswered
+    if key == _UNIDENTIFIED:
+        return all(not g.lost and g.index not in unanswered for g in gpus)
+    return False
+
+
+def _failed_probe_near(log: KernelLog, reload: KernelEvent) -> bool:
+    """The driver said beside this reload that it could not probe a GPU (it prints it as
+    it loads): the reload brought not every GPU back."""
+    for e in log.events:
+        if e.kind != "gpu_probe_failed":
+            continue
+        if e.uptime_s is not None and reload.uptime_s is not None:
+            if abs(e.uptime_s - reload.uptime_s) <= _PROBE_NEAR_S:
+                return True
+        elif e.time is not None and reload.time is not None \
+                and abs(e.time - reload.time) <= _PROBE_NEAR_S:
+            return True
+    return False
+
+
+_PROBE_NEAR_S = 60.0  # a reload's own probe messages come within seconds of its banner
+
+
 def _resets(log: KernelLog | None, gpu: Gpu | None, key: str,
-            probed: bool) -> list[tuple[float | None, float | None]]:
+            probed: bool | None) -> list[tuple[float | None, float | None]]:
     """(time, uptime) of every logged reset that applies to this GPU.
 
     A driver load (no device) resets only the GPUs it probed again, and the log does not
     say which those were ("The NVIDIA probe routine failed for 1 device(s)" names none):
     ``probed`` is NVML answering for this GPU now. A GPU that fell off the bus and was
-    not probed after the reload is as lost as before it. NVSentinel's acknowledgement
-    names a UUID.
+    not probed after the reload is as lost as before it. Without NVML the log decides: a
+    reload with the driver's "probe routine failed" beside it brought not every GPU back.
+    NVSentinel's acknowledgement names a UUID.
     """
     own = {normalize_bdf(gpu.pci_bdf) if gpu else None, normalize_bdf(key)} - {None}
     found: list[tuple[float | None, float | None]] = []
@@ -221,7 +255,8 @@ def _resets(log: KernelLog | None, gpu: Gpu | None, key: str,
             continue
         dev = e.device
         if dev is None:
-            if probed:
+            back = probed if probed is not None else not _failed_probe_near(log, e)
+            if back:
                 found.append((e.time, e.uptime_s))
         elif ((gpu is not None and dev == gpu.uuid)
                 or (not dev.startswith("GPU-") and normalize_bdf(dev) in own)):

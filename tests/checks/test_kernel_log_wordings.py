@@ -152,7 +152,7 @@ RELOAD_AFTER_FALL = (
 
 def test_reload_does_not_clear_a_fallen_gpu_that_never_probed_again() -> None:
     log = _parse(*RELOAD_AFTER_FALL)
-    assert [e.kind for e in log.events] == ["gpu_reset"]
+    assert [e.kind for e in log.events] == ["gpu_probe_failed", "gpu_reset"]
     # NVML sees only the GPU that probed: 91:00 is not among them.
     findings = bad(gpu_run("gpu.xid", make_snap([make_gpu(0)], kernel_log=log), now=NOW))
     assert [(f.component, f.status, f.action) for f in findings] == [
@@ -186,3 +186,19 @@ def test_sxid_severity_0_record_stays_a_warning() -> None:
     log = _parse(*(line.replace("Severity 1", "Severity 0") for line in SEVERITY_ONLY))
     findings = nvswitch_judge("nvswitch.sxid", nvswitch_snapshot(kernel_log=log))
     assert [(f.component, f.status) for f in findings] == [("nvswitch2", Status.WARN)]
+
+
+def test_without_nvml_the_log_decides_whether_a_reload_brought_the_gpus_back() -> None:
+    """A kernel log read alone (no NVML): a reload with the driver's probe failure beside it
+    clears nothing; a clean reload clears the Xids before it, as it always did."""
+    failed = _parse(*RELOAD_AFTER_FALL)
+    assert [(f.status, f.action) for f in bad(gpu_run(
+        "gpu.xid", make_snap([], kernel_log=failed), now=NOW))] == [
+        (Status.FAIL, Action.REBOOT)]
+    clean = _parse(RELOAD_AFTER_FALL[0], RELOAD_AFTER_FALL[2])
+    assert not bad(gpu_run("gpu.xid", make_snap([], kernel_log=clean), now=NOW))
+
+
+def test_a_reload_clears_an_unidentified_gpus_xid_when_every_gpu_answers() -> None:
+    log = _parse(XID79.replace("PCI:0000:91:00", "PCI:..."), RELOAD_AFTER_FALL[2])
+    assert not bad(gpu_run("gpu.xid", make_snap([make_gpu(0)], kernel_log=log), now=NOW))
