@@ -219,10 +219,10 @@ def _probed(gpu: Gpu | None, key: str, gpus: list[Gpu], unanswered: set[int],
     return False
 
 
-def _failed_probe_near(log: KernelLog, reload: KernelEvent) -> bool:
+def _failed_probe_near(events: list[KernelEvent], reload: KernelEvent) -> bool:
     """The driver said beside this reload that it could not probe a GPU (it prints it as
     it loads): the reload brought not every GPU back."""
-    for e in log.events:
+    for e in events:
         if e.kind != "gpu_probe_failed":
             continue
         if e.uptime_s is not None and reload.uptime_s is not None:
@@ -250,12 +250,13 @@ def _resets(log: KernelLog | None, gpu: Gpu | None, key: str,
     """
     own = {normalize_bdf(gpu.pci_bdf) if gpu else None, normalize_bdf(key)} - {None}
     found: list[tuple[float | None, float | None]] = []
-    for e in log.events if log else []:
+    events = log.events if log else []
+    for e in events:
         if e.kind != "gpu_reset":
             continue
         dev = e.device
         if dev is None:
-            back = probed if probed is not None else not _failed_probe_near(log, e)
+            back = probed if probed is not None else not _failed_probe_near(events, e)
             if back:
                 found.append((e.time, e.uptime_s))
         elif ((gpu is not None and dev == gpu.uuid)

@@ -41,14 +41,16 @@ def aer_severity(event: KernelEvent) -> str:
 
     aer.c spells the severity "Uncorrected (Fatal)" in older kernels and "Uncorrectable
     (Fatal)" in current ones, in both the source port's "error received" line and the
-    device's "PCIe Bus Error: severity=..." line. err.c's "can't recover" means the
-    device's driver could not take part in recovery: it stays broken until a reset, as
-    after a fatal error.
+    device's "PCIe Bus Error: severity=..." line. err.c's "can't recover (no
+    error_detected callback)" says only that the device's driver takes no part in
+    recovery, after a fatal or a non-fatal error alike: alone it is non-fatal, and the
+    severity line of the same device, judged beside it, makes it fatal.
     """
     message = event.message
-    if "can't recover" in message or re.search(r"Uncorrect(?:ed|able) \(Fatal\)", message):
+    if re.search(r"Uncorrect(?:ed|able) \(Fatal\)", message):
         return "fatal"
-    if re.search(r"Uncorrect(?:ed|able) \(Non-Fatal\)", message):
+    if "can't recover" in message or re.search(r"Uncorrect(?:ed|able) \(Non-Fatal\)",
+                                               message):
         return "nonfatal"
     return "corrected"
 

@@ -202,3 +202,12 @@ def test_without_nvml_the_log_decides_whether_a_reload_brought_the_gpus_back() -
 def test_a_reload_clears_an_unidentified_gpus_xid_when_every_gpu_answers() -> None:
     log = _parse(XID79.replace("PCI:0000:91:00", "PCI:..."), RELOAD_AFTER_FALL[2])
     assert not bad(gpu_run("gpu.xid", make_snap([make_gpu(0)], kernel_log=log), now=NOW))
+
+
+def test_cant_recover_alone_is_no_fatal_error() -> None:
+    """err.c prints "can't recover" for a driver without error_detected after a non-fatal
+    error too: with no fatal line for the device it is a warning, never a reboot."""
+    nonfatal = ("[ 5120.112233] pcieport 0000:15:01.0: AER: Uncorrectable (Non-Fatal) error "
+                "message received from 0000:1b:00.0", AER_GPU_FATAL[2])
+    judged = [(f.component, f.status, f.action) for f in _host_quick(_parse(*nonfatal))]
+    assert judged == [("0000:1b:00.0", Status.WARN, Action.INVESTIGATE)]
