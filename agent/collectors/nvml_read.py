@@ -69,8 +69,12 @@ _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5:
 
 
 def error_name(exc: BaseException) -> str:
-    """``NVMLError_GpuIsLost`` -> ``GpuIsLost``; other exceptions keep their class name."""
+    """``NVMLError_GpuIsLost`` -> ``GpuIsLost``; other exceptions keep their class name.
+    A code the installed pynvml has no class for comes as a bare ``NVMLError`` with its
+    ``value``: named from nvmlReturn_t where we know it."""
     name = type(exc).__name__
+    if name == "NVMLError" and isinstance(getattr(exc, "value", None), int):
+        return _RETURN_NAMES.get(exc.value, name)  # type: ignore[attr-defined]
     return name.removeprefix("NVMLError_")
 
 

@@ -178,6 +178,11 @@ def _responsive_gpu(gpu: Gpu, unanswered: bool) -> Finding:
         return Finding.fail(comp, "GPU could not be opened by NVML", reason, "answers NVML",
                             Action.REBOOT)
     errors = {k: v for k, v in gpu.errors.items() if not k.startswith(_OTHER_FAMILIES)}
+    ours = errors.get("reader")
+    if ours is not None and not ours.startswith("NVMLError"):
+        # our reader's own exception (a TypeError, a KeyError): nothing NVML said
+        return Finding.error(comp, "clusterdiag's NVML reader failed on this GPU (our bug, "
+                                   "not the GPU's)", errors)
     if any(not _call_fault(reason) for reason in errors.values()):
         # A failure that blames the GPU (Unknown, Timeout, ...) on a GPU that still has a
         # handle: the driver and the GPU disagree; the per-value checks skip.

@@ -104,3 +104,28 @@ def test_a_driver_error_from_one_call_still_fails(error: str) -> None:
     """The driver went away after nvmlInit: no CUDA on this node either."""
     finding = _judge(make_gpu(GPU, errors={"temperature_c": f"{error}: x: y"}))
     assert (finding.status, finding.action) == (Status.FAIL, Action.REBOOT)
+
+
+def test_our_readers_own_exception_is_an_error_not_a_gpu_fault() -> None:
+    """The reader thread keeps its own exception under ``reader`` (agent/collectors/nvml.py):
+    a TypeError in our code says nothing of the GPU."""
+    gpu = make_gpu(GPU)
+    gpu.errors["reader"] = "TypeError: unsupported operand type(s) for +: 'int' and 'str'"
+    finding = _judge(gpu)
+    assert (finding.status, finding.action) == (Status.ERROR, Action.INVESTIGATE), finding
+    assert "our bug" in finding.message
+
+
+def test_a_code_pynvml_has_no_class_for_is_named_from_nvml_h() -> None:
+    """An older pynvml raises a bare NVMLError for a code it does not know (26, Deprecated,
+    answered for the applications clocks by drivers from 590): named, then judged."""
+    from clusterdiag.agent.collectors.nvml_read import error_name
+
+    class NVMLError(Exception):  # an older pynvml's base class, as it raises an unknown code
+        def __init__(self, value: int) -> None:
+            super().__init__(value)
+            self.value = value
+
+    assert error_name(NVMLError(26)) == "Deprecated"
+    assert error_name(NVMLError(9999)) == "NVMLError"
+    assert error_name(pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)) == "GpuIsLost"
