@@ -192,3 +192,14 @@ def test_the_largest_communicator_gives_the_rank() -> None:
     pair = world.replace("[Rank 11]", "[Rank 1]").replace("rank 11 nranks 16", "rank 1 nranks 2")
     evidence = _parsed("\n".join([pair, world, USING_SOCKET])).evidence
     assert [e.component for e in evidence] == ["rank 11 on gpu2 GPU 3 (busId 1b000)"]
+
+
+def test_a_peer_that_stopped_answering_drains_nobody_in_a_log_of_several_hosts() -> None:
+    """When one node dies, every surviving rank prints a retry-exceeded completion (12)
+    towards it, then flushed ones (5): a training job's log would drain every healthy host
+    if each line were its printer's failure. Alone on one host, 12 is that host's."""
+    peer_gone = COMPLETION_2_20.replace("gpu1:4101:4140", "gpu3:7301:7340")
+    flushed = COMPLETION_2_29.replace("IBV_WC_RETRY_EXC_ERR(12)", "IBV_WC_WR_FLUSH_ERR(5)")
+    assert _kinds("\n".join([COMPLETION_2_20, peer_gone, flushed])) == ["warn"] * 3
+    assert _kinds(flushed) == ["warn"]
+    assert _kinds(COMPLETION_2_20) == ["fail"]

@@ -133,6 +133,28 @@ def completion_status(line: str) -> int | None:
     return int(match.group(1) or match.group(2))
 
 
+# ibv_wc_status (rdma-core libibverbs/verbs.h): 5 IBV_WC_WR_FLUSH_ERR, a request flushed
+# from a queue pair an earlier error had already broken; 12 IBV_WC_RETRY_EXC_ERR and 13
+# IBV_WC_RNR_RETRY_EXC_ERR, the peer did not answer: the peer, the path or this end.
+_FLUSHED = 5
+_UNANSWERED = (12, 13)
+
+
+def _judge_completions(evidence: list[Evidence], completions: list[tuple[int, int]],
+                       hosts: int) -> None:
+    """A flushed request is the echo of an earlier error, never a verdict; an unanswered
+    one, in a log of several hosts, is what every surviving rank prints when one peer dies,
+    so it names nobody (a warning); alone on one host it is that host's fabric."""
+    for index, status in completions:
+        if status == _FLUSHED:
+            evidence[index].kind = "warn"
+            evidence[index].text += " (flushed: an earlier error broke the connection)"
+        elif status in _UNANSWERED and hosts > 1:
+            evidence[index].kind = "warn"
+            evidence[index].text += (" (the peer did not answer: the peer, the path or this "
+                                     "host; every surviving rank prints this when one dies)")
+
+
 def process_key(line: str) -> str:
     """``host:pid`` of the NCCL line's prefix; "" for a line without one."""
     process = _PROCESS.match(line)
@@ -285,9 +307,13 @@ def parse(text: str, run: ToolRun) -> None:
     devices: list[list[tuple[int, str]]] = []  # each "# Using devices" list: (rank, host)
     transports = Transports()
     ranks = Ranks()
+    completions: list[tuple[int, int]] = []  # (index in run.evidence, its status)
+    hosts: set[str] = set()
     for number_, line in numbered_lines(text):
         stripped = line.strip()
         ranks.see(stripped)
+        if key := process_key(stripped):
+            hosts.add(key.split(":", 1)[0])
         if stripped.startswith("#"):
             if _USING.match(stripped):
                 devices.append([])
@@ -297,7 +323,8 @@ def parse(text: str, run: ToolRun) -> None:
                 devices[-1].append((int(rank.group(1)), rank.group(2)))
         elif _USAGE.search(stripped):
             run.evidence.append(Evidence("error", "node", f"line {number_}: {stripped}"))
-        elif completion_status(stripped):
+        elif status := completion_status(stripped):
+            completions.append((len(run.evidence), status))
             run.evidence.append(Evidence("fail", "node", f"line {number_}: {stripped}"))
         elif any(p.search(stripped) for p in _FAILURES):
             starting = "Test CUDA failure" in stripped and not any(s.rows for s in segments)
@@ -333,6 +360,7 @@ def parse(text: str, run: ToolRun) -> None:
             run.evidence.append(Evidence(
                 "fail", "node", f"line {number_}: {int(row[3] + row[4])} wrong elements at "
                                 f"{row[0]} B"))
+    _judge_completions(run.evidence, completions, len(hosts))
     run.evidence += transports.fallbacks()
     if run.from_log:  # a saved log may span hosts; a run the agent made is its node's
         ranks.locate(run.evidence)
