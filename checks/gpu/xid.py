@@ -79,8 +79,10 @@ def xid(ctx: CheckContext) -> Iterator[Finding]:
     """Recent Xid errors per GPU, classified by code; older ones are only mentioned.
 
     Only Xids inside ``window_s`` and after the GPU's last reset (a driver load the GPU
-    came back from, answering NVML now, or a logged reset) and the last boot count; a
-    line with no time (a kmsg record when the boot time is unknown) counts as recent. A
+    came back from, answering NVML now, or read without NVML, one the driver printed no
+    probe failure beside; or a logged reset) and the last boot count; a saved log's line
+    with no time of its own takes the time of the line before it, and a live kmsg record
+    with none (the boot time unknown) counts as recent: the buffer holds this boot only. A
     log read only in part (a deadline) or placed in time only approximately warns: its
     Xids are judged, but "no Xid errors" is not claimed for lines never read. A burst
     of lines is one occurrence, and application Xids count distinct jobs (pids): they

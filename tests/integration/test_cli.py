@@ -255,5 +255,12 @@ def test_snapshot_lists_every_kernel_log_line_and_run_judges_the_window(tmp_path
     proc = run_cli("run", "--simulate", "dgx-h100", "--kernel-log", str(log), "--format",
                    "json", "--checks", "gpu.xid")
     findings = json.loads(proc.stdout)["findings"]
-    # The month-old line is outside the window (dropped); the undated one counts as recent.
+    # The month-old line is outside the window; the undated one after it takes its time
+    # (never "now"): neither is recent.
+    assert not any(f["status"] == "fail" for f in findings), findings
+    recent = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - 600))
+    log.write_text(f"{old} {xid}\n{recent} {xid}\n")
+    proc = run_cli("run", "--simulate", "dgx-h100", "--kernel-log", str(log), "--format",
+                   "json", "--checks", "gpu.xid")
+    findings = json.loads(proc.stdout)["findings"]
     assert any(f["status"] == "fail" and f["check"] == "gpu.xid" for f in findings), findings
