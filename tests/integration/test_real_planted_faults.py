@@ -135,8 +135,9 @@ def test_slowdown_time_growing_between_two_real_samples() -> None:
 
 def _nvlinked(crc: int, replay: int, at: float = 0.0) -> Snapshot:
     """The real H200 as a one-GPU machine with its 18 NVLinks up, as a real H200 shows
-    them (nvidia-smi nvlink -s, /work/shared/data/real/nvlink: 18 links at 26.562 GB/s),
-    link 3's CRC and replay counters at ``crc`` and ``replay``."""
+    them (the shared real set's nvlink/nvlink-s__linux-x86_64__nvidia-h200__590.48.01.txt,
+    nvidia-smi nvlink -s: 18 links at 26.562 GB/s), link 3's CRC and replay counters at
+    ``crc`` and ``replay``."""
     snap = _h200()
     assert snap.nvml is not None
     gpu = snap.nvml.gpus[0]
