@@ -14,11 +14,11 @@ and the live XID schedule (the listener has its own copy since it forked).
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .state import counter
 from .state.hardware import SimNode
 
 WINDOW_KEYS = ("from_s", "until_s")
@@ -63,7 +63,7 @@ class Schedule:
         return tuple(i for i, f in enumerate(self.faults) if present(f, elapsed_s))
 
     def __call__(self) -> None:
-        now = self._present(time.time() - self.node.epoch)
+        now = self._present(counter.now() - self.node.epoch)
         if now == self.current:
             return
         fresh = self.rebuild([self.faults[i] for i in now])

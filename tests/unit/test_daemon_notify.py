@@ -15,6 +15,7 @@ from clusterdiag.agent.daemon import xid
 from clusterdiag.agent.daemon.notify import Notifier
 from clusterdiag.agent.sim.node import build, env_for
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state import counter as sim_counter
 from clusterdiag.agent.sim.writers.nvml import build_module
 
 
@@ -56,7 +57,7 @@ def test_simulated_event_set_wait_delivers_scheduled_xid_once() -> None:
                                     pynvml.nvmlEventTypeXidCriticalError, event_set)
     # the node's clock starts now, not when it was built (however long that took on a
     # loaded machine): the event is due 2 s after this, well after the first wait
-    node.epoch = time.time()
+    node.epoch = sim_counter.now()
     with pytest.raises(pynvml.NVMLError) as timeout:
         nv.nvmlEventSetWait_v2(event_set, 50)
     assert timeout.value.value == pynvml.NVML_ERROR_TIMEOUT

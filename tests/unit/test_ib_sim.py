@@ -15,6 +15,7 @@ from clusterdiag.agent.run.runner import RunOptions, run_node
 from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec, parse_spec
+from clusterdiag.agent.sim.state import counter as sim_counter
 from clusterdiag.checks.core.finding import Status
 
 
@@ -28,7 +29,15 @@ def test_tree_links_like_the_kernel() -> None:
     assert (ib / "mlx5_1/ports/1/gid_attrs/ndevs/0").read_text() == "enp42s0f0np0\n"
 
 
-def test_fault_counters_move_between_samples_and_saturate() -> None:
+@pytest.mark.parametrize("wall_step_s", [0.0, 3600.0, -3600.0], ids=["steady", "ahead", "behind"])
+def test_fault_counters_move_between_samples_and_saturate(wall_step_s: float,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """However the wall clock stepped since the simulator was imported (an NTP step on a
+    freshly booted CI machine), the hardware's counters keep counting: they run on the
+    monotonic clock, epoch included."""
+    monkeypatch.setattr(sim_counter, "_WALL_MINUS_MONOTONIC",
+                        sim_counter._WALL_MINUS_MONOTONIC - wall_step_s)
     env = env_for(NodeSpec("n1", "dgx-h100", faults=[
         {"node": "n1", "kind": "ib_symbol_errors", "hca": "mlx5_3"}]))
 

@@ -3,7 +3,6 @@ and gone again afterwards, in NVML answers and in the /sys tree alike."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from clusterdiag.agent.base.errors import UsageError
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.schedule import Schedule
 from clusterdiag.agent.sim.spec import parse_spec
+from clusterdiag.agent.sim.state import counter as sim_counter
 
 
 def _spec(*faults: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def test_faults_arrive_and_leave_on_time() -> None:
     nvml.nvmlInit()
 
     def sample(at_s: float) -> tuple[int, str]:
-        node.epoch = time.time() - at_s
+        node.epoch = sim_counter.now() - at_s
         for run in env.before_sample:
             run()
         handle = nvml.nvmlDeviceGetHandleByIndex(1)  # what the NVML collector asks

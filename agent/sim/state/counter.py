@@ -2,10 +2,11 @@
 samples a few seconds apart see it grow, whichever process reads it. NVML's error counters
 and the IB port counters of the simulator are both made of these.
 
-Hardware counts events, not wall-clock seconds: the time since the epoch is measured on
-the monotonic clock (the epoch, a wall-clock time, is converted with the offset between
-the two clocks taken at import, which forked readers share), so an NTP step moves no
-simulated counter, as it moves no real one.
+Hardware counts events, not wall-clock seconds: the epoch and every reading are taken on
+``now()``, the monotonic clock shifted by the offset between the two clocks at import
+(which forked readers share), so an NTP step moves no simulated counter, as it moves no
+real one. An epoch read from the wall clock instead would put it in the future after a
+forward step, and every counter would read its base until the monotonic clock caught up.
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ samples a few seconds apart see them grow, whichever process reads them.
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
 
 from ....checks.profiles.profile import Profile
+from . import counter
 from .counter import Counter
 from .ib import SimHca, build_hcas
 from .layout import LAYOUTS, Layout
@@ -96,7 +96,9 @@ class SimNode:
     profile: Profile
     layout: Layout
     gpus: list[SimGpu]
-    epoch: float = field(default_factory=time.time)
+    # on the simulated hardware's clock, which counters read it against; a wall-clock
+    # epoch would freeze every counter after the wall clock steps forward
+    epoch: float = field(default_factory=lambda: counter.now())
     driver_error: int | None = None  # NVML error code nvmlInit raises
     driver_version: str = ""
     cuda_version: int = 0

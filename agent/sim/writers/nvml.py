@@ -21,6 +21,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import pynvml
 
+from ..state import counter
 from ..state.hardware import REMOTE_GPU, SimGpu, SimNode
 
 T = TypeVar("T")
@@ -457,14 +458,14 @@ class SimNvml:
 
     def nvmlEventSetWait_v2(self, event_set: _EventSet, timeout_ms: int) -> Any:
         node = self.node
-        limit = time.time() + timeout_ms / 1000.0
+        limit = counter.now() + timeout_ms / 1000.0
         pending = sorted((node.epoch + at, n) for n, (at, gpu, _) in enumerate(node.xid_schedule)
                          if gpu in event_set.gpus and n not in event_set.delivered)
         if not pending or pending[0][0] > limit:
-            time.sleep(max(0.0, limit - time.time()))
+            time.sleep(max(0.0, limit - counter.now()))
             _raise(pynvml.NVML_ERROR_TIMEOUT)
         due, n = pending[0]
-        time.sleep(max(0.0, due - time.time()))
+        time.sleep(max(0.0, due - counter.now()))
         event_set.delivered.add(n)
         _, index, code = node.xid_schedule[n]
         gpu = next(g for g in node.gpus if g.index == index)
