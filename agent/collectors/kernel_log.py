@@ -343,6 +343,8 @@ _NEEDLES: tuple[str, ...] = (
     "High temperature", "mlx5", "AER: ", "PCIe Bus Error",
 )
 _BYTE_NEEDLES = tuple(n.encode() for n in _NEEDLES)
+# What every Xid line holds and no other event's line does (the skip when Xids are full).
+_XID_NEEDLE = b"NVRM: Xid ("
 # The most events of one kind a windowed read keeps (the newest): a log whose every line is
 # an Xid the window cannot date (uptime-only lines, no boot time) stays bounded too.
 MAX_EVENTS = 4096
@@ -367,6 +369,9 @@ class _Parser:
         self.boot_time, self.now, self.log, self.cutoff = boot_time, now, log, cutoff
         self.fallen: _Fallen | None = None
         self._last_index = -2
+        # Set while newer blocks already hold the ``MAX_EVENTS`` newest Xids of the window:
+        # an older Xid line would be dropped anyway, so it is counted without being parsed.
+        self.xids_full = False
         # Places a line that prints no wall time from the lines before it (file reads).
         self.clock: _BlockClock | None = None
 
@@ -398,6 +403,12 @@ class _Parser:
             self._sxid(raw, stamp)
         else:
             self._event(raw, stamp)
+
+    def skip(self, index: int) -> None:
+        """A line left unparsed (an Xid beyond those kept): counted as dropped, and it
+        breaks a pending multi-record message as any other line would."""
+        self._last_index, self.fallen = index, None
+        self.log.dropped += 1
 
     def continue_fallen(self, line: str) -> bool:
         """Offer a line of the newer block to a three-record Xid 79 this block ended on;
@@ -557,9 +568,12 @@ def _feed_block(parser: _Parser, block: bytes, first_index: int, *,
         if kmsg and block.startswith(b" ", start):
             continue
         end = block.find(b"\n", start)
-        line = block[start:end if end != -1 else len(block)]
+        end = end if end != -1 else len(block)
         index = first_index + newlines - (dictionary + lead if start else 0)
-        parser.feed(line.decode("utf-8", errors="replace"), index, start)
+        if parser.xids_full and block.find(_XID_NEEDLE, start, end) != -1:
+            parser.skip(index)
+            continue
+        parser.feed(block[start:end].decode("utf-8", errors="replace"), index, start)
     lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
     if kmsg:
         lines -= block.count(b"\n ") + lead
@@ -714,6 +728,7 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
             break
         part, clock = KernelLog(source=log.source), _BlockClock(block, parser.now)
         parser.restart(part, clock)
+        parser.xids_full = _held(done.parts, "xids", parser.cutoff) >= MAX_EVENTS
         lines = _feed_block(parser, block, 0)
         log.lines_read += lines
         _finish_fallen(parser, newer_head)
@@ -741,12 +756,18 @@ def _drop_beyond_kept(newer: list[KernelLog], part: KernelLog, cutoff: float | N
     if cutoff is None:
         return
     for kind in ("xids", "sxids", "events"):
-        held = sum(1 for p in newer for e in getattr(p, kind)
-                   if e.time is None or e.time >= cutoff)
         events = getattr(part, kind)
-        if held >= MAX_EVENTS and events:
+        if events and _held(newer, kind, cutoff) >= MAX_EVENTS:
             part.dropped += len(events)
             setattr(part, kind, [])
+
+
+def _held(newer: list[KernelLog], kind: str, cutoff: float | None) -> int:
+    """How many events of ``kind`` the newer blocks hold inside the window (none counted
+    without one: every event is kept)."""
+    if cutoff is None:
+        return 0
+    return sum(1 for p in newer for e in getattr(p, kind) if e.time is None or e.time >= cutoff)
 
 
 def _finish_fallen(parser: _Parser, newer_head: list[bytes]) -> None:

@@ -141,6 +141,37 @@ def test_windowed_read_keeps_at_most_the_newest_events(tmp_path: Path,
     assert len(read_file(path, now=NOW).xids) == 1000  # snapshot: every matching line
 
 
+def test_older_xids_are_not_parsed_once_the_newest_are_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log of nothing but Xids: once newer blocks hold the newest ``MAX_EVENTS``, older
+    Xid lines are counted, not parsed, while other events in those blocks are still kept
+    (the window's SXid and AER lines are not crowded out by Xids)."""
+    monkeypatch.setattr(kernel_log, "MAX_EVENTS", 10)
+    monkeypatch.setattr(kernel_log, "_BLOCK_BYTES", 4096)
+    parsed: list[int] = []
+    add_xid = kernel_log._Parser._add_xid
+
+    def counting(self: kernel_log._Parser, xid: int, *args: object, **kwargs: object) -> None:
+        parsed.append(xid)
+        add_xid(self, xid, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kernel_log._Parser, "_add_xid", counting)
+    sxid = "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up"
+    aer = ("pcieport 0000:00:01.0: AER: Uncorrectable (Fatal) error message received from "
+           "0000:9b:00.0")
+    lines = [f"{_iso(NOW - 3000 + i)} {XID_LINE}" for i in range(1000)]
+    lines[100] = f"{_iso(NOW - 2900)} {sxid}"
+    lines[200] = f"{_iso(NOW - 2800)} {aer}"
+    path = tmp_path / "kern.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_file(path, now=NOW, lookback_s=7200)
+    assert [x.time for x in log.xids] == [NOW - 3000 + i for i in range(990, 1000)]
+    assert [s.sxid for s in log.sxids] == [20034]
+    assert [(e.kind, e.device) for e in log.events] == [("aer", "0000:9b:00.0")]
+    assert log.dropped == 998 - 10
+    assert len(parsed) < 100  # the newest blocks' Xids, not the other 900
+
+
 def test_reading_stops_at_the_deadline_and_says_so(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel_log, "_BLOCK_BYTES", 4096)
