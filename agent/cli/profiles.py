@@ -102,6 +102,8 @@ def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Pa
         extends = load_profile(session.site_profile(config, base)) if base else None
     except UnknownProfileError as exc:
         raise UsageError(f"--extends: {exc}") from None
+    if base and session.is_profile_file(base):
+        _note_base_outside_profile_dir(Path(base), Path(config.data["profile_dir"]))
     if snapshots:
         if root or simulate or kernel_log:
             raise UsageError("--from-snapshot: reads saved snapshots, not a node "
@@ -120,6 +122,21 @@ def profiles_capture(config_path: Path | None, root: Path | None, kernel_log: Pa
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"--output {output}: {exc.strerror or exc}") from None
+
+
+def _note_base_outside_profile_dir(base: Path, directory: Path) -> None:
+    """The captured profile names its base by name (``extends: site``), and a name is
+    found only in ``profile_dir``: a base read from a file elsewhere must be copied there
+    too, or the capture will not load. Said on standard error; the capture still goes out."""
+    try:
+        inside = base.resolve().parent == directory.resolve()
+    except OSError:
+        inside = False
+    if not inside:
+        name = base.name.rsplit(".", 1)[0]
+        click.echo(f"clusterdiag: note: the capture says 'extends: {name}', and a profile "
+                   f"is found by name only in profile_dir ({directory}): copy {base} there "
+                   "beside it, or it will not load", err=True)
 
 
 def _fleet_capture(paths: tuple[Path, ...], extends: Profile | None, profile: str) -> str:

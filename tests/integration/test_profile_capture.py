@@ -144,3 +144,32 @@ def test_an_unknown_base_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "hgx-h101" in proc.stderr
+
+
+def test_a_base_read_from_a_file_outside_profile_dir_is_noted(tmp_path: Path) -> None:
+    """``--extends FILE``: the capture names its base by name, found only in
+    profile_dir; a base elsewhere is said on standard error (the capture still exits 0),
+    and one inside profile_dir loads with the capture beside it."""
+    spec = _spec(tmp_path, "profile: dgx-h100")
+    first = _capture(tmp_path, spec, "hgx-h100-8gpu")
+    site = tmp_path / "site.yaml"
+    first.rename(site)
+    second = tmp_path / "second.yaml"
+    proc = run_cli("profiles", "capture", "--simulate", str(spec), "--extends", str(site),
+                   "--output", str(second))
+    assert proc.returncode == 0, proc.stderr
+    assert "extends: site\n" in second.read_text()
+    assert f"copy {site} there" in proc.stderr
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    site.rename(profiles / "site.yaml")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"profile_dir: {profiles}\n")
+    proc = run_cli("profiles", "capture", "--simulate", str(spec), "--config", str(config),
+                   "--extends", str(profiles / "site.yaml"), "--output",
+                   str(profiles / "second.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert "note:" not in proc.stderr
+    proc = run_cli("run", "--simulate", str(spec), "--config", str(config), "--profile",
+                   "second", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
