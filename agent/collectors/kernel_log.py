@@ -516,8 +516,11 @@ class _Parser:
 # --- reading a source in blocks --------------------------------------------------------
 
 # Read this much at a time: the needles are searched in a whole block at C speed, and only
-# the lines that hold one are cut out, decoded and parsed.
-_BLOCK_BYTES = 1 << 20
+# the lines that hold one are cut out, decoded and parsed. A block is parsed whole, so one
+# much longer than the look-back window (a 10,000-line log is ~2 MB) parses lines the
+# window drops: at 64 KiB (~350 lines) the newest-first read stops close to the window's
+# start, and the per-block cost stays small beside the lines' (bench/kernel_log_parse.py).
+_BLOCK_BYTES = 1 << 16
 # A "line" longer than this without a newline (a binary file) is taken as it stands.
 _MAX_LINE_BYTES = 4 << 20
 
@@ -695,6 +698,7 @@ def _blocks_backward(handle: BinaryIO, size: int) -> Iterator[bytes]:
 
 
 _Event = XidEvent | SxidEvent | KernelEvent
+_KINDS = ("xids", "sxids", "events")
 _E = TypeVar("_E", XidEvent, SxidEvent, KernelEvent)
 
 
@@ -708,6 +712,9 @@ class _Backward:
     oldest: float | None = None  # the oldest wall time read
     last_uptime: float | None = None  # the file's newest uptime stamp
     stopped: str | None = None
+    # Per kind, the events the parts hold that were placed inside the window as they were
+    # read (those placed later are not counted: an older block is then parsed, not lost).
+    held: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_KINDS, 0))
 
 
 def _events(log: KernelLog) -> Iterator[_Event]:
@@ -728,7 +735,7 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
             break
         part, clock = KernelLog(source=log.source), _BlockClock(block, parser.now)
         parser.restart(part, clock)
-        parser.xids_full = _held(done.parts, "xids", parser.cutoff) >= MAX_EVENTS
+        parser.xids_full = done.held["xids"] >= MAX_EVENTS
         lines = _feed_block(parser, block, 0)
         log.lines_read += lines
         _finish_fallen(parser, newer_head)
@@ -738,7 +745,7 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
         clock.at_end()
         _place_pending(done.pending, clock)
         done.pending = [e for e in (*done.pending, *_events(part)) if e.time is None]
-        _drop_beyond_kept(done.parts, part, parser.cutoff)
+        _drop_beyond_kept(done.held, part, parser.cutoff)
         done.parts.append(part)
         first = clock.first_time()
         if first is not None:
@@ -749,25 +756,20 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
     return done
 
 
-def _drop_beyond_kept(newer: list[KernelLog], part: KernelLog, cutoff: float | None) -> None:
+def _drop_beyond_kept(held: dict[str, int], part: KernelLog, cutoff: float | None) -> None:
     """Drop an older block's events of a kind the newer blocks already hold ``MAX_EVENTS``
-    of inside the window: only the newest are kept in the end, so memory stays bounded by
-    what is kept, not by how many the window holds (a log of nothing but Xids)."""
+    of inside the window (only the newest are kept in the end, so memory stays bounded by
+    what is kept, not by how many the window holds: a log of nothing but Xids), then count
+    what this block adds to ``held``."""
     if cutoff is None:
         return
-    for kind in ("xids", "sxids", "events"):
+    for kind in _KINDS:
         events = getattr(part, kind)
-        if events and _held(newer, kind, cutoff) >= MAX_EVENTS:
+        if held[kind] >= MAX_EVENTS:
             part.dropped += len(events)
             setattr(part, kind, [])
-
-
-def _held(newer: list[KernelLog], kind: str, cutoff: float | None) -> int:
-    """How many events of ``kind`` the newer blocks hold inside the window (none counted
-    without one: every event is kept)."""
-    if cutoff is None:
-        return 0
-    return sum(1 for p in newer for e in getattr(p, kind) if e.time is None or e.time >= cutoff)
+        else:
+            held[kind] += sum(1 for e in events if e.time is not None and e.time >= cutoff)
 
 
 def _finish_fallen(parser: _Parser, newer_head: list[bytes]) -> None:
