@@ -965,6 +965,14 @@ def _read_kmsg_device(fd: int, parser: _Parser, deadline: float | None) -> str |
             parser.feed(record.decode("utf-8", errors="replace"), parser.log.lines_read - 1)
 
 
+# Refused by a cgroup device policy (EPERM) or by the node's mode and dmesg_restrict
+# (EACCES, kernel.dmesg_restrict=1 without CAP_SYSLOG: Documentation/admin-guide/sysctl/
+# kernel.rst): the agent's unit grants both (systemd/clusterdiag-agent.service).
+_DENIED = (errno.EPERM, errno.EACCES)
+_KMSG_DENIED = (" opening /dev/kmsg: under clusterdiag-agent.service it needs "
+                "DeviceAllow=/dev/kmsg r and CAP_SYSLOG")
+
+
 def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
               deadline: float | None = None) -> KernelLog:
     """Read the live kernel ring buffer (``<root>/dev/kmsg``), keeping events from the
@@ -985,7 +993,7 @@ def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
         fd = os.open(root / "dev" / "kmsg", os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise_if_exhausted(exc, root / "dev" / "kmsg")
-        log.unknown["kmsg"] = _reason(exc)
+        log.unknown["kmsg"] = _reason(exc) + (_KMSG_DENIED if exc.errno in _DENIED else "")
         return log
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):

@@ -20,6 +20,16 @@ _LIBRARY_HINTS = {
     "LibRmVersionMismatch": "driver library and kernel module versions differ",
 }
 
+# nvmlInit's NO_PERMISSION: the GPU device files would not open for us. Under the agent's
+# unit that is its device policy (systemd/clusterdiag-agent.service; docs/agent.md, "Device
+# policy"): /proc/devices names their group "nvidia" from driver 550.40 and
+# "nvidia-frontend" before, and a DeviceAllow= for only one of them denies every GPU on
+# the other. Elsewhere it is the files' mode or group. Ours to fix either way, never the GPU's.
+_DENIED = ("no permission to open the GPU devices (/dev/nvidiactl, /dev/nvidia0...): "
+           "under clusterdiag-agent.service, DeviceAllow= must name the loaded driver's "
+           "group (char-nvidia from driver 550.40, char-nvidia-frontend before); "
+           "elsewhere check the files' mode and group")
+
 # What an NVML error from ONE call says is at fault, by NVIDIA's nvmlReturn_t reference
 # (https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html):
 # - the GPU: GPU_IS_LOST ("has fallen off the bus or has otherwise become inaccessible"),
@@ -105,7 +115,7 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
         observed: dict[str, Any] = {"error": error,
                                     "message": nvml.library_message if nvml else None}
         if error == "NoPermission":
-            yield Finding.error(NODE, "no permission to use NVML", observed)
+            yield Finding.error(NODE, _DENIED, observed)
         elif pci_gpus:
             observed["pci_gpus"] = [d.bdf for d in pci_gpus]
             if error == "LibraryNotFound":

@@ -155,6 +155,12 @@ def _driver_not_loaded(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.driver_error = 9  # NVML_ERROR_DRIVER_NOT_LOADED
 
 
+def _device_denied(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The agent may not open the GPU device files (a unit's DeviceAllow= without the
+    loaded driver's group name, or their mode): nvmlInit answers NO_PERMISSION."""
+    node.driver_error = 4  # NVML_ERROR_NO_PERMISSION
+
+
 # What the driver prints after the pid/name fields, for the codes the fault kinds plant
 # (79, 48, 149, 154 as in real logs: gpud's xid kmsg tests and GB200 kmsg fixtures).
 _XID_TEXT = {
@@ -337,6 +343,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("gpu_missing", "gpu.count", "fail", "reboot", "node", ("gpu",), _missing),
     FaultKind("driver_not_loaded", "gpu.responsive", "fail", "reboot", "node", (),
               _driver_not_loaded),
+    FaultKind("device_denied", "gpu.responsive", "error", "investigate", "node", (),
+              _device_denied),
     FaultKind("gpu_hang", "gpu.responsive", "fail", "reboot", "gpu{gpu}", ("gpu",),
               _set("hang", True)),
     FaultKind("gpu_lost", "gpu.responsive", "fail", "reboot", "gpu{gpu}", ("gpu",),
