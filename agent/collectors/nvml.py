@@ -10,6 +10,7 @@ each with whether the miss was the GPU's hang or our own deadline (nvml_budget.p
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.lazy_re import LazyPattern
@@ -45,14 +47,19 @@ _P2P_RESERVE_S = 0.5  # time kept before the deadline to read P2P among answerin
 
 
 def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
-             deadline: float | None = None) -> None:
+             deadline: float | None = None, dev: Path | None = None) -> None:
     """Everything NVML says about this node, streamed through ``emit`` as it arrives.
 
     A GPU still busy shortly before ``deadline`` is left to hang; the pairs among the GPUs
-    that answered still get their P2P status."""
+    that answered still get their P2P status. When nvmlInit fails, the GPU device files
+    under ``dev`` are tried: one we may not open is our confinement, not the GPU."""
     nv = CountingNvml(nv_module)
     info = NvmlInfo()
     ok = read_system(nv, info)
+    if not ok and info.library_error != "NoPermission" and dev is not None:
+        denied = denied_devices(dev)
+        if denied:
+            info.errors["devices"] = denied
     emit({"t": "system", "data": to_jsonable(info)})
     if not ok or not info.device_count:
         emit({"t": "end", "calls": nv.calls})
@@ -184,7 +191,8 @@ def start(env: SourceEnv, deadline: float | None = None) -> PendingNvml:
     if pending is not None:
         return pending
     module = env.nvml()  # imported in the parent, so the child imports nothing
-    pid, read_fd = fork_worker(lambda emit: read_all(module, emit, deadline))
+    pid, read_fd = fork_worker(lambda emit: read_all(module, emit, deadline,
+                                                     env.root / "dev"))
     return PendingNvml(pid=pid, fd=read_fd, started=time.monotonic())
 
 
@@ -192,6 +200,33 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> NvmlInfo:
     info = start(env, deadline).result(stats, deadline)
     attribute_processes(info, env)
     return info
+
+
+_GPU_NODE = LazyPattern(r"nvidia(?:ctl|\d+)")
+_DENIED_ERRNOS = (errno.EPERM, errno.EACCES)
+
+
+def denied_devices(dev: Path) -> str | None:
+    """The first GPU device file that exists and will not open for us, with the reason.
+
+    A device cgroup that denies the GPUs (systemd's DeviceAllow=, a container runtime after
+    ``systemctl daemon-reload``) makes nvmlInit answer "Unknown Error", not NO_PERMISSION
+    (NVIDIA/nvidia-container-toolkit#48): without this the node would be failed for a
+    reboot over our own confinement. open() itself says EPERM (the cgroup check, made
+    before the driver is called) or EACCES (the file's mode). A device that does open
+    reaches the driver, which may block on a broken GPU: this runs in the NVML worker,
+    whose deadline covers it."""
+    try:
+        names = sorted(n for n in os.listdir(dev) if _GPU_NODE.fullmatch(n))
+    except OSError:
+        return None
+    for name in names:
+        try:
+            os.close(os.open(dev / name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+        except OSError as exc:
+            if exc.errno in _DENIED_ERRNOS:
+                return f"/dev/{name}: {os.strerror(exc.errno)}"
+    return None
 
 
 _JOB_CGROUP = LazyPattern(r"/job_(\d+)(?:/|$)", re.MULTILINE)

@@ -25,10 +25,11 @@ _LIBRARY_HINTS = {
 # policy"): /proc/devices names their group "nvidia" from driver 550.40 and
 # "nvidia-frontend" before, and a DeviceAllow= for only one of them denies every GPU on
 # the other. Elsewhere it is the files' mode or group. Ours to fix either way, never the GPU's.
+_DENIED_FIX = ("under clusterdiag-agent.service, DeviceAllow= must name the loaded "
+               "driver's group (char-nvidia from driver 550.40, char-nvidia-frontend "
+               "before); elsewhere check the files' mode and group")
 _DENIED = ("no permission to open the GPU devices (/dev/nvidiactl, /dev/nvidia0...): "
-           "under clusterdiag-agent.service, DeviceAllow= must name the loaded driver's "
-           "group (char-nvidia from driver 550.40, char-nvidia-frontend before); "
-           "elsewhere check the files' mode and group")
+           + _DENIED_FIX)
 
 # What an NVML error from ONE call says is at fault, by NVIDIA's nvmlReturn_t reference
 # (https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html):
@@ -116,6 +117,13 @@ def responsive(ctx: CheckContext) -> Iterator[Finding]:
                                     "message": nvml.library_message if nvml else None}
         if error == "NoPermission":
             yield Finding.error(NODE, _DENIED, observed)
+        elif nvml is not None and "devices" in nvml.errors:
+            observed["devices"] = nvml.errors["devices"]
+            # nvmlInit's "Unknown Error" under a device cgroup that denies the GPUs
+            # (agent/collectors/nvml.py denied_devices): our confinement, not the GPU
+            yield Finding.error(NODE, f"NVML failed ({error}) and a GPU device would not "
+                                      f"open for us ({nvml.errors['devices']}): "
+                                      + _DENIED_FIX, observed)
         elif pci_gpus:
             observed["pci_gpus"] = [d.bdf for d in pci_gpus]
             if error == "LibraryNotFound":

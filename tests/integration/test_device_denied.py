@@ -56,3 +56,38 @@ def test_kmsg_denied_names_the_device_and_the_unit_setting(
                   "CAP_SYSLOG"):
         assert named in reason, named
     assert reason.startswith(errno.errorcode[code])
+
+
+def test_gpus_denied_by_a_device_cgroup_are_ours_whatever_nvml_says(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device cgroup that denies the GPUs makes nvmlInit answer "Unknown Error" rather
+    than NO_PERMISSION (NVIDIA/nvidia-container-toolkit#48); the NVML worker then tries
+    the device files, and open()'s EPERM (the cgroup's answer, Linux
+    Documentation/admin-guide/cgroup-v1/devices.rst) makes it an error, not a reboot."""
+    spec = NodeSpec("n1", "dgx-h100", faults=[{"node": "n1", "kind": "driver_not_loaded"}])
+    env = env_for(spec)
+    dev = env.root / "dev"
+    dev.mkdir(exist_ok=True)
+    for name in ("nvidiactl", "nvidia0", "nvidia1", "nvidia-uvm"):
+        (dev / name).write_text("")
+    real_open = os.open
+
+    def cgroup(path: object, flags: int, *args: object, **kw: object) -> int:
+        if str(path).endswith(("/dev/nvidia0", "/dev/nvidia1")):
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", cgroup)  # the forked NVML worker inherits it
+    report = run_node(env, Config(), RunOptions(level="quick", profile="dgx-h100",
+                                                budget_s=20))
+    (responsive,) = [f for f in report.findings if f.check == "gpu.responsive"]
+    assert responsive.status is Status.ERROR, responsive
+    assert "/dev/nvidia0: Operation not permitted" in responsive.message
+    assert "DeviceAllow=" in responsive.message
+    assert not [f for f in report.findings if f.status is Status.FAIL]
+    # Without the denial the same driver failure is the hardware's: a fail.
+    monkeypatch.setattr(os, "open", real_open)
+    report = run_node(env, Config(), RunOptions(level="quick", profile="dgx-h100",
+                                                budget_s=20))
+    (responsive,) = [f for f in report.findings if f.check == "gpu.responsive"]
+    assert responsive.status is Status.FAIL
