@@ -43,6 +43,7 @@ BENCHES: dict[str, bool] = {
     "prolog_time.py": False,
     "agent_load.py": True,
     "agent_http_load.py": True,
+    "agent_flood.py": True,
     "qualify_schedule.py": True,
     "qualify_report.py": True,
 }
@@ -105,6 +106,10 @@ GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("agent RSS, real host path (aiohttp kept)", "agent RSS peak (real host path",
      "node_exporter RSS peak"),
     ("agent during an XID storm of 8 events/s", "agent CPU during an XID storm", ""),
+    ("agent /healthz under a flood: 1,100 addresses x 1 idle connection, plain HTTP",
+     "/healthz answered within 1 s (1,100 addresses x 1 idle connection, plain", ""),
+    ("same, TLS", "/healthz answered within 1 s (1,100 addresses x 1 idle connection, TLS",
+     ""),
     ("qualify at 1,024 simulated nodes: clusterdiag's own overhead, % of the schedule",
      "1,024 nodes: clusterdiag's overhead", ""),
     ("qualify: clusterdiag CPU time growth from 128 to 1,024 nodes (exponent)",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import select
@@ -93,6 +94,17 @@ def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
     emit({"t": "end", "calls": nv.calls})
 
 
+def readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` has data or EOF within ``timeout_s``. poll(2), not select(2):
+    select cannot watch a descriptor numbered FD_SETSIZE (1,024) or more (select(2),
+    DESCRIPTION, "WARNING"; Python raises ValueError), and the agent serving thousands of
+    connections hands out higher ones; poll takes any descriptor. Its timeout is in
+    milliseconds, rounded up so that a short wait never becomes a busy loop."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(math.ceil(timeout_s * 1000)))
+
+
 @record
 class PendingNvml:
     """A running worker; ``result`` collects what it said by the deadline."""
@@ -113,8 +125,7 @@ class PendingNvml:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if not ready:
+            if not readable(self.fd, left):
                 break
             chunk = os.read(self.fd, 65536)
             if not chunk:

@@ -11,10 +11,12 @@ connection that has not finished its request within ``KEEPALIVE_S`` is closed (s
 senders), every handler has ``REQUEST_TIMEOUT_S``, and at most ``MAX_CONCURRENT`` requests
 are served at once. A refresh waits for its collection outside those slots (at most
 ``MAX_REFRESHING`` clients at once, one refresh each), so refreshes never starve /healthz
-or /metrics. Connections are admitted by gate.py (a cap in total and per client, a TLS
-handshake deadline). A token-protected route answers 401 with a body that says nothing
-about why (no hint whether the token was missing, malformed or wrong); /healthz, and the
-paths in ``agent.unauthenticated_paths`` (only /metrics may be added), need no token.
+or /metrics. Connections are admitted by gate.py (a cap in total and per client, the
+longest-idle connection closed for a new one when full, a share kept for /healthz and
+/metrics, a TLS handshake deadline). A token-protected route answers 401 with a body that
+says nothing about why (no hint whether the token was missing, malformed or wrong);
+/healthz, and the paths in ``agent.unauthenticated_paths`` (only /metrics may be added),
+need no token.
 """
 
 from __future__ import annotations
@@ -240,6 +242,18 @@ class Served:
         await self.runner.cleanup()
 
 
+def waiting_for_request(protocol: asyncio.Protocol) -> bool:
+    """Whether aiohttp's handler on this connection waits for its next request (the gate
+    may close it for a new one), not reading, handling or answering one. It is the test
+    aiohttp makes itself before its keep-alive close: ``RequestHandler._process_keepalive``
+    in aiohttp/web_protocol.py (3.14.5, line 564: ``if self._waiter and not
+    self._waiter.done()``; ``start()`` sets ``_waiter`` while it waits, line 631). The
+    attribute is aiohttp's own, not promised: without it every connection counts as busy,
+    so none is ever cut, only no longer evicted (tests/unit/test_gate.py pins it)."""
+    waiter = getattr(protocol, "_waiter", None)
+    return isinstance(waiter, asyncio.Future) and not waiter.done()
+
+
 def _listen(host: str, port: int) -> socket.socket:
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -278,7 +292,7 @@ async def serve(app: web.Application, hosts: list[str], port: int,
         raise
     factory = runner.server
     assert factory is not None
-    gates = [Gate(factory, tls) for _ in listeners]
+    gates = [Gate(factory, tls, waiting_for_request) for _ in listeners]
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(gate.serve(listener)) for gate, listener in zip(
         gates, listeners, strict=True)]
