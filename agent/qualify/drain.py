@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ...checks.core.finding import Finding, Status
 from ...checks.qualify.judge import COLLECTIVES
-from ..slurm.reason import PREFIX, clip, owned
+from ..slurm.reason import Reason, Verb, owned, write
 from ..slurm.scontrol import Scontrol, SlurmError
 
 
@@ -45,7 +45,7 @@ def qualify_reason(findings: Iterable[Finding]) -> str | None:
         return None
     first = fails[0]
     check = first.check.removeprefix("qualify.")
-    return clip(f"{PREFIX} qualify {check} {first.component} {_figure(first)}", len(fails) - 1)
+    return write(Reason(Verb.QUALIFY, check, first.component, _figure(first), len(fails) - 1))
 
 
 def drain_nodes(findings: Mapping[str, list[Finding]], scontrol: Scontrol

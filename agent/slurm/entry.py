@@ -21,7 +21,7 @@ from ..base.errors import ClusterdiagError, ExitCode
 from ..run import session
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
-from .reason import EPILOG, OWN_ERROR, PREFIX, clip, drain_reason, owned, parse
+from .reason import Lift, Verb, from_error, from_findings, owned, parse, write
 
 TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def own_error(run: Run, error: str) -> int:
         return ExitCode.READY
     run.log("ERROR could not check the node, failing (fail_closed is true)", error=error)
     if run.settings["drain"]:
-        drain(run, clip(f"{PREFIX} {OWN_ERROR} {error}"))
+        drain(run, write(from_error(error)))
     return ExitCode.FAIL
 
 
@@ -187,10 +187,11 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
         run.log("ERROR check could not run", check=finding.check,
                 component=finding.component, error=finding.message)
     if fails:
-        reason = drain_reason(fails, program=run.program)
-        run.log("FAIL node not ready", reason=reason, fails=len(fails), **summary)
-        if reason and run.settings["drain"]:
-            drain(run, reason)
+        picked = from_findings(fails, program=run.program)
+        text = write(picked) if picked else None
+        run.log("FAIL node not ready", reason=text, fails=len(fails), **summary)
+        if text and run.settings["drain"]:
+            drain(run, text)
         return ExitCode.FAIL
     if errors:
         return own_error(run, f"{len(errors)} check(s) could not run, first "
@@ -201,9 +202,10 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
 
 
 def drain(run: Run, reason: str) -> None:
-    """Drain with ``reason`` unless the node carries a reason that is not ours, or the
-    epilog's, which only a person lifts (reason.py): another program's newer reason
-    would hide it, and the health check would resume the node once that one passes."""
+    """Drain with ``reason`` unless the node carries a reason that is not ours, or one
+    of ours that only a person lifts (``Lift.PERSON``: the epilog's, qualify's) and this
+    program's would not: the newer reason would hide it, and the health check would
+    resume the node once that one passes."""
     from .scontrol import SlurmError  # scontrol's module only where Slurm is asked
 
     scontrol = run.scontrol()
@@ -215,8 +217,9 @@ def drain(run: Run, reason: str) -> None:
                     existing=state.reason)
             return
         existing = parse(state.reason)
-        if state.drained and existing and existing.epilog and run.program != EPILOG:
-            run.log("kept the epilog's drain reason", state=state.state,
+        if state.drained and existing and existing.lift is Lift.PERSON \
+                and Verb.of(run.program) is not existing.verb:
+            run.log(f"kept the {existing.verb.value}'s drain reason", state=state.state,
                     existing=state.reason, reason=reason)
             return
         if state.drained and state.reason == reason:

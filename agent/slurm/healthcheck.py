@@ -18,7 +18,7 @@ from ..run.runner import run_node
 from .agent_report import Cached, load_trusted
 from .entry import Inputs, Outcome, Run, decide, execute
 from .prolog import JOB_DEPENDENT, options
-from .reason import owned, parse
+from .reason import Lift, Verb, owned, parse
 from .scontrol import SlurmError
 
 
@@ -39,21 +39,25 @@ def _verdict(check: str, findings: list[Finding]) -> bool | None:
     return all(f.status in (Status.PASS, Status.WARN) for f in ran)
 
 
+# Why a reason that only a person lifts (reason.Lift.PERSON) stays, for the log.
+_BY_PERSON = {Verb.EPILOG: "the epilog saw it during a job, which no later check sees again",
+              Verb.QUALIFY: "qualify's active test found it, which no health check runs"}
+
+
 def may_resume(reason: str, own: list[Finding], agent: Cached) -> tuple[bool, str]:
     """Whether a node drained with ``reason`` (ours) may be resumed after a clean pass
     that found ``own``, and why, for the log."""
     parsed = parse(reason)
     if parsed is None:
         return False, "not clusterdiag's reason"
-    if parsed.epilog:
-        return False, ("the epilog saw it during a job, which no later check sees again: "
-                       "a person resumes the node")
+    if parsed.lift is Lift.PERSON:
+        return False, f"{_BY_PERSON[parsed.verb]}: a person resumes the node"
     failing = sorted({f.check for f in agent.report.findings if f.status is Status.FAIL}) \
         if agent.report else []
     if failing:
         return False, f"the agent's report still fails {','.join(failing)}"
     check = parsed.check
-    if check is None:
+    if check is None:  # Lift.CLEAN
         return True, "clusterdiag can check the node again"
     if check in JOB_DEPENDENT:
         return False, (f"{check} is judged only for a job (the health check notes it): a "

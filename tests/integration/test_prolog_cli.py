@@ -440,6 +440,9 @@ def test_a_hung_gpu_leaves_time_for_both_scontrol_calls_of_a_slow_slurmctld(
     ("clusterdiag: gpu.processes gpu2 compute processes left on the GPU",
      'why="gpu.processes is judged only for a job'),
     ("clusterdiag: no.such_check gpu1 x", 'why="no.such_check did not run in this pass'),
+    # an active test no health check runs
+    ("clusterdiag: qualify rails mlx5_4/1 321.9 Gb/s",
+     'why="qualify\'s active test found it, which no health check runs'),
 ])
 def test_healthcheck_keeps_a_drain_for_a_check_it_did_not_run(
         site: tuple[Path, Slurm], reason: str, why: str) -> None:
@@ -483,15 +486,20 @@ def test_healthcheck_resumes_after_our_own_error_once_it_can_check_again(
     assert slurm.updates() == [["update", "NodeName=n1", "State=RESUME"]]
 
 
-def test_a_later_fail_keeps_the_epilogs_reason(site: tuple[Path, Slurm]) -> None:
-    """Replaced, the epilog's reason would be lost, and the node resumed once the newer
-    problem passes."""
+@pytest.mark.parametrize(("reason", "kept"), [
+    ("clusterdiag: epilog gpu.xid gpu1 Xid 79", "kept the epilog's drain reason"),
+    ("clusterdiag: qualify rails mlx5_4/1 321.9 Gb/s", "kept the qualify's drain reason"),
+])
+def test_a_later_fail_keeps_a_reason_only_a_person_lifts(
+        site: tuple[Path, Slurm], reason: str, kept: str) -> None:
+    """Replaced, the epilog's or qualify's reason would be lost, and the node resumed once
+    the newer problem passes."""
     root, slurm = site
-    slurm.node("n2", "IDLE+DRAIN", "clusterdiag: epilog gpu.xid gpu1 Xid 79")
+    slurm.node("n2", "IDLE+DRAIN", reason)
     proc = slurm_run("healthcheck", root, "n2", job=False)
     assert proc.returncode == 1
     assert slurm.updates() == []
-    assert "kept the epilog's drain reason" in proc.stderr
+    assert kept in proc.stderr
 
 
 @pytest.mark.parametrize("program", ["prolog", "epilog", "healthcheck"])

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.slurm.reason import Reason, Verb, parse, write
+from clusterdiag.agent.slurm.scontrol import Scontrol
 from tests.conftest import REPO
 
 # One Slurm cluster (munge, slurmctld, a slurmd per node) serves the module: its tests run
@@ -264,6 +266,7 @@ def test_a_faulty_node_drains_the_job_runs_elsewhere_and_health_check_resumes_it
         state, reason = cluster.node("n3")
         assert "DRAIN" in state
         assert reason == REASON
+        assert parse(reason) == Reason(Verb.NONE, "nvlink.links_up", "gpu3", "17/18 (down: 7)")
         assert int(cluster.job(job_id)["Restarts"]) >= 1
         ran_on = out.read_text().strip()
         assert ran_on in ("n1", "n4")
@@ -293,6 +296,22 @@ def test_a_faulty_node_drains_the_job_runs_elsewhere_and_health_check_resumes_it
         cluster.use("healthy")
         for name in NODES:
             cluster.cmd("scontrol", "update", f"NodeName={name}", "State=RESUME")
+
+
+def test_a_hostile_reason_reads_back_the_same_through_scontrol(cluster: Cluster) -> None:
+    """What ``write`` makes of hostile text is what ``scontrol show node`` gives back and
+    what ``parse`` reads: quotes, ``=``, brackets, shell and line breaks included."""
+    reason = Reason(Verb.EPILOG, "gpu.xid", "gpu1 x=y",
+                    'Xid 79 "pid=4711" [op@x] a=b; $(reboot) `id` \\ \n Reason=z "')
+    text = write(reason)
+    scontrol = Scontrol(environ=cluster.env)
+    try:
+        scontrol.drain("n4", text)
+        read = scontrol.show_node("n4")
+        assert read.reason == text
+        assert parse(read.reason) == reason
+    finally:
+        cluster.cmd("scontrol", "update", "NodeName=n4", "State=RESUME")
 
 
 def _read(path: Path) -> str:

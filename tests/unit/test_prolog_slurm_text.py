@@ -1,4 +1,5 @@
-"""Drain reasons and scontrol's answers, from text Slurm 22.05 really printed."""
+"""scontrol's answers, from text Slurm 22.05 really printed (the reasons themselves:
+test_reason.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from clusterdiag.agent.slurm.reason import (
-    MAX_LENGTH,
-    Parsed,
-    clip,
-    drain_reason,
-    owned,
-    parse,
-)
 from clusterdiag.agent.slurm.scontrol import (
     Scontrol,
     SlurmError,
@@ -24,7 +17,6 @@ from clusterdiag.agent.slurm.scontrol import (
     parse_job_start,
     parse_node,
 )
-from clusterdiag.checks.core.finding import Action, Finding, Status
 from tests.processes import still_running
 
 # `scontrol show node n1 -o` after `scontrol update nodename=n1 state=drain
@@ -36,62 +28,6 @@ DRAINED = ("NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUT
            "ExtSensorsTemp=n/s Reason=op: bad fan [ticket 12] [root@2026-11-30T00:57:43]\n")
 IDLE = ("NodeName=n2 Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1 "
         "AllocTRES= CapWatts=n/a ExtSensorsTemp=n/s\n")
-
-
-def _fail(check: str, component: str, message: str, observed: object = None) -> Finding:
-    return Finding(Status.FAIL, component, message, observed, None, Action.INVESTIGATE, check)
-
-
-def test_reason_names_check_component_and_observed_value() -> None:
-    links = _fail("nvlink.links_up", "gpu3", "NVLinks down", "16/18")
-    assert drain_reason([links]) == "clusterdiag: nvlink.links_up gpu3 16/18"
-
-
-def test_reason_uses_the_message_for_structured_observations_and_counts_the_rest() -> None:
-    xid = _fail("gpu.xid", "gpu1", "Xid 79 (GPU_HAS_FALLEN_OFF_THE_BUS)", {"xid": 79})
-    disk = _fail("host.disk", "node", "disk nearly full", ["/tmp"])
-    warn = Finding(Status.WARN, "gpu0", "warm", 80, None, Action.NONE, "gpu.temperature")
-    assert drain_reason([warn, xid, disk]) == ("clusterdiag: gpu.xid gpu1 Xid 79 "
-                                               "(GPU_HAS_FALLEN_OFF_THE_BUS) (+1 more)")
-    assert drain_reason([warn]) is None
-
-
-def test_reason_is_one_line_within_the_limit() -> None:
-    long = _fail("host.mounts", "node", "missing\nmounts " + "x" * 500, ["/a"])
-    reason = drain_reason([long, long])
-    assert reason is not None
-    assert len(reason) <= MAX_LENGTH
-    assert "\n" not in reason
-    assert reason.endswith("... (+1 more)")
-    assert clip("a  b\tc") == "a b c"
-
-
-@pytest.mark.parametrize(("reason", "ours"), [
-    (None, True), ("", True), ("clusterdiag: gpu.xid gpu1 x", True),
-    ("Prolog error", False), ("op: bad fan", False), ("NHC: clusterdiag: x", False),
-])
-def test_only_our_prefix_is_ours(reason: str | None, ours: bool) -> None:
-    assert owned(reason) is ours
-
-
-def test_the_epilogs_reasons_are_marked_and_read_back() -> None:
-    xid = _fail("gpu.xid", "gpu1", "Xid 79", "Xid 79")
-    reason = drain_reason([xid], program="epilog")
-    assert reason == "clusterdiag: epilog gpu.xid gpu1 Xid 79"
-    assert parse(reason) == Parsed("gpu.xid", epilog=True)
-    assert drain_reason([xid], program="healthcheck") == "clusterdiag: gpu.xid gpu1 Xid 79"
-
-
-@pytest.mark.parametrize(("reason", "parsed"), [
-    ("clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)", Parsed("nvlink.links_up", False)),
-    ("  clusterdiag:   host.disk node full", Parsed("host.disk", False)),
-    ("clusterdiag: error ConfigError: bad", Parsed(None, False)),
-    ("clusterdiag: epilog", Parsed(None, True)),
-    ("clusterdiag:", Parsed(None, False)),
-    ("op: clusterdiag: gpu.xid", None), (None, None), ("Prolog error", None),
-])
-def test_parse_reads_the_check_back(reason: str | None, parsed: Parsed | None) -> None:
-    assert parse(reason) == parsed
 
 
 def test_parse_node_keeps_an_operator_reason_with_brackets_and_spaces() -> None:
