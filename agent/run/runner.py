@@ -47,11 +47,17 @@ def plan(config: Config, options: RunOptions) -> tuple[list[CheckSpec], list[Fin
     return index.specs(entries), skipped
 
 
-def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str]:
+def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str, tuple[str, ...]]:
+    """The profile that judges the node; how it was chosen (``config``, ``detected``,
+    ``tied`` where equally specific profiles matched, ``ambiguous`` where none could be
+    told: host.profile warns for both); why; and every profile detection matched, the
+    chosen first (checks/profiles/detect.py)."""
     if name != "auto":
-        return load_profile(name), "config", "set by configuration"
+        return load_profile(name), "config", "set by configuration", ()
     found = detect_profile(snap)
-    return load_profile(found.name), ("detected" if found.confident else "ambiguous"), found.reason
+    source = ("ambiguous" if not found.confident else "tied" if len(found.tied) > 1
+              else "detected")
+    return load_profile(found.name), source, found.reason, found.matched
 
 
 def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
@@ -140,7 +146,7 @@ def evaluate(snap: Snapshot, config: Config, options: RunOptions,
     when it was taken, not as of today."""
     started = time.time() if started is None else started
     specs, findings = plan(config, options)
-    profile, source, reason = resolve_profile(options.profile, snap)
+    profile, source, reason, matched = resolve_profile(options.profile, snap)
     assign_roles(snap, config, profile)
     for spec in specs:
         try:
@@ -162,7 +168,8 @@ def evaluate(snap: Snapshot, config: Config, options: RunOptions,
     return NodeReport(
         node=snap.node,
         profile={"name": profile.name, "auto_detected": source != "config", "reason": reason,
-                 "provisional": profile.provisional},
+                 "provisional": profile.provisional,
+                 **({"matched": list(matched)} if len(matched) > 1 else {})},
         version=VERSION, started_at=iso(started),
         duration_s=round(max(0.0, time.time() - started), 3), level=options.level,
         mode=options.mode,

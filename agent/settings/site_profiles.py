@@ -75,6 +75,7 @@ def _kinds() -> dict[str, tuple[type, ...]]:
         else:
             kinds[f.name] = (str, type(None))
     del kinds["name"]  # the file's name
+    del kinds["extends"]  # a profile's name, checked against the profiles there are
     return kinds
 
 
@@ -180,8 +181,9 @@ def load_site_profiles(directory: Path, extra: Path | None = None) -> dict[str, 
                 values[key] = {**getattr(base, key), **value}
             else:
                 values[key] = tuple(value) if isinstance(value, list) else value
-        profile = replace(base, name=name, **values)
-        own = {**origins, "name": str(paths[name]), **{k: str(paths[name]) for k in data}}
+        profile = replace(base, name=name, extends=base_name, **values)
+        own = {**origins, "name": str(paths[name]), "extends": str(paths[name]),
+               **{k: str(paths[name]) for k in data}}
         merged[name] = SiteProfile(profile, str(paths[name]), base_name, own)
         return profile, own
 

@@ -48,7 +48,7 @@ class CheckContext:
     now: float = 0.0
     previous: Snapshot | None = None  # an earlier sample of the same node, for rates
     history: History = field(default_factory=History)  # the agent's, across cycles
-    profile_source: str = "config"  # config | detected | ambiguous
+    profile_source: str = "config"  # config | detected | tied | ambiguous
     profile_reason: str = ""
 
 

@@ -12,10 +12,18 @@ whatever their number, since the marker exists only on such boards) and the GPU 
 a GPU gone is judged as ``hgx-h100-8gpu`` and gpu.count fails naming it, where it used
 to fall to ``generic`` and pass; then the number of GPUs (a B200 whose VPD could not be
 read, by an unprivileged agent, still matches its board by its 8 GPUs). A profile with
-DMI names is a chassis and needs its name; several baseboards matching (a site profile
-extending a built-in) narrow to the site's. A VM holding some of a board's GPUs and no
+DMI names is a chassis and needs its name. A VM holding some of a board's GPUs and no
 NVSwitch (a one-GPU H200 VM) matches nothing and stays ``generic``, with host.profile's
 warning.
+
+Several profiles matching the deciding evidence (a site profile beside the built-in it
+extends, a DGX beside its HGX baseboard when no DMI name decides) narrow to the most
+specific: the one deepest in its ``extends`` chain, so a file added to ``profile_dir``
+never makes detection fall to a less specific profile whose checks skip what its base
+judges (a DGX H100's capture once sent DGX nodes to the NIC-less HGX baseboard: a
+half-rate port passed). Equally deep matches are a tie: the node is judged by the one
+that sets more expectations (``expectations``), and host.profile warns naming them.
+The order of the profiles (files, dicts) never decides: ties fall to the name last.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from __future__ import annotations
 from ...agent.model import Snapshot
 from ...agent.model.ib import nvswitch_management
 from ...agent.model.record import record
-from .profile import Profile, builtin_names, load_profile, profile_names
+from .profile import Profile, expectations, lineage, load_profile, profile_names
 
 
 @record(frozen=True)
@@ -31,6 +39,10 @@ class Detection:
     name: str
     reason: str
     confident: bool
+    # Every profile the deciding evidence matched, most specific first (the chosen one).
+    matched: tuple[str, ...] = ()
+    # The matches as specific as the chosen one, itself first: more than one is a tie.
+    tied: tuple[str, ...] = ()
 
 
 def detect_profile(snap: Snapshot) -> Detection:
@@ -59,22 +71,22 @@ def detect_profile(snap: Snapshot) -> Detection:
     count_nvml, count_pci = len(nvml_gpus), len(pci_gpus)
     product = (snap.host.dmi_product_name if snap.host else None) or ""
     by_dmi = [p for p in candidates if _dmi_names(p, product)]
-    if len(by_dmi) == 1:
+    if by_dmi:
         # The chassis says what it is, whatever number of GPUs still answers: a DGX H100
         # with a GPU off the bus is a DGX H100 short of a GPU (gpu.count fails), not a
         # 7-GPU platform judged against nothing.
-        return Detection(by_dmi[0].name, f"DMI product {product!r}, {count_nvml} x {model}",
-                         True)
+        return _most_specific(by_dmi, f"DMI product {product!r}, {count_nvml} x {model}")
     managers = [d.name for d in snap.infiniband or [] if nvswitch_management(d)]
     if nvswitches or managers:
-        board = _baseboard(candidates, len(nvswitches), bool(managers),
-                           max(count_nvml, count_pci))
-        if board is not None:
+        boards = _baseboards(candidates, len(nvswitches), bool(managers),
+                             max(count_nvml, count_pci))
+        if boards:
             switches = (f"{len(nvswitches)} NVSwitches on PCI" if nvswitches else
                         f"{len(managers)} NVSwitch management functions (VPD SMDL=SW_MNG)")
-            return Detection(board.name, f"{switches}, "
-                             f"{count_nvml} of {board.gpu_count} x {model} in NVML, "
-                             f"{count_pci} on PCI", True)
+            room = {p.gpu_count for p in boards}
+            of = f" of {room.pop()}" if len(room) == 1 else ""
+            return _most_specific(boards, f"{switches}, {count_nvml}{of} x {model} in NVML, "
+                                          f"{count_pci} on PCI")
     if snap.pci is not None and count_pci != count_nvml:
         return Detection("generic", f"{count_pci} GPUs on PCI but {count_nvml} in NVML", False)
     fits = [p for p in candidates if p.gpu_count == count_nvml]
@@ -85,27 +97,45 @@ def detect_profile(snap: Snapshot) -> Detection:
                 or (unread and not nvswitches and bool(p.nvswitch_mgmt_functions))
                 or _switches_unseen(p)]
     fits = [p for p in fits if not p.dmi_products] or fits
-    if len(fits) != 1:
-        names = [p.name for p in fits] or [p.name for p in candidates]
-        return Detection("generic", f"{count_nvml} x {model} matches "
-                         f"{'none' if not fits else 'several'} of {names}", False)
-    return Detection(fits[0].name, f"{count_nvml} x {model}"
-                     f"{', NVSwitch on PCI' if nvswitches else ''}", True)
+    if not fits:
+        names = sorted(p.name for p in candidates)
+        return Detection("generic", f"{count_nvml} x {model} matches none of {names}", False)
+    return _most_specific(fits, f"{count_nvml} x {model}"
+                                f"{', NVSwitch on PCI' if nvswitches else ''}")
 
 
-def _baseboard(candidates: list[Profile], switches: int, managed: bool,
-               gpus_seen: int) -> Profile | None:
-    """The one baseboard profile (no DMI names) with this many NVSwitches on PCI, or whose
+def _most_specific(matches: list[Profile], evidence: str) -> Detection:
+    """The most specific of the profiles ``evidence`` matched: the deepest in its
+    ``extends`` chain (a site profile over the built-in it extends, a DGX over its HGX
+    baseboard); among equally deep ones, the one that sets more expectations, then the
+    first name, so that neither file nor dict order decides. The reason names what was
+    passed over and, for a tie, the profiles tied."""
+    ranked = sorted(matches, key=lambda p: (-len(lineage(p)), -expectations(p), p.name))
+    chosen = ranked[0]
+    depth = len(lineage(chosen))
+    tied = tuple(p.name for p in ranked if len(lineage(p)) == depth)
+    matched = tuple(p.name for p in ranked)
+    if len(tied) > 1:
+        why = (f"; {', '.join(tied)} match equally ({depth} deep in 'extends'): judged "
+               f"against {chosen.name}, which sets the most expectations "
+               f"({expectations(chosen)})")
+    elif len(matched) > 1:
+        chain = " -> ".join((chosen.name, *lineage(chosen)))
+        why = f"; the most specific of {', '.join(matched)} ({chain})"
+    else:
+        why = ""
+    return Detection(chosen.name, evidence + why, True, matched, tied)
+
+
+def _baseboards(candidates: list[Profile], switches: int, managed: bool,
+                gpus_seen: int) -> list[Profile]:
+    """The baseboard profiles (no DMI names) with this many NVSwitches on PCI, or whose
     NVSwitches are managed through ConnectX functions when such are seen, and with room
-    for the GPUs seen; a site's own profile outranks the built-in it extends."""
-    boards = [p for p in candidates if not p.dmi_products and p.gpu_count is not None
-              and gpus_seen <= p.gpu_count
-              and (p.nvswitch_count == switches if switches
-                   else managed and bool(p.nvswitch_mgmt_functions))]
-    if len(boards) > 1:
-        builtin = set(builtin_names())
-        boards = [p for p in boards if p.name not in builtin]
-    return boards[0] if len(boards) == 1 else None
+    for the GPUs seen."""
+    return [p for p in candidates if not p.dmi_products and p.gpu_count is not None
+            and gpus_seen <= p.gpu_count
+            and (p.nvswitch_count == switches if switches
+                 else managed and bool(p.nvswitch_mgmt_functions))]
 
 
 def _dmi_names(profile: Profile, product: str) -> bool:

@@ -30,6 +30,9 @@ class Profile:
     name: str
     description: str = ""
     provisional: bool = False  # no real capture confirms every number
+    # The profile this one starts from (its YAML's ``extends:``), None for a root: detection
+    # ranks a profile deeper in this chain as more specific (checks/profiles/detect.py).
+    extends: str | None = None
     dmi_products: tuple[str, ...] = ()
     # GPUs
     gpu_models: tuple[str, ...] = ()  # exact NVML names
@@ -232,4 +235,39 @@ def load_builtin(name: str, _chain: tuple[str, ...] = ()) -> Profile:
     kwargs = {k: v for k, v in kwargs.items() if k != "name"}
     if base_name is None:
         return Profile(name=name, **kwargs)
-    return replace(load_builtin(str(base_name), (*_chain, name)), name=name, **kwargs)
+    return replace(load_builtin(str(base_name), (*_chain, name)), name=name,
+                   extends=str(base_name), **kwargs)
+
+
+def lineage(profile: Profile) -> tuple[str, ...]:
+    """The names ``profile`` extends, its own base first, down to the root: ``site`` ->
+    ``dgx-h100`` -> ``hgx-h100-8gpu`` gives ``("dgx-h100", "hgx-h100-8gpu")``. Both loaders
+    refuse a cycle and an unknown base; a chain that still breaks (a profile registered by
+    hand) ends where it breaks."""
+    chain: list[str] = []
+    base = profile.extends
+    while base is not None and base not in chain and base != profile.name:
+        chain.append(base)
+        try:
+            base = load_profile(base).extends
+        except UnknownProfileError:
+            break
+    return tuple(chain)
+
+
+_NOT_EXPECTATIONS = frozenset({"name", "description", "provisional", "extends"})
+
+
+def expectations(profile: Profile) -> int:
+    """How many of the profile's fields say what a healthy node has (set away from the
+    empty profile's value), counting each ``qualify:`` and ``thresholds:`` entry: a field
+    left unset is a check that skips (ib.rate without ``hca_rate_gbps``), so between two
+    profiles that fit a node alike, the one with more judges more of it."""
+    empty = Profile(name=profile.name)
+    count = 0
+    for f in fields(Profile):
+        value = getattr(profile, f.name)
+        if f.name in _NOT_EXPECTATIONS or value == getattr(empty, f.name):
+            continue
+        count += len(value) if isinstance(value, dict) else 1
+    return count

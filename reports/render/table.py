@@ -114,7 +114,7 @@ def render_table(report: NodeReport, colour: bool = False, width: int = 80,
     lines = [
         f"{shown(report.node)}: " + _paint(_VERDICT[verdict], verdict, colour),
         f"  profile {shown(profile['name'])}"
-        f"{' (auto-detected)' if profile.get('auto_detected') else ''}"
+        f"{_detected(profile) if profile.get('auto_detected') else ''}"
         f" · level {report.level} · {report.duration_s:.2f} s"
         f"{' · simulated' if report.simulated else ''}",
         "  " + "  ".join(f"{s.value} {counts[s]}" for s in _ORDER),
@@ -135,3 +135,20 @@ def render_table(report: NodeReport, colour: bool = False, width: int = 80,
     if counts[Status.PASS] or counts[Status.SKIP]:
         lines.append("  (--all lists every finding)")
     return "\n".join(lines) + "\n"
+
+
+_MAX_PASSED_OVER = 3
+
+
+def _detected(profile: dict[str, object]) -> str:
+    """`` (auto-detected)``, naming the profiles detection passed over where several matched
+    (``over dgx-h100``): a site profile beside its base judges the node, and says so. A saved
+    report is input: only strings, and a few of them."""
+    matched = profile.get("matched")
+    others = ([shown(n) for n in matched[1:] if isinstance(n, str)]
+              if isinstance(matched, list) else [])
+    if not others:
+        return " (auto-detected)"
+    more = len(others) - _MAX_PASSED_OVER
+    listed = ", ".join(others[:_MAX_PASSED_OVER]) + (f" (+{more} more)" if more > 0 else "")
+    return f" (auto-detected over {listed})"

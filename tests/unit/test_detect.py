@@ -110,10 +110,11 @@ def test_a_site_profile_of_the_baseboard_outranks_the_builtin(
         oem: tuple[str, Snapshot], monkeypatch: pytest.MonkeyPatch) -> None:
     board, snap = oem
     monkeypatch.setattr(profile_module, "_SITE", {})
-    site = replace(load_builtin(board), name="our-oem", compute_hcas=4)
+    site = replace(load_builtin(board), name="our-oem", extends=board, compute_hcas=4)
     add_site_profiles({"our-oem": site})
     try:
-        assert detect_profile(snap).name == "our-oem"
+        found = detect_profile(snap)
+        assert (found.name, found.tied) == ("our-oem", ("our-oem",))
     finally:
         profile_module.profile_names.cache_clear()
 
