@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ...checks.core.finding import Status, worst
 from ...reports.model.node import NodeReport
+from ..base.inert import shown
 from ..model import Snapshot
 from ..model.version import VERSION
 from .metric_labels import (
@@ -67,6 +68,10 @@ class SnapshotCollector(Collector):
         self.view = view
 
     def collect(self) -> Iterator[Metric]:
+        for metric in self._families():
+            yield _inert(metric)
+
+    def _families(self) -> Iterator[Metric]:
         view = self.view()
         build = _gauge("build_info", "Always 1: the clusterdiag version serving these metrics.",
                        ["version", "python_version"])
@@ -254,6 +259,20 @@ class SnapshotCollector(Collector):
 def _maybe(family: Any, labels: list[str], value: float | int | None) -> None:
     if value is not None:
         family.add_metric(labels, value)
+
+
+def _inert(metric: Metric) -> Metric:
+    """``metric`` with every label value shown inert: node names, profile and driver
+    versions, GPU and port names come from the snapshot and the report, and the exposition
+    format escapes only backslash, double quote and line feed in a label value
+    (https://prometheus.io/docs/instrumenting/exposition_formats/#text-format-details), so
+    an ESC or U+202E would reach a scraper's terminal or dashboard as it is."""
+    if any(not value.isprintable() for sample in metric.samples
+           for value in sample.labels.values()):
+        metric.samples = [sample._replace(labels={name: shown(value) for name, value
+                                                  in sample.labels.items()})
+                          for sample in metric.samples]
+    return metric
 
 
 def registry_for(view: Callable[[], AgentView]) -> CollectorRegistry:

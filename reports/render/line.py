@@ -8,11 +8,11 @@ ready line names none; the table and JSON show them.
 
 from __future__ import annotations
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Finding, Status
 from ..model.cluster import ClusterReport, fold
 from ..model.node import NodeReport
 from ..model.summary import NOT_READY
-from .inert import shown
 
 MAX_PROBLEMS = 8  # a line a person still reads; the rest are counted
 _ORDER = (Status.FAIL, Status.ERROR)

@@ -13,9 +13,9 @@ import re
 import textwrap
 from collections import defaultdict
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Finding, Status
 from ..model.node import NodeReport
-from .inert import shown
 
 _COLOURS = {Status.FAIL: "31;1", Status.ERROR: "35;1", Status.WARN: "33;1", Status.PASS: "32",
             Status.SKIP: "2"}
