@@ -9,7 +9,7 @@ import click
 
 from ..cluster.demo import banner, run_demo
 from .emit import emit
-from .options import report_options
+from .options import line_bytes, report_options
 
 
 @click.command("demo")
@@ -18,11 +18,12 @@ from .options import report_options
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
 @report_options
 def demo(spec: Path | None, config_path: Path | None, fmt: str, output: Path | None,
-         exclude_file: Path | None, need: int | None) -> None:
+         exclude_file: Path | None, need: int | None, max_bytes: int | None) -> None:
     """A simulated cluster end to end: agents on loopback, gather over HTTP, report."""
+    budget = line_bytes(fmt, max_bytes)
     report = run_demo(spec, config_path, need)
     title = banner(spec) if fmt == "table" else None
-    sys.exit(emit(report, fmt, output, exclude_file, title))
+    sys.exit(emit(report, fmt, output, exclude_file, title, budget))
 
 
 COMMANDS = (demo,)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...reports.model.cluster import ClusterReport, fold
 from ...reports.render.html import render_html
-from ...reports.render.line import cluster_line
+from ...reports.render.line import NPD_MAX_OUTPUT, cluster_line
 from ...reports.render.md import render_md
 from ...reports.render.terminal import render_terminal
 from ..base.errors import ExitCode
@@ -16,9 +16,9 @@ from .output import is_terminal, terminal_width, write
 
 
 def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Path | None,
-         title: str | None = None) -> ExitCode:
+         title: str | None = None, max_bytes: int = NPD_MAX_OUTPUT) -> ExitCode:
     """Render, write, and return the exit code (0 ready, 1 not); ``title`` is a first
-    line for the terminal table."""
+    line for the terminal table, ``max_bytes`` the budget of ``--format line``."""
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=1) + "\n"
     elif fmt == "md":
@@ -26,7 +26,7 @@ def emit(report: ClusterReport, fmt: str, output: Path | None, exclude_file: Pat
     elif fmt == "html":
         text = render_html(report)
     elif fmt == "line":
-        text = cluster_line(report)
+        text = cluster_line(report, max_bytes)
     else:
         tty = is_terminal(output)
         text = (title or "") + render_terminal(report, colour=tty,

@@ -10,6 +10,8 @@ from typing import Any
 import click
 
 from ...checks.core.levels import LEVEL_NAMES
+from ...reports.render.line import MIN_BYTES, NPD_MAX_OUTPUT
+from ..base.errors import UsageError
 
 FORMATS = ("table", "json", "md", "html", "line")
 
@@ -40,7 +42,8 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def report_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--format``, ``--output``, ``--exclude-file`` and ``--need`` (docs/design.md §3)."""
+    """``--format``, ``--output``, ``--exclude-file``, ``--need`` and ``--max-bytes``
+    (docs/design.md §3)."""
     return _apply([
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
                      help="table (terminal), json, md (tickets, wikis), html (one file) or "
@@ -51,4 +54,17 @@ def report_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Write the bad nodes alone, as one folded node set, to FILE."),
         click.option("--need", type=click.IntRange(min=1), default=None, metavar="N",
                      help="Ready means: a job of N nodes can start on the ready nodes."),
+        click.option("--max-bytes", type=click.IntRange(min=MIN_BYTES), default=None,
+                     metavar="N",
+                     help=f"With --format line: at most N bytes (default {NPD_MAX_OUTPUT}, "
+                          "node-problem-detector's max_output_length); the problems that "
+                          "do not fit are counted, +K more."),
     ], func)
+
+
+def line_bytes(fmt: str, max_bytes: int | None) -> int:
+    """The byte budget of ``--format line``; ``--max-bytes`` with another format would
+    change nothing, so it is a usage error rather than silently ignored."""
+    if max_bytes is not None and fmt != "line":
+        raise UsageError(f"--max-bytes applies to --format line, not --format {fmt}")
+    return NPD_MAX_OUTPUT if max_bytes is None else max_bytes

@@ -50,10 +50,13 @@ def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | 
             budget: float | None, fit_budget: bool, profile: str | None, config_path: Path | None,
             simulate: str | None, seed: int, drain: bool, baseline: Path | None,
             from_logs: tuple[str, ...], logs: tuple[Path, ...], fmt: str,
-            output: Path | None, exclude_file: Path | None, need: int | None) -> None:
+            output: Path | None, exclude_file: Path | None, need: int | None,
+            max_bytes: int | None) -> None:
     """Run the active tests on every node and between nodes (or judge saved logs:
     --from-logs FILE [FILE...]) and report stragglers against the profile and the node's
     peers. The schedule and its estimated duration are printed on stderr before it starts."""
+    if max_bytes is not None:
+        raise UsageError("--max-bytes: qualify writes no one-line report")
     if logs and not from_logs:
         raise UsageError(f"unexpected argument {logs[0]} (saved logs go after --from-logs)")
     request = Request(nodes, via, tests, level, budget, profile, simulate,

@@ -9,7 +9,7 @@ import click
 
 from ..cluster.judge import merge_reports
 from .emit import emit
-from .options import report_options
+from .options import line_bytes, report_options
 
 
 @click.group("report")
@@ -22,10 +22,13 @@ def report_group() -> None:
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
 @report_options
 def merge(files: tuple[str, ...], config_path: Path | None, fmt: str,
-          output: Path | None, exclude_file: Path | None, need: int | None) -> None:
+          output: Path | None, exclude_file: Path | None, need: int | None,
+          max_bytes: int | None) -> None:
     """Merge node reports (files, or directories of *.json) into a cluster report. A
     file that is not a node report is a cluster.reachability finding, not an error."""
-    sys.exit(emit(merge_reports(config_path, files, need), fmt, output, exclude_file))
+    budget = line_bytes(fmt, max_bytes)
+    sys.exit(emit(merge_reports(config_path, files, need), fmt, output, exclude_file,
+                  max_bytes=budget))
 
 
 COMMANDS = (report_group,)

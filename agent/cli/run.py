@@ -17,7 +17,7 @@ from ..base.errors import ExitCode, UsageError
 from ..run import session
 from ..run.runner import evaluate, run_node
 from ..run.snapshot_file import load_pair
-from .options import report_options, source_options
+from .options import line_bytes, report_options, source_options
 from .output import is_terminal, terminal_width, write
 
 if TYPE_CHECKING:
@@ -46,9 +46,11 @@ if TYPE_CHECKING:
 def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         simulate: str | None, node: str | None, profile: str | None, level: str | None,
         patterns: str | None, budget: float | None, fmt: str, output: Path | None,
-        exclude_file: Path | None, need: int | None, all_findings: bool, nodes: str | None,
-        via: str | None, from_snapshot: Path | None, previous: Path | None) -> None:
+        exclude_file: Path | None, need: int | None, max_bytes: int | None,
+        all_findings: bool, nodes: str | None, via: str | None, from_snapshot: Path | None,
+        previous: Path | None) -> None:
     """Check this node, or gather every node of --nodes, and print the report."""
+    budget_bytes = line_bytes(fmt, max_bytes)
     session.budget_flag(budget)
     session.check_patterns(patterns)
     if from_snapshot is not None or previous is not None:
@@ -56,7 +58,8 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
                  "--node": node, "--nodes": nodes, "--via": via}
         config, report = _rejudge(from_snapshot, previous, given, config_path, profile, level,
                                   budget, patterns)
-        _emit_node(config, report, fmt, output, exclude_file, need, all_findings)
+        _emit_node(config, report, fmt, output, exclude_file, need, all_findings,
+                   budget_bytes)
     if via not in (None, "local") or nodes:
         # The cluster stack (the gather's aiohttp, ClusterShell, rich) loads only for a
         # cluster report: one node's run, the common case (NHC, cron), never pays for it.
@@ -68,11 +71,11 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         local_only = {"--root": root, "--kernel-log": kernel_log, "--simulate": simulate,
                       "--node": node}
         cluster = run_cluster(config_path, nodes, via, forward, local_only, need)
-        sys.exit(emit(cluster, fmt, output, exclude_file))
+        sys.exit(emit(cluster, fmt, output, exclude_file, max_bytes=budget_bytes))
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     report = run_node(env, config, session.run_options(config, level, profile, budget,
                                                        patterns))
-    _emit_node(config, report, fmt, output, exclude_file, need, all_findings)
+    _emit_node(config, report, fmt, output, exclude_file, need, all_findings, budget_bytes)
 
 
 def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[str, object],
@@ -93,17 +96,20 @@ def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[s
 
 
 def _emit_node(config: Config, report: NodeReport, fmt: str, output: Path | None,
-               exclude_file: Path | None, need: int | None, all_findings: bool) -> NoReturn:
-    """Write one node's report as the report options say, and exit with its verdict."""
+               exclude_file: Path | None, need: int | None, all_findings: bool,
+               max_bytes: int) -> NoReturn:
+    """Write one node's report as the report options say, and exit with its verdict;
+    ``max_bytes`` is the budget of ``--format line``."""
     if fmt in ("md", "html") or exclude_file is not None or need is not None:
         from ..cluster.judge import one_node_report  # the cluster stack, as in run()
         from .emit import emit
 
-        sys.exit(emit(one_node_report(config, report, need), fmt, output, exclude_file))
+        sys.exit(emit(one_node_report(config, report, need), fmt, output, exclude_file,
+                      max_bytes=max_bytes))
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=2) + "\n"
     elif fmt == "line":
-        text = node_line(report)
+        text = node_line(report, max_bytes)
     else:
         text = render_table(report, colour=is_terminal(output),
                             width=max(60, terminal_width(output, 80)), all_findings=all_findings)

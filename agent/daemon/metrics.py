@@ -10,6 +10,8 @@ identifying labels (metric_labels.py) so dashboards can join them with those exp
 
 from __future__ import annotations
 
+import functools
+import gzip
 import platform
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,6 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ...checks.core.finding import Status, worst
 from ...reports.model.node import NodeReport
+from ..base.inert import shown
 from ..model import Snapshot
 from ..model.version import VERSION
 from .metric_labels import (
@@ -67,6 +70,10 @@ class SnapshotCollector(Collector):
         self.view = view
 
     def collect(self) -> Iterator[Metric]:
+        for metric in self._families():
+            yield _inert(metric)
+
+    def _families(self) -> Iterator[Metric]:
         view = self.view()
         build = _gauge("build_info", "Always 1: the clusterdiag version serving these metrics.",
                        ["version", "python_version"])
@@ -254,6 +261,45 @@ class SnapshotCollector(Collector):
 def _maybe(family: Any, labels: list[str], value: float | int | None) -> None:
     if value is not None:
         family.add_metric(labels, value)
+
+
+def _inert(metric: Metric) -> Metric:
+    """``metric`` with every label value shown inert: node names, profile and driver
+    versions, GPU and port names come from the snapshot and the report, and the exposition
+    format escapes only backslash, double quote and line feed in a label value
+    (https://prometheus.io/docs/instrumenting/exposition_formats/#text-format-details), so
+    an ESC or U+202E would reach a scraper's terminal or dashboard as it is."""
+    if any(not value.isprintable() for sample in metric.samples
+           for value in sample.labels.values()):
+        metric.samples = [sample._replace(labels={name: shown(value) for name, value
+                                                  in sample.labels.items()})
+                          for sample in metric.samples]
+    return metric
+
+
+def accepts_gzip(header: str | None) -> bool:
+    """Whether an ``Accept-Encoding`` header accepts gzip: Prometheus asks for it on every
+    scrape unless a job sets ``enable_compression: false`` (prometheus/prometheus#13166),
+    and the text format allows it (``Optional HTTP Content-Encoding: gzip``,
+    https://prometheus.io/docs/instrumenting/exposition_formats/#basic-info). A coding with
+    ``q=0`` is refused (RFC 9110 section 12.5.3); ``x-gzip`` is gzip (section 8.4.1.3)."""
+    for item in (header or "").split(","):
+        coding, *params = (part.strip() for part in item.split(";"))
+        if coding.lower() in ("gzip", "x-gzip"):
+            weight = next((p[2:] for p in params if p.lower().startswith("q=")), "1")
+            try:
+                return float(weight) > 0
+            except ValueError:
+                return False
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def gzipped(body: bytes) -> bytes:
+    """``body`` compressed once per change of what it shows, not once per scrape: every
+    scraper of a node is sent the same text (``metrics_body`` keeps it until it changes).
+    Level 6, zlib's default: a simulated dgx-h100's 224 KB becomes 10 KB."""
+    return gzip.compress(body, compresslevel=6, mtime=0)
 
 
 def registry_for(view: Callable[[], AgentView]) -> CollectorRegistry:

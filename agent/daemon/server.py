@@ -34,6 +34,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from .deadline import deadline
 from .gate import Gate
+from .metrics import accepts_gzip, gzipped
 from .security import token_matches
 from .state import ID_RE
 
@@ -172,7 +173,11 @@ def _body(body: bytes | None) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     body = _api(request).metrics_body()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    headers = {"Content-Type": CONTENT_TYPE_LATEST, "Vary": "Accept-Encoding"}
+    if accepts_gzip(request.headers.get("Accept-Encoding")):
+        body = gzipped(body)
+        headers["Content-Encoding"] = "gzip"
+    return web.Response(body=body, headers=headers)
 
 
 async def _clear(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Finding, Status
 from ..cluster_checks.common import majority
 from ..cluster_checks.profiles import node_sets
@@ -55,7 +56,10 @@ _GRID_STATUS = {Status.FAIL: "fail", Status.ERROR: "error", Status.WARN: "warn",
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Agent text as HTML that shows it: control and bidirectional characters written as
+    their escapes first (a page saved or copied into a terminal carries no ESC, and no
+    U+202E reorders what is shown), then markup escaped."""
+    return html.escape(shown(value), quote=True)
 
 
 def _finding_item(f: Finding) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import string
 
+from ...agent.base.inert import shown
 from ..model.cluster import ClusterReport, fold
-from .inert import shown
 from .terminal import components, passes_line, verdict_line
 
 _PUNCTUATION = re.compile(f"([{re.escape(string.punctuation)}])")

@@ -20,11 +20,11 @@ import textwrap
 from rich.console import Console
 from rich.text import Text
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Status
 from ...checks.qualify.judge import TEST_NAMES
 from ..model.qualify import QualifyReport
 from . import qualify_words as w
-from .inert import shown
 from .md import md_code
 from .qualify_html import render_html
 

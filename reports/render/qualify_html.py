@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import html
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Status
 from ...checks.qualify.judge import TEST_NAMES
 from ..model.qualify import Conviction, QualifyReport
 from . import qualify_svg as svg
 from . import qualify_words as w
-from .inert import shown
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2327;background:#f6f7f7}
 main{padding:0 24px 24px}header{padding:14px 24px;color:#fff}

@@ -18,10 +18,10 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Status
 from ...checks.qualify.cross import Graded, ScalingPoint
 from ..model.qualify import natural_key
-from .inert import shown
 from .qualify_words import folded
 
 HEAT_PASS = "#2e7d32"

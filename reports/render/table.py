@@ -9,13 +9,14 @@ Text from the report goes through ``shown``: a saved report is input, not markup
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from collections import defaultdict
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Finding, Status
 from ..model.node import NodeReport
-from .inert import shown
 
 _COLOURS = {Status.FAIL: "31;1", Status.ERROR: "35;1", Status.WARN: "33;1", Status.PASS: "32",
             Status.SKIP: "2"}
@@ -28,23 +29,51 @@ _NOUNS = ((re.compile(r"gpu\d+"), "GPUs"), (re.compile(r"gpu\d+\.link\d+"), "lin
           (re.compile(r"nvswitch\d+"), "NVSwitches"), (re.compile(r"[\w.-]+/\d+"), "ports"),
           (re.compile(r"mlx\d+_\d+|[a-z]+\d*_\d+"), "HCAs"))
 _MAX_SKIP_IDS = 4
+_INDENT = " " * 8  # a wrapped row's continuation, under the check id
 
 
 def _paint(text: str, status: Status, colour: bool) -> str:
     return f"\x1b[{_COLOURS[status]}m{text}\x1b[0m" if colour else text
 
 
-def _row(f: Finding, colour: bool) -> str:
-    status = _paint(f"{f.status.value.upper():5}", f.status, colour)
+def evidence(value: object) -> str:
+    """An observed or expected value as a person reads it: a mapping as ``key=value``
+    pairs (a value holding a space quoted, a list joined by commas), never a Python
+    repr; every piece shown inert."""
+    if isinstance(value, dict):
+        return " ".join(f"{shown(k)}={_pair_value(v)}" for k, v in value.items())
+    return shown(value)
+
+
+def _pair_value(value: object) -> str:
+    if isinstance(value, list | tuple):
+        text = ",".join(str(v) for v in value)
+    elif isinstance(value, dict):
+        text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    else:
+        text = str(value)
+    return shown(json.dumps(text) if any(c.isspace() for c in text) or not text else text)
+
+
+def _row(f: Finding, colour: bool, width: int) -> list[str]:
+    """One finding; a problem's row wraps between words at ``width`` (a single token
+    longer than a line is broken), its continuation lines indented under the status."""
     detail = []
-    if f.observed is not None:
-        detail.append(f"observed={shown(f.observed)}")
-    if f.expected is not None:
-        detail.append(f"expected={shown(f.expected)}")
+    for name, value in (("observed", f.observed), ("expected", f.expected)):
+        if value is not None:
+            detail.append(f"{name}{' ' if isinstance(value, dict) else '='}{evidence(value)}")
     if f.status in PROBLEMS and f.action.value != "none":
         detail.append(f"action={f.action.value}")
     tail = f"  ({', '.join(detail)})" if detail else ""
-    return f"  {status} {shown(f.check):24} {shown(f.component):14} {shown(f.message)}{tail}"
+    status = f"{f.status.value.upper():5}"
+    text = f"  {status} {shown(f.check):24} {shown(f.component):14} {shown(f.message)}{tail}"
+    lines = [text]
+    if f.status in PROBLEMS:
+        lines = textwrap.wrap(text, max(40, width), subsequent_indent=_INDENT,
+                              break_on_hyphens=False, drop_whitespace=True) or [text]
+    first = lines[0]
+    painted = "  " + _paint(status, f.status, colour) + first[2 + len(status):]
+    return [painted, *lines[1:]]
 
 
 def _noun(components: list[str]) -> str:
@@ -122,9 +151,9 @@ def render_table(report: NodeReport, colour: bool = False, width: int = 80,
     ]
     ordered = sorted(report.findings, key=lambda f: _ORDER.index(f.status))
     if all_findings:
-        lines += [_row(f, colour) for f in ordered]
+        lines += [line for f in ordered for line in _row(f, colour, width)]
         return "\n".join(lines) + "\n"
-    lines += [_row(f, colour) for f in ordered if f.status in PROBLEMS]
+    lines += [line for f in ordered if f.status in PROBLEMS for line in _row(f, colour, width)]
     lines += _columns(folded_passes(report.findings), _paint("PASS", Status.PASS, colour),
                       width)
     label = "  " + _paint("SKIP", Status.SKIP, colour) + "  "

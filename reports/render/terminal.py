@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ...agent.base.inert import shown
 from ...checks.core.finding import Status
 from ..model.cluster import ClusterReport, ProblemGroup, fold
-from .inert import shown
 
 STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "bold yellow",
          Status.PASS: "green", Status.SKIP: "dim"}

@@ -121,9 +121,9 @@ class AgentProc:
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
 
 
-def get(url: str, token: str | None = None, method: str = "GET",
-        timeout: float = 10) -> tuple[int, bytes, dict[str, str]]:
-    req = urllib.request.Request(url, method=method)
+def get(url: str, token: str | None = None, method: str = "GET", timeout: float = 10,
+        headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:
+    req = urllib.request.Request(url, method=method, headers=headers or {})
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:

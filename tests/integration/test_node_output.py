@@ -63,11 +63,13 @@ def test_problems_come_first_with_their_detail(faulty: Path) -> None:
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     assert lines[0] == "n1: NOT READY"
-    statuses = [line.split()[0] for line in lines[4:]]
+    rows = [line for line in lines[4:] if not line.startswith(" " * 8)]  # wrapped rows' rest
+    statuses = [line.split()[0] for line in rows]
     first_pass = statuses.index("PASS")
     assert set(statuses[:first_pass]) == {"FAIL"}, proc.stdout
-    assert any("nvlink.links_up" in line and "gpu3" in line and "17/18" in line
-               for line in lines[4:4 + first_pass])
+    problems = proc.stdout[:proc.stdout.index("  PASS")]
+    assert "nvlink.links_up          gpu3" in problems
+    assert "observed=17/18" in problems
     # six pass; gpu3 fails; the lost gpu0 cannot be asked (a skip naming why)
     assert "nvlink.links_up 6/8 GPUs" in proc.stdout
 
@@ -82,12 +84,33 @@ def test_all_lists_every_finding(faulty: Path) -> None:
 def test_line_format_is_one_line_with_the_exit_code(faulty: Path) -> None:
     healthy = run_cli("run", "--simulate", "dgx-h100", "--format", "line")
     assert (healthy.returncode, healthy.stdout) == (0, "READY\n")
-    bad = run_cli("run", "--simulate", str(faulty), "--format", "line")
+    bad = run_cli("run", "--simulate", str(faulty), "--format", "line", "--max-bytes", "4096")
     assert bad.returncode == 1
     assert bad.stdout.count("\n") == 1
     assert bad.stdout.startswith("NOT READY: ")
     assert "nvlink.links_up gpu3 17/18" in bad.stdout
     assert "gpu.responsive gpu0 GpuIsLost" in bad.stdout  # the lost GPU, in the same line
+
+
+def test_line_format_fits_node_problem_detector_by_default(tmp_path: Path) -> None:
+    """Three faults fit NPD's default max_output_length (80 bytes, the newline trimmed);
+    what does not fit is counted, and --max-bytes gives room for all of them."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(FAULTY + "  - {node: n1, kind: ib_port_down, hca: mlx5_0, port: 1}\n")
+    short = run_cli("run", "--simulate", str(spec), "--format", "line")
+    assert short.returncode == 1
+    assert short.stdout == "NOT READY: gpu.responsive gpu0 GpuIsLost; +2 more\n"
+    wide = run_cli("run", "--simulate", str(spec), "--format", "line", "--max-bytes", "200")
+    assert wide.stdout.count(";") == 2
+    assert len(wide.stdout.encode()) > 81
+
+
+def test_max_bytes_without_the_line_format_is_a_usage_error() -> None:
+    proc = run_cli("run", "--simulate", "dgx-h100", "--max-bytes", "100")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == ("clusterdiag: --max-bytes applies to --format line, "
+                           "not --format table\n")
 
 
 def test_cluster_line_names_the_nodes_to_exclude(tmp_path: Path) -> None:
