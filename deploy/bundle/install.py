@@ -17,11 +17,12 @@ Layout (defaults; every path can be moved with a flag):
 
 The venv is made ``--without-pip`` (Debian and Ubuntu ship ``venv`` without ``ensurepip``
 unless python3-venv is installed) and pip comes from the bundle's own wheel, run straight
-from the wheel file. A version directory is complete only once its marker is written, so
-an install that dies half way leaves ``current`` on the old version and is redone next
-time. Upgrading keeps the previous version (for a rollback by relinking ``current``) and
-removes older ones. Neither upgrade nor uninstall touches the config or the agent's state
-(/var/lib/clusterdiag).
+from the wheel file, with ``--no-index --require-hashes``: only the bundle's wheels, each
+with the digest its ``requirements.txt`` (the build's lock) gives. A version directory is
+complete only once its marker is written, so an install that dies half way leaves
+``current`` on the old version and is redone next time. Upgrading keeps the previous
+version (for a rollback by relinking ``current``) and removes older ones. Neither upgrade
+nor uninstall touches the config or the agent's state (/var/lib/clusterdiag).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ UNIT = "clusterdiag-agent.service"
 WRAPPER = "clusterdiag-slurm.sh"
 HOOKS = ("prolog", "epilog", "healthcheck")
 SHARE = Path("share/clusterdiag")
+REQUIREMENTS = "requirements.txt"
 
 
 class InstallError(Exception):
@@ -134,12 +136,12 @@ def build_version(bundle: Path, meta: dict[str, str], target: Path) -> None:
     (pip_wheel,) = wheels.glob("pip-*.whl")
     run([str(target / "bin" / "python"), str(pip_wheel / "pip"), "install", "-q",
          "--no-index", "--find-links", str(wheels), "--only-binary=:all:", "--no-cache-dir",
-         "--disable-pip-version-check", f"clusterdiag=={meta['version']}", "pip"],
+         "--disable-pip-version-check", "--require-hashes", "-r", str(bundle / REQUIREMENTS)],
         "installing the wheels")
     share = target / SHARE
     share.mkdir(parents=True)
     for name in (UNIT, "config.yaml", WRAPPER, "install.sh", "install.py", MANIFEST,
-                 "bundle.json"):
+                 "bundle.json", REQUIREMENTS):
         shutil.copy2(bundle / name, share / name)
     (target / COMPLETE).write_text(meta["version"] + "\n")
 
