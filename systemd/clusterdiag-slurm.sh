@@ -16,8 +16,10 @@
 # Slurm runs these with no PATH and keeps neither stdout nor stderr: every path is
 # absolute, and the log lines (one per event, key=value, with job and user) go to the
 # journal (identifier clusterdiag-<name>), else to /var/log/clusterdiag/<name>.log.
-# CLUSTERDIAG (the program) and CLUSTERDIAG_LOG (a log file) override the defaults;
-# arguments are passed on (Slurm passes none).
+# CLUSTERDIAG (the program), CLUSTERDIAG_CONFIG (passed as --config when it exists) and
+# CLUSTERDIAG_LOG (a log file) override the defaults; the offline bundle's installer writes
+# the paths it was given in place of the default program and config (deploy/bundle/
+# install.py render_wrapper). Arguments are passed on (Slurm passes none).
 #
 # A non-zero exit must mean the node failed a check (for a prolog or epilog Slurm drains
 # the node on it), so our own trouble must not show as one: a missing program exits 0, a
@@ -28,6 +30,7 @@ NAME=${0##*/}
 PROGRAM=${NAME#clusterdiag-}
 PROGRAM=${PROGRAM%.sh}
 CLUSTERDIAG=${CLUSTERDIAG:-/usr/local/bin/clusterdiag}
+CONFIG=${CLUSTERDIAG_CONFIG:-/etc/clusterdiag/config.yaml}
 LOG=${CLUSTERDIAG_LOG:-/var/log/clusterdiag/$PROGRAM.log}
 SLURM_CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}
 export SLURM_CONF
@@ -47,6 +50,8 @@ case $PROGRAM in
     *) LOG=/dev/null; loud "installed as $NAME: name it clusterdiag-prolog.sh, -epilog.sh or -healthcheck.sh" ;;
 esac
 [ -x "$CLUSTERDIAG" ] || loud "$CLUSTERDIAG is not an executable program"
+# Given first, so that a --config among the arguments still wins (click: the last one).
+if [ -e "$CONFIG" ]; then set -- --config "$CONFIG" "$@"; fi
 if [ -z "$CLUSTERDIAG_LOG" ] && [ -x /usr/bin/systemd-cat ] \
         && [ -S /run/systemd/journal/stdout ]; then
     /usr/bin/systemd-cat -t "clusterdiag-$PROGRAM" "$CLUSTERDIAG" "$PROGRAM" "$@"

@@ -11,6 +11,14 @@ config, the Slurm wrapper, the installer and a SHA-256 manifest of all of it. Wh
 another architecture or Python are fetched for their platform (``pip download --platform
 ... --only-binary=:all:``) and never run here, so one x86_64 build machine makes the
 aarch64 (Grace) bundles too. This needs the package index; installing the bundle does not.
+
+Every dependency comes from ``requirements.lock`` beside this script: exact versions and
+the SHA-256 of every wheel (``pip download --require-hashes``), so two builds of one commit
+put the same dependency wheels in their bundles, whenever they run. ``python -m
+dev.bundle_lock`` regenerates the lock after pyproject's dependencies change. Each bundle
+carries ``requirements.txt``, its target's pins and the project wheel's digest, which the
+installer hands to ``pip install --no-index --require-hashes``.
+
 Run it from the development venv (``pip install -e '.[test]'``): it uses ``packaging``.
 """
 
@@ -29,9 +37,18 @@ import tempfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
+from typing import NamedTuple
 
-from packaging.requirements import Requirement  # in the test extra (through build)
-from packaging.utils import canonicalize_name
+try:
+    from packaging.markers import Marker  # the test extra
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+except ImportError as _missing:
+    # A configuration error (exit 2, docs/design.md §3), in one line: no traceback.
+    print(f"build.py: the Python module {_missing.name!r} is missing from {sys.executable}: "
+          "run this from the development venv (.venv/bin/pip install -e '.[test]')",
+          file=sys.stderr)
+    sys.exit(2)
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -42,6 +59,8 @@ PLATFORM = "manylinux2014_{arch}"
 SYSTEMD_FILES = ("clusterdiag-agent.service", "config.yaml", "clusterdiag-slurm.sh")
 INSTALLER_FILES = ("install.sh", "install.py")
 MANIFEST = "SHA256SUMS"
+LOCK = HERE / "requirements.lock"
+REQUIREMENTS = "requirements.txt"  # in the bundle: what the installer installs, hashed
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?"
                         r"-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
 
@@ -145,8 +164,66 @@ def missing_requirements(dest: Path, python: str, arch: str) -> list[str]:
     return sorted(set(missing))
 
 
-def fetch_wheels(project: Path, python: str, arch: str, dest: Path) -> list[Path]:
-    """Every wheel the project needs on that Python and architecture, plus pip's."""
+class Pin(NamedTuple):
+    """One entry of the lock: an exact version, where it applies, its wheels' digests. (A
+    named tuple: this script is also loaded by path, outside sys.modules, where a dataclass
+    cannot resolve its annotations.)"""
+
+    name: str
+    version: str
+    marker: str | None
+    hashes: tuple[str, ...]
+
+    def line(self) -> str:
+        """In pip's requirements-file form (``--hash=sha256:`` options, ``\\``
+        continuations: pip's "Secure installs" and "Requirements File Format" docs)."""
+        where = f" ; {self.marker}" if self.marker else ""
+        return f"{self.name}=={self.version}{where}" + "".join(
+            f" \\\n    --hash=sha256:{digest}" for digest in self.hashes) + "\n"
+
+
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+_COMMENT = re.compile(r"(^|\s)#.*")  # pip: a comment starts a line or follows whitespace
+
+
+def read_lock(path: Path = LOCK) -> list[Pin]:
+    """The pins of a lock written by ``python -m dev.bundle_lock``; anything else in it
+    (a range, a pin without a digest) is refused, since it would let a build differ."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BuildError(f"{path}: {exc.strerror}; python -m dev.bundle_lock writes it") from None
+    pins = []
+    for entry in text.replace("\\\n", " ").splitlines():
+        spec, *options = _COMMENT.sub("", entry).split(" --hash=")
+        if not spec.strip():
+            continue
+        digests = [_DIGEST.fullmatch(option.strip()) for option in options]
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement as exc:
+            raise BuildError(f"{path}: {spec.strip()!r}: {exc}") from None
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        if len(exact) != 1 or len(req.specifier) != 1 or not digests or None in digests:
+            raise BuildError(f"{path}: {spec.strip()!r}: not one ==version with its sha256 "
+                             "digests; regenerate it with python -m dev.bundle_lock")
+        pins.append(Pin(canonicalize_name(req.name), exact[0],
+                        str(req.marker) if req.marker else None,
+                        tuple(d[1] for d in digests if d is not None)))
+    return pins
+
+
+def pins_for(pins: list[Pin], python: str, arch: str) -> list[Pin]:
+    """The pins that apply on CPython ``python`` on ``arch``, their markers judged for that
+    target (not for the Python running the build), without the markers."""
+    markers = _target_markers(python, arch)
+    return [Pin(p.name, p.version, None, p.hashes) for p in pins
+            if p.marker is None or Marker(p.marker).evaluate(markers)]
+
+
+def resolve_wheels(project: Path, python: str, arch: str, dest: Path) -> list[Path]:
+    """The newest wheels of everything the project needs on that target, plus pip's: what
+    the lock is made from (python -m dev.bundle_lock), never what a bundle ships."""
     dest.mkdir(parents=True)
     _download(python, arch, dest, str(project), "pip")
     for _ in range(10):  # each round fetches what the previous one's wheels require
@@ -156,13 +233,30 @@ def fetch_wheels(project: Path, python: str, arch: str, dest: Path) -> list[Path
         _download(python, arch, dest, *missing)
     else:
         raise BuildError(f"requirements still unmet: {', '.join(missing)}")
+    return sorted(dest.glob("*.whl"))
+
+
+def fetch_wheels(project: Path, python: str, arch: str, dest: Path,
+                 pins: list[Pin]) -> list[Path]:
+    """The project's wheel and exactly the locked wheels for that Python and architecture,
+    each checked against its digest by pip (``--require-hashes``)."""
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="clusterdiag-lock-") as tmp:
+        locked = Path(tmp) / "locked.txt"
+        locked.write_text("".join(pin.line() for pin in pins))
+        _download(python, arch, dest, "--no-deps", "--require-hashes", "-r", str(locked))
+    shutil.copy2(project, dest / project.name)
+    missing = missing_requirements(dest, python, arch)
+    if missing:
+        raise BuildError(f"{LOCK.name} lacks {', '.join(missing)} for CPython {python} on "
+                         f"{arch}: regenerate it with python -m dev.bundle_lock")
     wheels = sorted(dest.glob("*.whl"))
     wrong = [w.name for w in wheels if not wheel_fits(w.name, python, arch)]
     if wrong:
         raise BuildError(f"wheels that do not fit CPython {python} on {arch}: "
                          + ", ".join(wrong))
     if not any(w.name.startswith("pip-") for w in wheels):
-        raise BuildError("pip's own wheel was not fetched")
+        raise BuildError(f"{LOCK.name} holds no pip for CPython {python} on {arch}")
     return wheels
 
 
@@ -189,12 +283,15 @@ def _version_of(wheel: Path) -> str:
     return match["version"]
 
 
-def build_bundle(project: Path, python: str, arch: str, out: Path) -> Path:
+def build_bundle(project: Path, python: str, arch: str, out: Path, lock: list[Pin]) -> Path:
     version = _version_of(project)
     name = f"clusterdiag-{version}-py{python.replace('.', '')}-{arch}"
+    pins = pins_for(lock, python, arch)
     with tempfile.TemporaryDirectory(prefix="clusterdiag-bundle-") as tmp:
         top = Path(tmp) / name
-        wheels = fetch_wheels(project, python, arch, top / "wheels")
+        wheels = fetch_wheels(project, python, arch, top / "wheels", pins)
+        own = Pin("clusterdiag", version, None, (sha256(project),))
+        (top / REQUIREMENTS).write_text("".join(pin.line() for pin in [own, *pins]))
         for file in SYSTEMD_FILES:
             shutil.copy2(REPO / "systemd" / file, top / file)
         for file in INSTALLER_FILES:
@@ -232,10 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _arguments(sys.argv[1:] if argv is None else argv)
     try:
         with tempfile.TemporaryDirectory(prefix="clusterdiag-wheel-") as work:
+            lock = read_lock()
             project = project_wheel(Path(work))
             for python in args.python:
                 for arch in args.arch:
-                    target = build_bundle(project, python, arch, args.out)
+                    target = build_bundle(project, python, arch, args.out, lock)
                     size = target.stat().st_size / 1e6
                     print(f"{target}  {size:.1f} MB  sha256 {sha256(target)}")
     except BuildError as exc:
