@@ -10,9 +10,10 @@ parses and answers exactly as before, usage errors included.
 
 from __future__ import annotations
 
+import errno
 import sys
 
-from .base.errors import ClusterdiagError
+from .base.errors import ClusterdiagError, ExitCode
 from .slurm.trouble import spare_the_node
 
 TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
@@ -69,8 +70,7 @@ def _run_slurm(program: str, flags: dict[str, object]) -> NoReturn:
     sys.exit(code)
 
 
-def main() -> None:
-    args = sys.argv[1:]
+def _dispatch(args: list[str]) -> None:
     if args and args[0] in SLURM_PROGRAMS:
         flags = slurm_flags(args[1:])
         if flags is not None:
@@ -78,3 +78,31 @@ def main() -> None:
     from .cli import main as cli_main  # click and every command only when no Slurm program runs
 
     cli_main()
+
+
+def _starved(args: list[str], trouble: str) -> NoReturn:
+    """The process itself ran out (descriptors, memory): clusterdiag's own trouble, one
+    line and exit 3 (docs/design.md §3), or exit 0 for a Slurm program so that no node is
+    drained for it. Printing needs no new descriptor: stderr is open already."""
+    if args and args[0] in SLURM_PROGRAMS:
+        spare_the_node(args[0], trouble)
+    print(f"clusterdiag: {trouble}", file=sys.stderr)
+    sys.exit(ExitCode.COLLECT)
+
+
+def main() -> None:
+    """The console script. Running out of file descriptors fails whichever ``open`` comes
+    next, the import of a module included (the CLI's modules load lazily, below), so it is
+    caught here, outside everything that could import or open anything."""
+    args = sys.argv[1:]
+    try:
+        _dispatch(args)
+    except OSError as exc:
+        # EMFILE: this process's RLIMIT_NOFILE; ENFILE: the system's file table
+        # (open(2), ERRORS).
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        _starved(args, f"out of file descriptors ({exc.strerror}); raise the limit "
+                       "(ulimit -n) or close what holds them")
+    except MemoryError:
+        _starved(args, "out of memory")

@@ -72,10 +72,23 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
                       "--node": node}
         cluster = run_cluster(config_path, nodes, via, forward, local_only, need)
         sys.exit(emit(cluster, fmt, output, exclude_file, max_bytes=budget_bytes))
+    if simulate is not None and node is None:
+        _say_which_node(simulate)
     config, env = session.setup(config_path, root, kernel_log, simulate, node)
     report = run_node(env, config, session.run_options(config, level, profile, budget,
                                                        patterns))
     _emit_node(config, report, fmt, output, exclude_file, need, all_findings, budget_bytes)
+
+
+def _say_which_node(simulate: str) -> None:
+    """One line on stderr when a spec of several nodes is run without ``--node``: only its
+    first node is checked (docs/design.md §3), which an operator who wrote a cluster into
+    the spec would not otherwise learn. Running them all is ``demo`` or ``qualify``'s job:
+    a cluster report needs the gather, and ``--simulate`` reads one node."""
+    names = session.simulated_nodes(simulate)
+    if len(names) > 1:
+        print(f"clusterdiag: --simulate {simulate}: checking {names[0]}, the first of its "
+              f"{len(names)} nodes; --node NAME checks another", file=sys.stderr)
 
 
 def _rejudge(from_snapshot: Path | None, previous: Path | None, given: Mapping[str, object],

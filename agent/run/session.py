@@ -86,6 +86,13 @@ def node_name(config: Config, node: str | None) -> str:
     return host_name()
 
 
+def simulated_nodes(simulate: str) -> list[str]:
+    """The node names of a ``--simulate`` spec (one for a profile name), in spec order."""
+    from ..sim.spec import load_spec  # the simulator only under --simulate
+
+    return list(load_spec(simulate).nodes)
+
+
 def source_env(config: Config, root: str | Path | None, kernel_log: str | Path | None,
                simulate: str | None, node: str | None) -> SourceEnv:
     """Where the node is read from (see ``setup``)."""

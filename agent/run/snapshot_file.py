@@ -4,7 +4,8 @@ A snapshot shipped from a broken node is judged elsewhere, so the file may be an
 a FIFO (an open that blocks), ``/dev/zero`` (a read that never ends), a huge or deeply
 nested JSON document, another schema (an earlier one, in READABLE_SCHEMAS, is brought to
 the current one by agent/model/upgrade.py), NaN where a number belongs, a node name holding
-control characters that the renderers or ``--exclude-file`` would write out. The file is
+control characters that the renderers or ``--exclude-file`` would write out, a number no
+collector writes (agent/run/snapshot_values.py). The file is
 read with agent/base/safefile.py (regular files only, opened without blocking, at most
 MAX_BYTES) and every problem is a UsageError (exit 2) of one bounded line naming the file.
 """
@@ -21,28 +22,18 @@ from ..base.hostname import is_node_name, same_host
 from ..base.safefile import describe, read_regular
 from ..model import READABLE_SCHEMAS, SNAPSHOT_SCHEMA, Snapshot
 from ..model.serde import SerdeError
+from . import snapshot_values as values
 
 # A DGX H100 snapshot is ~150 KB; one listing every line of a large kernel log a few MB.
 MAX_BYTES = 64 << 20
 _MAX_REASON = 160
+_MAX_PATH = 100  # a path is made of the file's own keys, which may be any length
 
 
-def _one_line(text: str) -> str:
-    """``text`` as one printable line of at most _MAX_REASON characters."""
+def _one_line(text: str, limit: int = _MAX_REASON) -> str:
+    """``text`` as one printable line of at most ``limit`` characters."""
     flat = "".join(c if c.isprintable() else "?" for c in text)
-    return flat if len(flat) <= _MAX_REASON else flat[:_MAX_REASON - 3] + "..."
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number")
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float; 1e999 would be infinity, which no reading can be."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:20]} is not a finite number")
-    return value
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
 
 
 def load_snapshot(path: Path, flag: str = "--from-snapshot") -> Snapshot:
@@ -53,7 +44,8 @@ def load_snapshot(path: Path, flag: str = "--from-snapshot") -> Snapshot:
     except OSError as exc:
         raise UsageError(f"{where}: cannot read ({_one_line(describe(exc))})") from None
     try:
-        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        data = json.loads(raw, parse_constant=values.parse_constant,
+                          parse_float=values.parse_float, parse_int=values.parse_int)
     # JSONDecodeError and UnicodeDecodeError are ValueErrors; nesting deeper than the
     # parser recurses is a RecursionError.
     except (ValueError, RecursionError):
@@ -64,6 +56,11 @@ def load_snapshot(path: Path, flag: str = "--from-snapshot") -> Snapshot:
     if tag not in READABLE_SCHEMAS:
         what = "no schema tag" if tag is None else f"schema {_one_line(str(tag))!r}"
         raise UsageError(f"{where}: not a {SNAPSHOT_SCHEMA} snapshot ({what})")
+    shown, total = values.out_of_range(data)
+    if shown:
+        count = "a value" if total == 1 else f"{total} values"
+        paths = ", ".join(_one_line(entry, _MAX_PATH) for entry in shown)
+        raise UsageError(f"{where}: {count} out of range: {paths}")
     try:
         snap = Snapshot.from_dict(data)
     except (SerdeError, TypeError, ValueError, OverflowError, RecursionError) as exc:

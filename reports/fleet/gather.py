@@ -29,6 +29,7 @@ from ...agent.base.hostname import same_host
 from ...agent.base.tokenfile import read_token
 from ..cluster_checks import Unreachable
 from ..model.summary import BadReport, NodeSummary, summarize
+from .pool import within_deadline
 from .remote_output import Bounds, bounded_worker, read_srun
 
 Advance = Callable[[], None]
@@ -203,31 +204,29 @@ async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
     timeout = aiohttp.ClientTimeout(total=attempt_s(settings),
                                     sock_connect=settings.connect_timeout_s,
                                     sock_read=settings.read_timeout_s)
-    # Concurrency is bounded by a FIFO semaphore, not by the connector's limit: aiohttp
+    # Concurrency is bounded by the pool's workers, not by the connector's limit: aiohttp
     # wakes connector waiters by scanning every waiting host, and with one host per node
     # that made 10,000 nodes quadratic.
-    slots = asyncio.Semaphore(settings.concurrency)
     connector = aiohttp.TCPConnector(limit=settings.concurrency, limit_per_host=0,
                                      force_close=True, ttl_dns_cache=300)
+    nodes = list(urls)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector,
                                      raise_for_status=False, auto_decompress=False,
                                      trust_env=False) as session:
-        async def one(node: str, url: str) -> NodeSummary | Unreachable:
-            async with slots:
-                result = await _fetch(session, node, url, settings)
+        async def one(index: int) -> NodeSummary | Unreachable:
+            result = await _fetch(session, nodes[index], urls[nodes[index]], settings)
             if advance is not None:
                 advance()
             return result
 
-        tasks = [asyncio.ensure_future(one(n, u)) for n, u in urls.items()]
-        _, late = await asyncio.wait(tasks, timeout=settings.deadline_s) if tasks else (
-            set(), set())
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
-        missed = f"no answer within the gather's deadline ({settings.deadline_s:g} s)"
-        return [Unreachable(missed, node=node) if task in late else task.result()
-                for node, task in zip(urls, tasks, strict=True)]
+        pooled = await within_deadline(len(nodes), one, settings.concurrency,
+                                       settings.deadline_s)
+    deadline = f"the gather's deadline ({settings.deadline_s:g} s)"
+    return [result if result is not None else Unreachable(
+                f"no answer within {deadline}" if index in pooled.late
+                else f"not asked before {deadline}: raise cluster.deadline_s or "
+                     "cluster.concurrency", node=nodes[index])
+            for index, result in enumerate(pooled.results)]
 
 
 def _run_bounded(coro: Coroutine[Any, Any, T]) -> T:

@@ -228,7 +228,7 @@ def test_aarch64_bundle_has_only_wheels_for_its_platform(tmp_path: Path) -> None
     files = {n.split("/", 1)[1] for n in names if "/" in n and not n.endswith("/wheels")}
     assert listed == files - {"SHA256SUMS"}
     binary = [w for w in meta["wheels"] if not w.endswith("-none-any.whl")]
-    assert binary, meta["wheels"]  # psutil, PyYAML, aiohttp ... are compiled
+    assert binary, meta["wheels"]  # PyYAML, aiohttp ... are compiled
     assert all(w.endswith("aarch64.whl") for w in binary), binary
     assert any(w.startswith("clusterdiag-") for w in meta["wheels"])
     assert any(w.startswith("pip-") for w in meta["wheels"])

@@ -84,6 +84,21 @@ def test_spec_naming_a_gpu_the_node_lacks_exits_2(tmp_path: Path) -> None:
     _no_traceback(proc)
 
 
+def test_a_spec_of_several_nodes_says_which_one_it_checks(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - {names: 'n[1-3]', profile: dgx-h100}\n"
+                    "faults:\n  - {node: n3, kind: gpu_lost, gpu: 1}\n")
+    proc = run_cli("run", "--simulate", str(spec), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["node"] == "n1"
+    assert proc.stderr.splitlines() == [
+        f"clusterdiag: --simulate {spec}: checking n1, the first of its 3 nodes; "
+        "--node NAME checks another"]
+    picked = run_cli("run", "--simulate", str(spec), "--node", "n3", "--format", "json")
+    assert picked.returncode == 1
+    assert picked.stderr == ""
+
+
 def test_unknown_fault_kind_and_key_exit_2(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text("nodes:\n  - {names: n1, profile: dgx-h100}\n"

@@ -190,12 +190,14 @@ def _bad_one_line(path: str, *extra: str, needle: str) -> None:
     (b'{"schema": "clusterdiag/node-report/v1"}', "node-report"),
     (b'{"schema": "clusterdiag/snapshot/v1", "taken_at": 1}', "missing key 'node'"),
     (b'{"schema": "clusterdiag/snapshot/v1", "node": "n1", "taken_at": "x"}', "taken_at"),
-    (b'{"schema": "clusterdiag/snapshot/v1", "node": "n1", "taken_at": NaN}', "not JSON"),
+    (b'{"schema": "clusterdiag/snapshot/v1", "node": "n1", "taken_at": NaN}',
+     "a value out of range: $.taken_at (NaN)"),
     (b'{"schema": "clusterdiag/snapshot/v1", "node": "n1\\u001b[2J", "taken_at": 1}',
      "host name"),
     (b'{"schema": "clusterdiag/snapshot/v1", "node": "n1", "taken_at": 1, '
      b'"pci": [{"bdf": 7}]}', "$.pci[0]"),
-    (b'{"schema": "clusterdiag/snapshot/v1", "node": "n1", "taken_at": 1e999}', "not JSON"),
+    (b'{"schema": "clusterdiag/snapshot/v1", "node": "n1", "taken_at": 1e999}',
+     "a value out of range: $.taken_at (1e999)"),
     (b"[" * 100000 + b"]" * 100000, "not JSON"),
 ])
 def test_garbage_is_one_line_and_exit_2(tmp_path: Path, content: bytes, needle: str) -> None:
@@ -270,3 +272,12 @@ def test_a_snapshot_of_a_real_h100_ib_tree_judges_as_the_live_run(tmp_path: Path
     assert again_rc == live_rc
     assert _verdicts(again) == _verdicts(live)
     assert any(f["component"].startswith("mlx5_") for f in again["findings"])
+
+
+def test_a_counter_beyond_64_bits_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Turned into a float for the report's telemetry, such a count overflowed."""
+    data = json.loads(REAL_H200.read_text())
+    data["nvml"]["gpus"][0]["ecc_volatile_corrected"] = 1 << 66
+    path = tmp_path / "huge-count.json"
+    path.write_text(json.dumps(data))
+    _bad_one_line(str(path), needle="$.nvml.gpus[0].ecc_volatile_corrected (beyond 64 bits)")
