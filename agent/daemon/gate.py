@@ -7,10 +7,15 @@ the agent accepts connections itself and keeps at most ``cap`` open (never more 
 open-file limit less ``FD_RESERVE`` kept for collections, state files and the NVML worker,
 and at most ``MAX_CONNECTIONS``, or ``MAX_TLS_CONNECTIONS`` with TLS, which bound the
 memory idle connections cost) and at most ``PER_CLIENT`` from one address (the
-many-from-one case: such a connection is closed at once). A TLS connection costs far more:
-asyncio's SSLProtocol allocates a 256 KiB read buffer for each one (CPython
-Lib/asyncio/sslproto.py, ``max_size = 256 * 1024``, ``bytearray(self.max_size)`` in
-``SSLProtocol.__init__``); bench/agent_flood.py measures the agent's RSS under a flood.
+many-from-one case: such a connection is closed at once). A TLS connection costs more:
+asyncio's SSLProtocol allocates a read buffer of ``max_size`` bytes for each one, 256 KiB
+by default (CPython 3.11+ Lib/asyncio/sslproto.py, ``max_size = 256 * 1024``,
+``bytearray(self.max_size)`` in ``SSLProtocol.__init__``). The agent's requests and
+answers are small, so a TLS gate lowers it to ``TLS_READ_BUFFER`` for the agent's process
+(a record is at most 16 KiB of plaintext, RFC 8446 §5.1; the buffer is a stream chunk, and
+``_do_read__copied`` reads records until the BIO is empty whatever its size): ~280 KiB
+per idle TLS connection becomes ~65 KiB, so the TLS budget can hold a flood of 1,100
+addresses without evicting (bench/agent_flood.py measures the agent's RSS under it).
 
 A full budget must not lock out the prolog's host or Prometheus when a flood comes from
 many addresses, each holding only one or two connections. So:
@@ -53,7 +58,8 @@ from typing import Any
 log = logging.getLogger("clusterdiag.agent")
 
 MAX_CONNECTIONS = 4096
-MAX_TLS_CONNECTIONS = 512
+MAX_TLS_CONNECTIONS = 2048
+TLS_READ_BUFFER = 32 * 1024
 PER_CLIENT = 32
 FD_RESERVE = 128
 MIN_CONNECTIONS = 8
@@ -155,6 +161,17 @@ class _Counted(asyncio.Protocol):
         self.inner.connection_lost(exc)
 
 
+def _shrink_tls_read_buffer() -> None:
+    """Give every later TLS connection of this process a ``TLS_READ_BUFFER`` read buffer
+    (see the module docstring); on Python 3.10, whose SSLProtocol allocates per read, it
+    only bounds each read."""
+    import asyncio.sslproto  # the class connect_accepted_socket builds for a TLS connection
+
+    protocol: Any = asyncio.sslproto.SSLProtocol  # max_size is not in typeshed's stub
+    if getattr(protocol, "max_size", 0) > TLS_READ_BUFFER:
+        protocol.max_size = TLS_READ_BUFFER
+
+
 class Gate:
     """Accepts on one listening socket and hands admitted connections to ``factory``;
     ``idle`` says whether a protocol ``factory`` made has no request in progress."""
@@ -162,6 +179,8 @@ class Gate:
     def __init__(self, factory: Callable[[], asyncio.Protocol], tls: ssl.SSLContext | None,
                  idle: Idle, cap: int | None = None, per_client: int = PER_CLIENT) -> None:
         self.factory, self.tls, self.idle = factory, tls, idle
+        if tls is not None:
+            _shrink_tls_read_buffer()
         if cap is None:
             cap = connection_cap(MAX_CONNECTIONS if tls is None else MAX_TLS_CONNECTIONS)
         self.cap = cap

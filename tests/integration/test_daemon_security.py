@@ -154,6 +154,13 @@ def test_tls(tmp_path: Path, cert: tuple[Path, Path]) -> None:
                                              urllib.request.HTTPSHandler(context=context))
         with opener.open(f"{url}/v1/report", timeout=10) as resp:
             assert json.load(resp)["schema"] == "clusterdiag/node-report/v1"
+        # the agent's TLS read buffer is small (agent/daemon/gate.py): a large answer
+        # still arrives whole
+        with opener.open(f"{url}/metrics", timeout=10) as resp:
+            body = resp.read()
+        assert len(body) > 100_000
+        assert body.endswith(b"\n")
+        assert b"clusterdiag_node_ready" in body
         plain = _raw(url.replace("https://", "http://"), b"GET /healthz HTTP/1.1\r\n\r\n", 3)
         assert b"200 OK" not in plain
     finally:

@@ -191,3 +191,18 @@ def test_aiohttp_says_when_a_connection_waits_for_its_next_request(
                 writer.close()
 
     asyncio.run(main())
+
+
+def test_a_tls_gate_gives_each_connection_a_small_read_buffer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio allocates max_size bytes per TLS connection (256 KiB by default): a TLS
+    gate lowers it, so its budget of idle connections costs a quarter of the memory."""
+    import asyncio.sslproto
+    import ssl
+
+    monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", 256 * 1024)
+    Gate(FakeHttp, None, idle=lambda p: True, cap=8)
+    assert asyncio.sslproto.SSLProtocol.max_size == 256 * 1024  # type: ignore[attr-defined]
+    Gate(FakeHttp, ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), idle=lambda p: True, cap=8)
+    assert asyncio.sslproto.SSLProtocol.max_size == gate_module.TLS_READ_BUFFER  # type: ignore[attr-defined]
+    assert gate_module.TLS_READ_BUFFER >= 2 * 16 * 1024  # a whole record, and the next
