@@ -19,6 +19,11 @@ from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 MAX_NODES = 100_000
 _RANGE = re.compile(r"(\d+)-(\d+)")
+# A node name goes into argv (ssh's destination, srun's --nodelist, mpirun's --host) and
+# into reports: a host name (RFC 1123 letters, digits, '-' and '.', and the '_' some sites
+# use), never one that starts with '-' (ssh would read "-oProxyCommand=..." as an
+# option) or holds a space, a quote or a shell character. ClusterShell keeps any text.
+_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}\Z")
 
 
 def expand(text: str) -> list[str]:
@@ -34,7 +39,12 @@ def expand(text: str) -> list[str]:
         raise NodeSetParseError(short(str(exc.part)), reason) from None
     if len(nodes) > MAX_NODES:
         raise NodeSetParseError(short(text), f"more than {MAX_NODES} nodes")
-    return list(nodes)
+    names = list(nodes)
+    for name in names:
+        if not _NODE_NAME.match(name):
+            raise NodeSetParseError(short(repr(name)), "not a host name (letters, digits, "
+                                    "'.', '-', '_'; no leading '-')")
+    return names
 
 
 def short(text: str, limit: int = 60) -> str:

@@ -30,3 +30,17 @@ def test_a_spec_with_an_absurd_range_is_a_one_line_usage_error(tmp_path: Path) -
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
     assert "more than 100000 nodes" in proc.stderr
+
+
+@pytest.mark.parametrize("text", ["-oProxyCommand=touch_x", "a;b", "n$(id)", "x y", "n'1",
+                                  "n\u202e1", "n[1-2]`id`"])
+def test_a_name_that_is_no_host_name_is_refused(text: str) -> None:
+    """Node names go into argv (ssh's destination, srun's --nodelist) and reports: one
+    that ssh would read as an option, or that holds a shell character, is refused."""
+    with pytest.raises(NodeSetParseError, match="not a host name"):
+        expand(text)
+
+
+def test_host_names_and_addresses_expand() -> None:
+    assert expand("gpu-a_01.rack[1-2].example,10.0.0.7") == [
+        "10.0.0.7", "gpu-a_01.rack1.example", "gpu-a_01.rack2.example"]
