@@ -11,7 +11,9 @@ over the first 2, 4, 8 … N nodes of each kind that passed (in rack order, so a
 a rack before it crosses the spine), Ring and NCCL's default at each size, one size at a
 time. ``rack``: on NVL72 racks, the IMEX channel of every tray,
 then all_reduce_perf over every GPU of the rack with ``NCCL_MNNVL_ENABLE=1``; a slow rack
-is localised by pairing its trays over multi-node NVLink, with a second pass.
+is localised by pairing its trays over multi-node NVLink, with a second pass; then DCGM's
+multi-node diagnostic over the trays with a channel, where its prerequisites hold
+(mndiag.py), naming each GPU it fails.
 
 Nodes the node tests already failed are left out: they would only slow their partners.
 """
@@ -51,8 +53,10 @@ from ...checks.qualify.cross import (
 from ...checks.qualify.judge import TEST_NAMES, expectations
 from ...checks.qualify.sanity import screen
 from ..model.qualify import CrossRun, Evidence, Expectation, ToolRun
+from . import mndiag
 from .inventory import Inventory, Rail
 from .launch import GroupRunner, ToolRunner
+from .parsers.mndiag import parse as parse_mndiag
 from .parsers.nccl import one_run
 from .plan import DEADLINES, NIC_PORT_BASE, Step, iterations, program
 from .run import QualifyOptions, result_run, run_step
@@ -362,6 +366,33 @@ class Cross:
                 if not any(f.status is Status.FAIL and f.check == "qualify.rack"
                            for t in members for f in self.outcome.findings.get(t, [])):
                     self.outcome.add(rack_findings(rack, g, members))
+        for rack, members in racks.items():
+            self._mndiag(rack, [t for t in members if channels.get(t) is None])
+
+    def _mndiag(self, rack: str, trays: list[str]) -> None:
+        """DCGM's multi-node diagnostic over the rack's trays (agent/qualify/mndiag.py),
+        where its prerequisites hold: else a note saying why and what to install."""
+        if len(trays) < 2:
+            return
+        tools = self.options.settings.get("tools") or {}
+        dcgmi = program("dcgmi", tools)
+        head = trays[0]
+        left = min(self._deadline_s("rack"), self.deadline - time.monotonic())
+        why = "no time left in the qualification budget (--budget)" if left < 1.0 else \
+            mndiag.prerequisites(head, trays, dcgmi, self.profiles[head].name, self.runner)
+        if why is not None:
+            self.outcome.notes.append(f"rack {rack}: dcgmi mndiag not run: {why} "
+                                      f"({mndiag.INSTALL})")
+            return
+        result = self.runner(head, mndiag.command(dcgmi, trays), {}, left)
+        read = parse_mndiag(result.stdout) if result.error is None else None
+        if read is None or read.errors or not read.results:
+            said = (read.errors[0] if read is not None and read.errors else
+                    result.error or (result.stdout + result.stderr).strip()[-200:]
+                    or f"exit {result.returncode}")
+            self.outcome.notes.append(f"rack {rack}: dcgmi mndiag gave no verdict: {said}")
+            return
+        self.outcome.add(mndiag.findings(read, trays))
 
     def _one(self, test: str, nodes: Sequence[str], stage: str, number: int,
              env: Mapping[str, str]) -> list[CrossRun]:

@@ -23,6 +23,8 @@ INSTALLED: dict[str, tuple[str, str]] = {
     "ibstat": ("/usr/sbin/ibstat", "/usr/sbin/ibstat"),
     "nvidia-smi": ("/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi"),
     "dcgmi": ("/usr/bin/dcgmi", "/usr/bin/dcgmi"),
+    # Debian's openmpi-bin: mpirun is an alternatives link to Open MPI's launcher.
+    "mpirun": ("/usr/bin/mpirun", "/usr/bin/mpirun.openmpi"),
 }
 # gpu-burn's Makefile builds compare.fatbin beside gpu_burn (its `%.fatbin: %.cu` rule).
 GPU_BURN_COMPARE = "/opt/gpu-burn/compare.fatbin"

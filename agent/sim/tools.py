@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..read.sources import CommandResult, run_command
 from . import bandwidth as bw
-from . import dcgmi, gpu_burn, host_tools, nccl_tests, nvbandwidth, perftest
+from . import dcgmi, gpu_burn, host_tools, mndiag, nccl_tests, nvbandwidth, perftest
 from .node import build
 from .spec import load_spec
 from .state.hardware import SimNode
@@ -75,7 +75,8 @@ class SimTools:
             "all_reduce_perf": self._all_reduce, "nvbandwidth": self._nvbandwidth,
             "ib_write_bw": self._ib_write_bw, "gpu_burn": self._gpu_burn,
             "nvidia-smi": self._nvidia_smi, "ibstat": self._ibstat, "dcgmi": self._dcgmi,
-            "which": self._which, "readlink": self._readlink, "ls": self._ls}
+            "which": self._which, "readlink": self._readlink, "ls": self._ls,
+            "ssh": self._ssh, "bash": self._bash}
 
     def has(self, program: str) -> bool:
         return program in UTILITIES or self.installed is None or program in self.installed
@@ -152,7 +153,24 @@ class SimTools:
 
     def _nvidia_smi(self, node: SimNode, argv: list[str], env: Mapping[str, str],
                     attempt: int, timeout_s: float) -> Printed:
+        if argv[1:] == mndiag.COMPUTE_APPS:  # no job runs on a simulated GPU
+            return Printed("")
         return host_tools.nvidia_smi(node, argv)
+
+    def _ssh(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+             attempt: int, timeout_s: float) -> Printed:
+        """The prerequisite probe only: ``true`` on another tray, which prints nothing."""
+        if argv[1:-2] != mndiag.SSH_OPTIONS or argv[-1] != "true" or argv[-2] not in self.nodes:
+            raise NotModelled(f"ssh {' '.join(argv[1:])} is not simulated")
+        return Printed("")
+
+    def _bash(self, node: SimNode, argv: list[str], env: Mapping[str, str],
+              attempt: int, timeout_s: float) -> Printed:
+        """The host engine's port opened with bash's /dev/tcp: nothing printed on success."""
+        target = next((n for n in self.nodes if argv[1:] == mndiag.port_probe(n)), None)
+        if target is None:
+            raise NotModelled(f"bash {' '.join(argv[1:])} is not simulated")
+        return Printed("")
 
     def _ibstat(self, node: SimNode, argv: list[str], env: Mapping[str, str],
                 attempt: int, timeout_s: float) -> Printed:
@@ -206,6 +224,10 @@ class SimTools:
 
     def _dcgmi(self, node: SimNode, argv: list[str], env: Mapping[str, str],
                attempt: int, timeout_s: float) -> Printed:
+        if argv[1:] == ["--version"]:
+            return mndiag.version()
+        if argv[1:2] == ["mndiag"]:
+            return mndiag.run(self.nodes, argv)
         return dcgmi.run(node, argv, lambda *where: self._noise(node, attempt, *where))
 
     def _gpu_burn(self, node: SimNode, argv: list[str], env: Mapping[str, str],

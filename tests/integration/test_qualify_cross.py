@@ -207,7 +207,8 @@ def test_a_slow_tray_is_named_and_a_missing_imex_channel_too(tmp_path: Path) -> 
 def _cross_fault(kind: str) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
     spec = FAULTS[kind]
     if spec.profiles and "dgx-h100" not in spec.profiles:
-        return NVL72, {"node": "t03", "kind": kind}, "rack"
+        return NVL72, {"node": "t03", "kind": kind, **({"gpu": 1} if "gpu" in spec.keys
+                                                       else {})}, "rack"
     fault: dict[str, Any] = {"node": "q3", "kind": kind}
     if "hca" in spec.keys:
         fault["hca"] = example_hca("dgx-h100", kind)

@@ -56,6 +56,7 @@ from .nccl import (
 from .qualify import (
     dcgm_plugin_fail,
     imex_channel_missing,
+    mndiag_gpu_error,
     nccl_library_unloadable,
     nccl_tests_no_mpi,
     perftest_no_cuda,
@@ -583,6 +584,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               options=("factor",), needs=_NVL, active=True, cross=True),
     FaultKind("imex_channel_missing", "qualify.rack", "fail", "fix_config", "node", (),
               imex_channel_missing, needs=_NVL, active=True, cross=True),
+    FaultKind("mndiag_gpu_error", "qualify.rack", "fail", "drain", "gpu{gpu}", ("gpu",),
+              mndiag_gpu_error, needs=_NVL, active=True, cross=True),
     FaultKind("node_uplink_slow", "qualify.pairs", "fail", "drain", "node", (),
               slow("network"), options=("factor",), needs=_IB, active=True, cross=True),
     FaultKind("nccl_tests_no_mpi", "qualify.pairs", "error", "fix_config", "node", (),

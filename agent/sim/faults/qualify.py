@@ -52,6 +52,17 @@ def dcgm_plugin_fail(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.dcgm_failing[("pcie", gpu)] = (error_id, text.format(limit=8, gpu=gpu, count=412))
 
 
+# An MNUB [E] line's message as the runner keeps it (the text after ``T:N``): one of DCGM's
+# own test lines (modules/mndiag/tests/MnDiagMpiMnubergemmRunnerTests.cpp:337).
+MNUBERGEMM_ERROR = "CUDA Error : cudaStreamQuery returned an illegal memory access was encountered"
+
+
+def mndiag_gpu_error(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """mnubergemm, under ``dcgmi mndiag``, prints an error line for GPU ``gpu`` of the tray:
+    only the rack's multi-node diagnostic sees it."""
+    node.mndiag_errors[int(fault["gpu"])] = MNUBERGEMM_ERROR
+
+
 def tool_hang(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.tools_hang = True
 

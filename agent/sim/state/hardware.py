@@ -125,6 +125,8 @@ class SimNode:
     tools_hang: bool = False
     # dcgmi diag results that fail: (test, GPU index) -> (DCGM error id, its warning text).
     dcgm_failing: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
+    # GPU -> the message of mnubergemm's MNUB [E] line for it under dcgmi mndiag
+    mndiag_errors: dict[int, str] = field(default_factory=dict)
     imex_channel: bool = True  # /dev/nvidia-caps-imex-channels/channel0 (NVL72 trays)
     # How the node's active-test tools were built and what their loader finds
     # (agent/sim/toolkit.py, perftest.py, nccl_tests.py): a perftest with CUDA support
