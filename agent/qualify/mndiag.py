@@ -62,8 +62,12 @@ def ssh_argv(tray: str) -> list[str]:
     return ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", tray, "true"]
 
 
+# The tray is bash's $1, never part of the script: a node name is no shell code.
+PORT_SCRIPT = 'exec 3<>"/dev/tcp/$1/$2"'
+
+
 def port_argv(tray: str) -> list[str]:
-    return ["bash", "-c", f"exec 3<>/dev/tcp/{tray}/{PORT}"]
+    return ["bash", "-c", PORT_SCRIPT, "bash", tray, str(PORT)]
 
 
 COMPUTE_APPS = ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]

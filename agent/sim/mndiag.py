@@ -14,8 +14,8 @@ its source:
   ``Fail`` with that line's message as its warning, filed as DCGM_FR_UNKNOWN, category
   DCGM_FR_EC_HARDWARE_OTHER, severity DCGM_ERROR_TRIAGE; the test is named ``MNUBERGEMM``
   (modules/mndiag/MnDiagMpiMnubergemmRunner.cpp:65-67, 355-388);
-- ``ssh -o BatchMode=yes ... <tray> true`` and bash's ``exec 3<>/dev/tcp/<tray>/5555``:
-  both print nothing and exit 0 where they succeed;
+- ``ssh -o BatchMode=yes ... <tray> true`` and bash's ``exec 3<>"/dev/tcp/$1/$2"``
+  (the tray and 5555 as arguments): both print nothing and exit 0 where they succeed;
 - ``nvidia-smi --query-compute-apps=pid --format=csv,noheader``: one pid a line, nothing on
   an idle GPU (nvidia-smi(1), --query-compute-apps).
 """
@@ -41,8 +41,9 @@ COMPUTE_APPS = ["--query-compute-apps=pid", "--format=csv,noheader"]
 
 
 def port_probe(tray: str) -> list[str]:
-    """bash's arguments that open the host engine's port 5555 on ``tray``."""
-    return ["-c", f"exec 3<>/dev/tcp/{tray}/5555"]
+    """bash's arguments that open the host engine's port 5555 on ``tray`` (the script
+    takes the tray and the port as $1 and $2)."""
+    return ["-c", 'exec 3<>"/dev/tcp/$1/$2"', "bash", tray, "5555"]
 
 
 def version() -> Printed:

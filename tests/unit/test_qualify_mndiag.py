@@ -128,8 +128,8 @@ def test_each_missing_prerequisite_is_the_reason_to_skip(tmp_path: Path) -> None
         "--version": (CommandResult([], 0, "\ndcgmi  version: 4.2.3\n\n"), "DCGM 4.2 on t01"),
         "which mpirun": (CommandResult([], 1, ""), "no mpirun"),
         "t03 true": (refused, "ssh (BatchMode) from t01 fails to t03: Permission denied"),
-        "/dev/tcp/t02/5555": (CommandResult([], 1, "", "bash: connect: Connection refused\n"),
-                              "port 5555 from t01 fails to t02"),
+        "bash t02 5555": (CommandResult([], 1, "", "bash: connect: Connection refused\n"),
+                          "port 5555 from t01 fails to t02"),
         "t04 nvidia-smi": (CommandResult([], 0, "81234\n"), "GPUs in use (compute processes) "
                                                            "on t04: 81234"),
     }
