@@ -22,6 +22,7 @@ from ..model.host import (
     DiskUsage,
     EdacController,
     HostInfo,
+    ImexState,
     Mount,
     ServiceState,
     StuckProcess,
@@ -37,6 +38,7 @@ from ..read.sysfs import (
     read_text,
     under,
 )
+from . import imex
 
 DEFAULT_DISK_PATHS = ("/", "/tmp")
 COMMAND_TIMEOUT_S = 3.0
@@ -68,13 +70,14 @@ class _Ctx:
             self.info.unknown[name] = f"{absolute}: {reason}"
         return value
 
-    def run(self, argv: list[str]) -> CommandResult | None:
-        """Run ``argv`` with at most 3 s, ending before the deadline; None when no time is left."""
+    def run(self, argv: list[str], limit_s: float = COMMAND_TIMEOUT_S) -> CommandResult | None:
+        """Run ``argv`` with at most ``limit_s`` (3 s unless a tool needs more), ending
+        before the deadline; None when no time is left."""
         left = self.deadline - FINISH_RESERVE_S - time.monotonic()
         if left <= 0:
             return None
         self.stats.calls += 1
-        return self.env.runner(argv, min(COMMAND_TIMEOUT_S, left))
+        return self.env.runner(argv, min(limit_s, left))
 
 
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> HostInfo:
@@ -96,6 +99,7 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> HostInfo:
     info.memlock_limit_bytes = _memlock(ctx)
     info.has_systemd = ctx.path("/run/systemd/system").is_dir()
     info.services = _services(ctx, wanted_units(env))
+    info.imex = _imex(ctx)
     info.clock = _clock(ctx)
     stats.files_read += ctx.files.count
     return info
@@ -451,6 +455,19 @@ def _services(ctx: _Ctx, names: list[str]) -> list[ServiceState]:
         states.append(ServiceState(name, active=block["ActiveState"],
                                    sub=block.get("SubState"), load=block.get("LoadState")))
     return states
+
+
+def _imex(ctx: _Ctx) -> ImexState | None:
+    """The tray's IMEX state, read only where fabric.imex is among the checks (not in the
+    prolog). nvidia-imex-ctl runs only where the IMEX unit is up, so a host without IMEX
+    costs three lookups and no command."""
+    params = ctx.env.params.get("fabric.imex")
+    if params is None:
+        return None
+    unit = _unit_id(str(params.get("unit", "nvidia-imex.service")))
+    running = any(_unit_id(s.name) == unit and s.active in ("active", "reloading")
+                  for s in ctx.info.services)
+    return imex.read(ctx.path, ctx.files, ctx.run, running)
 
 
 def _clock_timedatectl(stdout: str) -> bool | None:

@@ -59,6 +59,43 @@ class ServiceState:
 
 
 @record
+class ImexPeer:
+    """One node of the IMEX domain as ``nvidia-imex-ctl -N`` lists it: its index in the
+    nodes file, its address (and host name where the tool gives one), the daemon's status
+    (READY, UNAVAILABLE, ...) and version."""
+
+    index: int
+    host: str
+    status: str
+    host_name: str | None = None
+    version: str | None = None
+
+
+@record
+class ImexDomain:
+    """The IMEX domain's state from this tray's daemon: UP, DOWN or DEGRADED, every node of
+    its nodes file, and which form of the output was read (json or text)."""
+
+    status: str
+    nodes: list[ImexPeer] = field(default_factory=list)
+    form: str = "json"
+
+
+@record
+class ImexState:
+    """What the tray shows of IMEX: whether the NVIDIA DRA driver's ComputeDomain kubelet
+    plugin is installed (then the driver runs IMEX), the nodes file's entries, the IMEX
+    channel devices, and the domain's state; each None with its reason in ``unknown``
+    where it could not be read."""
+
+    dra_plugin: bool = False
+    nodes_config: list[str] | None = None
+    channels: list[str] | None = None
+    domain: ImexDomain | None = None
+    unknown: dict[str, str] = field(default_factory=dict)
+
+
+@record
 class ClockSync:
     """Whether the clock is synchronized and which tool said so: skewed clocks break
     munge credentials (so Slurm) and the ordering of logs across nodes."""
@@ -87,6 +124,7 @@ class HostInfo:
     dstate: list[StuckProcess] = field(default_factory=list)
     services: list[ServiceState] = field(default_factory=list)
     has_systemd: bool = False
+    imex: ImexState | None = None  # NVL72 trays where fabric.imex runs
     clock: ClockSync | None = None
     modules: list[str] = field(default_factory=list)  # loaded kernel modules (/sys/module)
     memlock_limit_bytes: int | None = None  # -1 = unlimited

@@ -25,6 +25,7 @@ from typing import Any
 
 from ...checks.core.index import schemas
 from ...checks.profiles.profile import (
+    IMEX_MODES,
     Profile,
     builtin_names,
     did_you_mean,
@@ -98,6 +99,8 @@ def _type_problem(key: str, value: Any, kinds: tuple[type, ...]) -> str | None:
         return f"must be {' or '.join(LINK_LAYERS)}, got {brief(value)}"
     if key == "roce_trust" and value is not None and value not in TRUST_MODES:
         return f"must be {' or '.join(TRUST_MODES)}, got {brief(value)}"
+    if key == "imex_mode" and value not in IMEX_MODES:
+        return f"must be {' or '.join(IMEX_MODES)}, got {brief(value)}"
     if key == "roce_priority" and isinstance(value, int) and value > 7:
         return f"must be a priority 0-7, got {brief(value)}"
     return None

@@ -1,4 +1,4 @@
-"""Fabric checks: the Fabric Manager and IMEX daemons (``services``), NVML fabric
+"""Fabric checks: the Fabric Manager daemon (``services``), IMEX (``imex``), NVML fabric
 registration (``state``), NVL72 cliques (``clique``) and fabric health (``health``), a module
 per concern; ``helpers`` holds what they share.
 
@@ -13,6 +13,6 @@ Importing the package registers every fabric.* check.
 
 from __future__ import annotations
 
-from . import clique, health, services, state
+from . import clique, health, imex, services, state
 
-__all__ = ["clique", "health", "services", "state"]
+__all__ = ["clique", "health", "imex", "services", "state"]

@@ -1,5 +1,5 @@
-"""The fabric daemons: fabric.manager (nvidia-fabricmanager on NVSwitch boards) and
-fabric.imex (nvidia-imex on NVL72 trays)."""
+"""The Fabric Manager daemon: fabric.manager (nvidia-fabricmanager on NVSwitch boards).
+IMEX, the NVL72 trays' daemon, is judged in imex.py."""
 
 from __future__ import annotations
 
@@ -64,55 +64,3 @@ def manager(ctx: CheckContext) -> Iterator[Finding]:
     else:
         yield Finding.fail(NODE, "Fabric Manager not running", observed, "active",
                            Action.FIX_CONFIG)
-
-
-# -- fabric.imex -----------------------------------------------------------------------
-
-
-@parameters
-class ImexParams(Params):
-    unit: str = param("nvidia-imex.service", doc="the IMEX daemon's systemd unit")
-
-
-@check("fabric.imex", needs=("host",), params=ImexParams,
-       skip_in=("prolog",),
-       remedy="Start IMEX (systemctl start nvidia-imex) and check its peers with "
-              "nvidia-imex-ctl -N; its nodes file (/etc/nvidia-imex/nodes_config.cfg) must "
-              "list the trays of the domain. Where IMEX is started per job (Slurm, "
-              "Kubernetes ComputeDomains) an idle tray without it is normal.",
-       actions=(Action.FIX_CONFIG, Action.INVESTIGATE))
-def imex(ctx: CheckContext) -> Iterator[Finding]:
-    """The IMEX service runs on NVL72 trays (warns only; not in the prolog).
-
-    Multi-node NVLink (NCCL MNNVL, CUDA fabric memory) needs ``nvidia-imex`` on every
-    tray of the domain. Sites often start IMEX per job, so an idle tray without it is
-    normal: this check only ever warns and does not run in the prolog (DCGM's IMEX
-    health reports false positives on idle GB200/GB300 trays: DCGM #308, aicr #2641).
-    Platforms where IMEX is not expected skip.
-    """
-    if not ctx.profile.imex:
-        yield Finding.skip(NODE, "IMEX is not expected on this platform")
-        return
-    host = host_info(ctx)
-    if isinstance(host, Finding):
-        yield Finding.skip(NODE, "host facts were not collected")
-        return
-    if not host.has_systemd:
-        yield Finding.skip(NODE, "host does not run systemd")
-        return
-    unit = ImexParams.of(ctx).unit
-    svc = service(host, unit)
-    if svc is None:
-        yield Finding.skip(NODE, "IMEX service state was not collected")
-    elif svc.error is not None:
-        yield Finding.warn(NODE, "IMEX service state unreadable", svc.error, "active",
-                           Action.INVESTIGATE)
-    elif svc.load == "not-found":
-        yield Finding.warn(NODE, "IMEX service not installed", svc.load, "loaded",
-                           Action.FIX_CONFIG)
-    elif svc.active in ("active", "reloading"):
-        yield Finding.passed(NODE, "IMEX service running", f"{svc.active}/{svc.sub}",
-                             "active")
-    else:
-        yield Finding.warn(NODE, "IMEX service not running", f"{svc.active}/{svc.sub}",
-                           "active", Action.FIX_CONFIG)

@@ -61,6 +61,12 @@ class Profile:
     fabric_manager: bool = False
     nvl72: bool = False
     imex: bool = False
+    # Who runs IMEX on the trays (fabric.imex): ``host`` (the nvidia-imex service: Slurm
+    # sites, and the DRA driver with its HostManagedIMEXDaemon gate), ``dra`` (the DRA
+    # driver's ComputeDomains start it; a host service is then the fault), ``per_job``
+    # (started for each job: outside one only the channel devices are judged), or
+    # ``auto``: ``dra`` where the DRA driver's kubelet plugin is installed, else ``host``.
+    imex_mode: str = "auto"
     # networking
     compute_hcas: int | None = None
     hca_rate_gbps: float | None = None
@@ -107,6 +113,9 @@ class Profile:
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
+
+IMEX_MODES = ("auto", "host", "dra", "per_job")
+"""The values of a profile's ``imex_mode``."""
 
 QUALIFY_KEYS = ("unit", "expected", "floor", "source")
 """What a ``qualify:`` entry holds: the unit the test's tool prints (as its declaration says),

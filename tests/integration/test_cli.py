@@ -164,7 +164,7 @@ def test_explain_names_the_line_that_registers_each_check() -> None:
     ("nvswitch.sxid", "checks/nvswitch/switches.py"), ("host.profile", "checks/host/profile.py"),
     ("host.disk", "checks/host/storage.py"), ("host.pcie_aer", "checks/host/pcie.py"),
     ("ib.port_state", "checks/ib/ports.py"), ("ib.error_rate", "checks/ib/counters.py"),
-    ("roce.pfc", "checks/ib/roce.py"), ("fabric.imex", "checks/fabric/services.py"),
+    ("roce.pfc", "checks/ib/roce.py"), ("fabric.imex", "checks/fabric/imex.py"),
     ("fabric.health_mask", "checks/fabric/health.py"), ("nccl.env", "checks/nccl/env.py"),
     ("nccl.acs", "checks/nccl/pcie.py")])
 def test_explain_names_the_room_of_a_check_in_a_family_package(check_id: str,

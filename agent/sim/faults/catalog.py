@@ -255,6 +255,24 @@ def _service_down(unit: str) -> Apply:
     return apply
 
 
+def _imex_under_dra(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The DRA driver's ComputeDomain plugin installed while the host IMEX service runs."""
+    node.dra_plugin = True
+    node.services["nvidia-imex.service"] = "active"
+
+
+IMEX_TRAYS = 18  # the nodes of one NVL72 IMEX domain (sim/writers/imex.py)
+
+
+def _imex_domain_degraded(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """One tray of the domain gone: ``peer``, its index in the nodes file (default the
+    last, #17)."""
+    peer = int(fault.get("peer", IMEX_TRAYS - 1))
+    if not 0 <= peer < IMEX_TRAYS:
+        raise KeyError(f"{node.name}'s IMEX domain has no node #{peer}")
+    node.imex_missing.add(peer)
+
+
 def _leftover(node: SimNode, fault: Mapping[str, Any]) -> None:
     """A compute process on the GPU; ``job`` puts it in that Slurm job's cgroup (another
     job's process on a shared node), else it is in none (a leftover); ``pid`` tells two
@@ -447,6 +465,10 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               needs=frozenset({Capability.NVSWITCH_PCI})),  # the host's nvswitch driver logs
     FaultKind("imex_down", "fabric.imex", "warn", "fix_config", "node", (),
               _service_down("nvidia-imex.service"), needs=_NVL),
+    FaultKind("imex_host_under_dra", "fabric.imex", "fail", "fix_config", "node", (),
+              _imex_under_dra, needs=_NVL),
+    FaultKind("imex_domain_degraded", "fabric.imex", "warn", "investigate", "node", (),
+              _imex_domain_degraded, options=("peer",), needs=_NVL),
     FaultKind("fabric_manager_down", "fabric.manager", "fail", "fix_config", "node", (),
               _service_down("nvidia-fabricmanager.service"), needs=_HGX),
     # InfiniBand/RoCE (faults/ib.py): ``hca`` names the device, ``port`` defaults to 1.

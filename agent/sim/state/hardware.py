@@ -128,6 +128,10 @@ class SimNode:
     # GPU -> the message of mnubergemm's MNUB [E] line for it under dcgmi mndiag
     mndiag_errors: dict[int, str] = field(default_factory=dict)
     imex_channel: bool = True  # /dev/nvidia-caps-imex-channels/channel0 (NVL72 trays)
+    # IMEX as fabric.imex reads it (writers/imex.py): the DRA driver's ComputeDomain
+    # kubelet plugin installed, and the indexes of the domain's trays whose daemon is gone.
+    dra_plugin: bool = False
+    imex_missing: set[int] = field(default_factory=set)
     # How the node's active-test tools were built and what their loader finds
     # (agent/sim/toolkit.py, perftest.py, nccl_tests.py): a perftest with CUDA support
     # (MLNX_OFED/DOCA's; Debian's 4.5 has none), the seconds an ib_write_bw server takes

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..state.hardware import SimNode
 from ..state.pci import gpu_bridges, nvswitch_bridges
+from .imex import nodes_config
 from .nccl import write_nccl_tree
 from .pci_tree import PciTree
 from .pci_tree import write_text as _write
@@ -71,8 +72,22 @@ def _write_host(node: SimNode, root: Path) -> None:
     for module in node.modules:
         _write(root / f"sys/module/{module}/initstate", "live\n")
     (root / "run/systemd/system").mkdir(parents=True, exist_ok=True)
+    if node.profile.imex:
+        _write_imex(node, root)
     (root / "tmp").mkdir(exist_ok=True)
     write_kmsg(node, root)
+
+
+def _write_imex(node: SimNode, root: Path) -> None:
+    """The tray's IMEX nodes file and channel device (a plain file standing for the
+    character device), and the DRA driver's kubelet plugin folder where it is installed.
+    The channel is always there: ``imex_channel`` is what a job's container sees
+    (qualify's rack test), not the host's /dev."""
+    _write(root / "etc/nvidia-imex/nodes_config.cfg", nodes_config(node))
+    _write(root / "dev/nvidia-caps-imex-channels/channel0", "")
+    if node.dra_plugin:
+        (root / "var/lib/kubelet/plugins/compute-domain.nvidia.com").mkdir(parents=True,
+                                                                         exist_ok=True)
 
 
 def write_kmsg(node: SimNode, root: Path) -> None:

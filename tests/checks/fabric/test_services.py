@@ -1,4 +1,4 @@
-"""fabric.manager and fabric.imex (checks/fabric/services.py)."""
+"""fabric.manager (services.py) and fabric.imex judged on the unit alone (imex.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,180 @@
+"""IMEX state on a tray (agent/collectors/imex.py) and the simulated nvidia-imex-ctl
+(agent/sim/writers/imex.py), held to the real 570.172 capture of an 18-tray domain."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from clusterdiag.agent.collectors import host, imex
+from clusterdiag.agent.model import SourceStats
+from clusterdiag.agent.model.host import ImexState
+from clusterdiag.agent.read.sources import CommandResult, SourceEnv
+from clusterdiag.agent.read.sysfs import FileCounter
+from clusterdiag.agent.sim.node import build
+from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state.hardware import SimNode
+from clusterdiag.agent.sim.writers.imex import domain_hosts, imex_ctl
+from tests.real import real_file
+
+CAPTURE = "imex-ctl-N__p6e-gb200-18node-UP__UNATTRIBUTED-aws-doc.txt"
+MARKER = "# ---- capture below (verbatim) ----\n"
+UNIT = "nvidia-imex.service"
+PARAMS = {"fabric.imex": {"unit": UNIT}}
+
+
+def real_capture() -> str:
+    return real_file("gb200", "gb200", CAPTURE).read_text().split(MARKER, 1)[1]
+
+
+def tray(*faults: dict[str, object]) -> SimNode:
+    return build(NodeSpec("nvl1-tray01", "gb200-nvl72", rack="nvl1",
+                          faults=[{"node": "nvl1-tray01", **f} for f in faults]))
+
+
+def test_the_real_570_text_parses_to_an_up_domain_of_eighteen_ready_trays() -> None:
+    domain = imex.parse_domain(real_capture())
+    assert (domain.status, domain.form, len(domain.nodes)) == ("UP", "text", 18)
+    assert {n.status for n in domain.nodes} == {"READY"}
+    assert {n.version for n in domain.nodes} == {"570.172"}
+    assert (domain.nodes[0].host, domain.nodes[17].host) == ("172.31.48.81", "172.31.56.47")
+
+
+def test_the_stand_in_prints_the_real_text_line_by_line() -> None:
+    """Every line as the capture has it; the addresses, the timestamp and the version are
+    the simulated tray's, in the same columns."""
+    real = real_capture().splitlines()
+    node = tray()
+    printed = imex_ctl(node, ["nvidia-imex-ctl", "-N"]).stdout.splitlines()
+    assert len(printed) == len(real)
+    stamp = re.compile(r"\d{1,2}/\d{1,2}/\d{4} \d\d:\d\d:\d\d\.\d{3}")
+    for ours, theirs in zip(printed, real, strict=True):
+        if theirs.startswith("Node #"):
+            assert [m.start() for m in re.finditer(" - ", ours)] == [
+                m.start() for m in re.finditer(" - ", theirs)], (ours, theirs)
+            assert ours.split(" - ")[0] == theirs.split(" - ")[0]
+            assert ours.split(" - ")[2] == theirs.split(" - ")[2]
+        elif stamp.fullmatch(theirs):
+            assert stamp.fullmatch(ours), ours
+        else:
+            assert ours == theirs
+
+
+def test_the_stand_in_json_and_text_agree_and_name_the_missing_tray() -> None:
+    node = tray({"kind": "imex_domain_degraded", "peer": 5})
+    forms = [imex.parse_domain(imex_ctl(node, ["nvidia-imex-ctl", *args]).stdout)
+             for args in (["-N"], ["-N", "-j"])]
+    for domain in forms:
+        assert domain.status == "DEGRADED"
+        assert [(n.index, n.host) for n in domain.nodes if n.status != "READY"] == [
+            (5, domain_hosts(node)[5])]
+    assert [f.form for f in forms] == ["text", "json"]
+
+
+def test_json_as_nvidia_documents_it_from_a_live_580_domain() -> None:
+    """The shape NVIDIA/ai-cloud-validation's imex_domain_test.py shows (a down peer
+    UNAVAILABLE, its connections INVALID), with -H's hostName."""
+    output = json.dumps({"nodes": {
+        "0": {"status": "READY", "host": "10.0.0.1", "hostName": "gpu-node-1",
+              "connections": {"0": {"host": "10.0.0.1", "status": "CONNECTED"}},
+              "changed": True, "version": "580.95.05"},
+        "1": {"status": "UNAVAILABLE", "host": "10.0.0.2", "connections": {
+            "0": {"host": "10.0.0.1", "status": "INVALID"}}, "changed": True}},
+        "timestamp": "9/4/2026 00:37:39.905", "status": "DOWN"})
+    domain = imex.parse_domain(output)
+    assert domain.status == "DOWN"
+    assert [(n.host, n.host_name, n.status, n.version) for n in domain.nodes] == [
+        ("10.0.0.1", "gpu-node-1", "READY", "580.95.05"),
+        ("10.0.0.2", None, "UNAVAILABLE", None)]
+
+
+@pytest.mark.parametrize("output", [
+    "",  # nothing at all
+    "garbage\n",
+    '{"status": "UP"}',  # no nodes
+    '{"status": "SIDEWAYS", "nodes": {}}',
+    '{"status": "UP", "nodes": {"0": {"status": "READY", "host": "<script>x</script>"}}}',
+    '{"status": "UP", "nodes": {"0": {"status": "READY\\u001b[2J", "host": "10.0.0.1"}}}',
+    '{"status": "UP", "nodes": {"x": {"status": "READY", "host": "10.0.0.1"}}}',
+    '{"status": "UP", "nodes": {"0": {"status": "READY", "host": "10.0.0.1", '
+    '"hostName": "a b"}}}',
+    '{"status": "UP", "nodes": [1]}',
+    "[" * 100_000,  # nesting deep enough to exhaust the JSON parser's recursion
+    "Domain State: UP\n" + "x" * imex.MAX_OUTPUT_CHARS,
+    json.dumps({"status": "UP", "nodes": {str(i): {"status": "READY", "host": "10.0.0.1"}
+                                          for i in range(imex.MAX_NODES + 1)}}),
+])
+def test_hostile_output_is_refused_with_a_reason_never_kept(output: str) -> None:
+    with pytest.raises(imex.ImexOutputError):
+        imex.parse_domain(output)
+
+
+def test_nodes_file_is_one_address_or_name_per_line() -> None:
+    assert imex.parse_nodes_config("10.0.0.1\n\n# rack 1\ntray02.example  # x\n") == [
+        "10.0.0.1", "tray02.example"]
+    for bad in ("", "# only a comment\n", "10.0.0.1 10.0.0.2\n", "10.0.0.1;rm -rf /\n"):
+        with pytest.raises(imex.ImexOutputError):
+            imex.parse_nodes_config(bad)
+
+
+class Recorder:
+    def __init__(self, answer: CommandResult) -> None:
+        self.answer = answer
+        self.calls: list[tuple[list[str], float]] = []
+
+    def __call__(self, argv: list[str], timeout_s: float) -> CommandResult:
+        self.calls.append((argv, timeout_s))
+        if argv[0] == "systemctl":
+            return CommandResult(argv, 0, f"Id={UNIT}\nActiveState=active\nSubState=running\n"
+                                          "LoadState=loaded\n")
+        return self.answer
+
+
+def _tree(root: Path) -> Path:
+    (root / "run/systemd/system").mkdir(parents=True)
+    (root / "etc/nvidia-imex").mkdir(parents=True)
+    (root / "etc/nvidia-imex/nodes_config.cfg").write_text("10.0.0.1\n10.0.0.2\n")
+    (root / "dev/nvidia-caps-imex-channels").mkdir(parents=True)
+    (root / "dev/nvidia-caps-imex-channels/channel0").write_text("")
+    return root
+
+
+def _collect(root: Path, runner: Recorder, budget_s: float = 60.0) -> ImexState:
+    env = SourceEnv(node="n1", root=root, runner=runner, params=PARAMS)
+    state = host.collect(env, SourceStats(), time.monotonic() + budget_s).imex
+    assert state is not None
+    return state
+
+
+def test_imex_ctl_runs_without_a_shell_within_30_s_and_a_hang_is_a_reason(
+        tmp_path: Path) -> None:
+    runner = Recorder(CommandResult(["nvidia-imex-ctl"], None,
+                                    error="nvidia-imex-ctl: no answer within 30 s"))
+    state = _collect(_tree(tmp_path), runner)
+    assert [c for c in runner.calls if c[0][0] == "nvidia-imex-ctl"] == [
+        (["nvidia-imex-ctl", "-N", "-j"], pytest.approx(30.0, abs=0.5))]
+    assert state.domain is None
+    assert "no answer within 30 s" in state.unknown["domain"]
+    assert state.nodes_config == ["10.0.0.1", "10.0.0.2"]
+    assert state.channels == ["channel0"]
+
+
+def test_imex_ctl_gets_only_what_is_left_of_the_budget(tmp_path: Path) -> None:
+    runner = Recorder(CommandResult(["nvidia-imex-ctl"], 0, "Domain State: UP\n"))
+    _collect(_tree(tmp_path), runner, budget_s=5.0)
+    (limit,) = [t for argv, t in runner.calls if argv[0] == "nvidia-imex-ctl"]
+    assert limit < 5.0
+
+
+def test_no_command_where_imex_is_not_judged_or_not_running(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    runner = Recorder(CommandResult(["nvidia-imex-ctl"], 0, "Domain State: UP\n"))
+    env = SourceEnv(node="n1", root=root, runner=runner, params={})
+    assert host.collect(env, SourceStats(), time.monotonic() + 60).imex is None
+    state = imex.read(lambda p: root / p.lstrip("/"), FileCounter(), runner, False)
+    assert state.domain is None
+    assert not [argv for argv, _ in runner.calls if argv[0] == "nvidia-imex-ctl"]
