@@ -179,6 +179,23 @@ _EVENT_PATTERNS: tuple[tuple[str, LazyPattern], ...] = (
 )
 _DEVICE_RE = LazyPattern(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
 
+# --- APEI/GHES hardware error records (CPER) ---------------------------------------------
+# Firmware-first errors (Grace's CPU and memory errors among them) reach the kernel as
+# UEFI CPER records, which drivers/acpi/apei/ghes.c __ghes_print_estatus() prints one
+# printk per line, every line prefixed "{%u}" HW_ERR: a per-boot record counter and
+# include/linux/printk.h's HW_ERR "[Hardware Error]: ". Its first line is "Hardware error
+# from APEI Generic Hardware Error Source: %d"; drivers/firmware/efi/cper.c
+# cper_estatus_print() and cper_estatus_print_section() (and cper-arm.c
+# cper_print_proc_arm()) print the rest: "event severity: %s", " Error %d, type: %s",
+# "  section_type: ...", and the section's fields. One record is one "cper" event whose
+# message holds its lines' texts, one per line, so the check reads severity and location.
+_CPER_RE = LazyPattern(r"\{(?P<seq>\d+)\}\[Hardware Error\]: ?(?P<text>.*)$")
+_CPER_HEAD = "Hardware error from APEI Generic Hardware Error Source"
+# The lines one record keeps: the header, severity and section lines and a memory or ARM
+# processor section's location come within the first twenty; what follows is register
+# context and vendor hex dumps, dropped so a firmware's long record stays bounded.
+CPER_MAX_LINES = 64
+
 
 # --- one line --------------------------------------------------------------------------
 
@@ -321,6 +338,17 @@ def _xid_fields(rest: str) -> tuple[int | None, str | None, str]:
 
 
 @record
+class _Cper:
+    """A hardware error record being read: its ``{N}`` counter, its lines so far, and the
+    header's stamp (the record's time)."""
+
+    seq: str
+    lines: list[str]
+    texts: list[str]
+    stamp: _Stamp
+
+
+@record
 class _Fallen:
     """The head record of the three-record 'fallen off the bus' message, awaiting its tail."""
 
@@ -340,7 +368,7 @@ class _Fallen:
 _NEEDLES: tuple[str, ...] = (
     "NVRM", "SXid", "mce: ", "Machine check", "INFO: task", "soft lockup", "LOCKUP", "NMI",
     "GPU reset executed", "Power fault", "insufficient power", "High Temperature",
-    "High temperature", "mlx5", "AER: ", "PCIe Bus Error",
+    "High temperature", "mlx5", "AER: ", "PCIe Bus Error", "[Hardware Error]",
 )
 _BYTE_NEEDLES = tuple(n.encode() for n in _NEEDLES)
 # What every Xid line holds and no other event's line does (the skip when Xids are full).
@@ -368,6 +396,7 @@ class _Parser:
                  cutoff: float | None = None) -> None:
         self.boot_time, self.now, self.log, self.cutoff = boot_time, now, log, cutoff
         self.fallen: _Fallen | None = None
+        self.cper: _Cper | None = None
         self._last_index = -2
         # Set while newer blocks already hold the ``MAX_EVENTS`` newest Xids of the window:
         # an older Xid line would be dropped anyway, so it is counted without being parsed.
@@ -379,6 +408,7 @@ class _Parser:
         """Collect the next block's events into ``log``: blocks are read newest first,
         so nothing pending carries over from the block before."""
         self.log, self.clock, self.fallen, self._last_index = log, clock, None, -2
+        self.cper = None
 
     def feed(self, line: str, index: int | None = None, offset: int = 0) -> None:
         """One line that passed the prefilter; ``index`` is its line number in the source,
@@ -394,6 +424,9 @@ class _Parser:
         if self.clock is not None:
             self.clock.place(offset, stamp)
         if self._continue_fallen(raw, stamp):
+            return
+        if "[Hardware Error]" in raw and (m := _CPER_RE.search(stamp.message)):
+            self._cper_line(raw, stamp, m)
             return
         # The driver patterns are distinctive enough to search the whole line, so a prefix
         # this module does not know cannot hide an Xid.
@@ -416,6 +449,32 @@ class _Parser:
         first, has counted whatever it holds."""
         raw = line.rstrip("\r\n")
         return self._continue_fallen(raw, _strip_prefix(raw, self.boot_time, self.now))
+
+    def continue_cper(self, line: str) -> bool | None:
+        """Offer a line of the newer block to the hardware error record this block ended
+        on: True when it took it, False when the line ends the record, None when the line
+        is not the record's (another driver's line printed between two of its lines)."""
+        pending = self.cper
+        if pending is None:
+            return False
+        raw = line.rstrip("\r\n")
+        if "[Hardware Error]" not in raw:
+            return None
+        m = _CPER_RE.search(_strip_prefix(raw, self.boot_time, self.now).message)
+        if m is None:
+            return None
+        if m["seq"] != pending.seq or m["text"].startswith(_CPER_HEAD):
+            return False
+        self._cper_append(pending, raw, m["text"])
+        return True
+
+    def end_cper(self) -> None:
+        """The record being read is complete: keep it as one ``cper`` event."""
+        pending, self.cper = self.cper, None
+        if pending is not None and self._kept(pending.stamp):
+            self.log.events.append(KernelEvent(
+                kind="cper", message="\n".join(pending.texts), raw="\n".join(pending.lines),
+                time=pending.stamp.time, uptime_s=pending.stamp.uptime_s))
 
     def trim(self) -> None:
         """Keep the newest ``MAX_EVENTS`` of each kind when reading with a window."""
@@ -453,6 +512,25 @@ class _Parser:
             if pending.left == 0:
                 self.fallen = None
         return True
+
+    def _cper_line(self, raw: str, stamp: _Stamp, m: re.Match[str]) -> None:
+        """A line of a hardware error record: a header starts one (ending the one before),
+        a line with the pending record's counter joins it, and one whose record's header
+        was not read (cut off by the window or the ring) is no event."""
+        seq, text = m["seq"], m["text"]
+        if text.startswith(_CPER_HEAD):
+            self.end_cper()
+            self.cper = _Cper(seq, [raw], [text.strip()], stamp)
+        elif self.cper is not None and self.cper.seq == seq:
+            self._cper_append(self.cper, raw, text)
+        else:
+            self.end_cper()
+
+    @staticmethod
+    def _cper_append(pending: _Cper, raw: str, text: str) -> None:
+        if len(pending.lines) < CPER_MAX_LINES:
+            pending.lines.append(raw)
+            pending.texts.append(text.strip())
 
     def _nvrm(self, raw: str, stamp: _Stamp) -> None:
         if m := _XID_RE.search(raw):
@@ -729,6 +807,7 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
     deadline passes), placing every event in time from the lines before it."""
     done, log = _Backward(), parser.log
     newer_head: list[bytes] = []
+    newer_block = b""
     for block in _blocks_backward(handle, size):
         if deadline is not None and done.parts and time.monotonic() > deadline:
             done.stopped = _cut_reason(log.lines_read, done.oldest)
@@ -739,7 +818,9 @@ def _read_backward(handle: BinaryIO, size: int, parser: _Parser,
         lines = _feed_block(parser, block, 0)
         log.lines_read += lines
         _finish_fallen(parser, newer_head)
+        _finish_cper(parser, newer_block)
         newer_head = block.split(b"\n", _FALLEN_SPAN - 1)[:_FALLEN_SPAN - 1]
+        newer_block = block
         if not done.parts:
             done.last_uptime = clock.last_uptime()
         clock.at_end()
@@ -780,6 +861,23 @@ def _finish_fallen(parser: _Parser, newer_head: list[bytes]) -> None:
         if parser.fallen is None or not parser.continue_fallen(
                 line.decode("utf-8", errors="replace")):
             return
+
+
+def _finish_cper(parser: _Parser, newer_block: bytes) -> None:
+    """Complete a hardware error record whose lines run on into the newer block, read
+    before it (there, lines whose header it did not hold were no event), and keep it."""
+    if parser.cper is not None:
+        start = 0
+        for _ in range(CPER_MAX_LINES):
+            if start >= len(newer_block):
+                break
+            end = newer_block.find(b"\n", start)
+            end = len(newer_block) if end == -1 else end
+            line = newer_block[start:end].decode("utf-8", errors="replace")
+            if parser.continue_cper(line) is False:
+                break
+            start = end + 1
+    parser.end_cper()
 
 
 def _place_pending(pending: list[_Event], clock: _BlockClock) -> None:
@@ -870,6 +968,7 @@ def parse_lines(lines: Iterable[str], *, boot_time: float | None = None,
         log.lines_read += 1
         if worth_parsing(line):
             parser.feed(line, index)
+    parser.end_cper()
     return log
 
 
@@ -1005,6 +1104,7 @@ def read_kmsg(root: Path, lookback_s: float, *, now: float | None = None,
         stopped = _reason(exc)
     finally:
         os.close(fd)
+    parser.end_cper()
     parser.trim()
     if boot_problem is not None:
         log.unknown["boot_time"] = boot_problem

@@ -64,8 +64,10 @@ class KernelEvent:
 
     Kinds: ``mce``, ``hung_task``, ``soft_lockup``, ``hard_lockup``, ``nmi``,
     ``gpu_reset``, ``mlx5_probe_failed``, ``mlx5_health``, ``pcie_slot_power``,
-    ``module_temperature``, ``aer``
+    ``module_temperature``, ``aer``, ``cper``
     (see ``agent/collectors/kernel_log.py`` for the line formats and where each comes from).
+    A ``cper`` event is one whole APEI/GHES hardware error record: ``message`` holds its
+    lines' texts after ``{N}[Hardware Error]:``, one per line, ``raw`` the lines as read.
     ``message`` is the text after the timestamp/host prefix; ``device`` is the normalised
     PCI bus id the line names (for ``aer``, the device that reported the error), or the
     GPU UUID for a ``gpu_reset`` acknowledgement that names only a UUID.

@@ -1,8 +1,9 @@
 """Host checks: CPUs and memory (``resources``), disks and mounts (``storage``), systemd
 units (``services``), the clock (``clock``), the kernel command line (``cmdline``), kernel-log
-errors (``kernel_errors``), stuck processes (``processes``), PCIe AER (``pcie``), the profile
-the node was judged against (``profile``) and the versions it expects (``versions``), a
-module per concern; ``helpers`` holds what they share.
+errors (``kernel_errors``), firmware hardware error records (``cper``), stuck processes
+(``processes``), PCIe AER (``pcie``), the profile the node was judged against
+(``profile``) and the versions it expects (``versions``), a module per concern;
+``helpers`` holds what they share.
 
 Each check judges what the host, PCI and kernel-log collectors put in the snapshot and
 nothing else. Messages are stable text so one problem on many nodes groups into one line
@@ -15,6 +16,7 @@ from __future__ import annotations
 from . import (
                clock,
                cmdline,
+               cper,
                kernel_errors,
                pcie,
                processes,
@@ -25,5 +27,5 @@ from . import (
                versions,
 )
 
-__all__ = ["clock", "cmdline", "kernel_errors", "pcie", "processes", "profile", "resources",
-           "services", "storage", "versions"]
+__all__ = ["clock", "cmdline", "cper", "kernel_errors", "pcie", "processes", "profile",
+           "resources", "services", "storage", "versions"]

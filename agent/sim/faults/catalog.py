@@ -308,6 +308,37 @@ def _sxid(node: SimNode, fault: Mapping[str, Any]) -> None:
                 "non-posted PRIV error (First)"))
 
 
+# An APEI/GHES record as drivers/acpi/apei/ghes.c __ghes_print_estatus() and
+# drivers/firmware/efi/cper.c cper_estatus_print()/cper_print_mem() print it: each line
+# "{seq}[Hardware Error]: " and the text, sections indented one space per level.
+def _cper_memory(seq: int, severity: str, module: int) -> list[str]:
+    fatal = severity == "fatal"
+    head = [f"Hardware error from APEI Generic Hardware Error Source: {2 if fatal else 1}"]
+    if not fatal:
+        head.append("It has been corrected by h/w and requires no further action")
+    body = [f"event severity: {severity}", f" Error 0, type: {severity}",
+            "  section_type: memory error",
+            "   error_status: Storage error in DRAM memory (0x0000000000000400)",
+            f"  physical_address: 0x{0x8000000000 + module * 0x1000000:016x}",
+            f"  node:0 card:0 module:{module} rank:0 bank:3 device:2 row:4660 column:88 ",
+            "  error_type: 3, multi-bit ECC" if fatal else "  error_type: 2, single-bit ECC"]
+    return [f"{{{seq}}}[Hardware Error]: {text}" for text in (*head, *body)]
+
+
+def _cper_fatal(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """A fatal memory error record on module 3 (the kind that takes a Grace tray down)."""
+    age = float(fault.get("age_s", 300))
+    node.kernel_lines.extend((age, line) for line in _cper_memory(1, "fatal", 3))
+
+
+def _cper_corrected_storm(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """Corrected memory error records on module 5, one a minute for the last half hour:
+    ~1,440 a day, far past host.cper's 50."""
+    for seq in range(1, 31):
+        node.kernel_lines.extend(
+            (60.0 * (31 - seq), line) for line in _cper_memory(seq, "corrected", 5))
+
+
 def _retired(node: SimNode, fault: Mapping[str, Any]) -> None:
     gpu = _gpu(node, fault)
     gpu.fields.update({29: 40, 30: 30, 31: 0})
@@ -463,6 +494,11 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("gpu",), _nvlink_version, needs=_NVLINK),
     FaultKind("sxid", "nvswitch.sxid", "fail", "reboot", "nvswitch0", (), _sxid,
               needs=frozenset({Capability.NVSWITCH_PCI})),  # the host's nvswitch driver logs
+    # Grace's firmware-first CPU and memory errors (APEI/GHES records in the kernel log).
+    FaultKind("cper_fatal", "host.cper", "fail", "investigate", "memory.node0.card0.module3",
+              (), _cper_fatal, options=("age_s",), needs=_NVL),
+    FaultKind("cper_corrected_storm", "host.cper", "warn", "investigate", "node", (),
+              _cper_corrected_storm, needs=_NVL),
     FaultKind("imex_down", "fabric.imex", "warn", "fix_config", "node", (),
               _service_down("nvidia-imex.service"), needs=_NVL),
     FaultKind("imex_host_under_dra", "fabric.imex", "fail", "fix_config", "node", (),

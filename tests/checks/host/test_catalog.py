@@ -20,7 +20,7 @@ from tests.checks.host.factory import FIXTURES, HOST_CHECKS, NOW, judge, one, st
 def test_the_catalog_has_every_host_check() -> None:
     assert sorted(f"host.{n}" for n in (
         "cpu_count", "memory", "disk", "mounts", "services", "clock_sync", "kernel_cmdline",
-        "kernel_errors", "dstate_processes", "pcie_aer")) == HOST_CHECKS
+        "kernel_errors", "cper", "dstate_processes", "pcie_aer")) == HOST_CHECKS
     assert REGISTRY["host.dstate_processes"].rate
     assert REGISTRY["host.pcie_aer"].rate
     assert not REGISTRY["host.disk"].rate
