@@ -102,6 +102,10 @@ class SimNode:
     driver_error: int | None = None  # NVML error code nvmlInit raises
     driver_version: str = ""
     cuda_version: int = 0
+    # The fabric-info versions the driver answers (agent/collectors/nvml_read.py
+    # FABRIC_VERSIONS): 1 and 2 before 580, 3 from 580, 4 from NVML 615. The simulated
+    # 590 driver answers 1 to 3.
+    fabric_info_versions: frozenset[int] = frozenset({1, 2, 3})
     services: dict[str, str] = field(default_factory=dict)  # unit -> ActiveState
     kernel_lines: list[tuple[float, str]] = field(default_factory=list)  # (age s, message)
     cmdline: str = "BOOT_IMAGE=/vmlinuz ro quiet"
