@@ -7,9 +7,10 @@ can be abandoned; nothing here knows about deadlines.
 Call budget (per GPU, H100): handle, name, UUID, serial, PCI info, board part, VBIOS,
 InfoROM version and validity, architecture, memory, temperature, slowdown threshold,
 clock events, P-state, current PCIe gen and width, persistence, MIG, processes, remapper
-histogram, fabric info, SRAM status, unrepairable flag, and ONE field-value batch for
-every counter and every per-link value. Max PCIe gen/width come from sysfs (the PCI
-source), not NVML: the same numbers, two calls fewer per GPU.
+histogram, fabric info (one call more per version a driver older than the binding
+refuses), SRAM status, unrepairable flag, and ONE field-value batch for every counter and
+every per-link value. Max PCIe gen/width come from sysfs (the PCI source), not NVML: the
+same numbers, two calls fewer per GPU.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import typing
 from typing import TYPE_CHECKING, Any
 
-from ..model.gpu import FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
+from ..model.gpu import FabricClique, FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
 from ..model.pci import pci_address
 from ..model.record import MISSING, fields
 from ..model.serde import SerdeError, from_jsonable, to_jsonable
@@ -62,6 +63,23 @@ NVML_CLOCK_SM = 1
 # read in their own batch: drivers older than the fields answer InvalidArgument for them,
 # which here means "not on this driver", not a broken GPU.
 CLOCK_EVENT_TIME_FIELDS = {"sw_thermal": 269, "hw_thermal": 270, "hw_power_brake": 271}
+
+# Fabric-info versions, newest first: (version, function, pynvml struct). Version 4 is its
+# own function (nvmlDeviceGetGpuFabricInfo_v4, NVML 615: typed cliques in place of one
+# clique id; docs.nvidia.com/deploy/nvml-api/api/structnvmlGpuFabricInfo__v4__t.html);
+# nvmlDeviceGetGpuFabricInfoV reads the version the struct carries, v3 (healthSummary,
+# structnvmlGpuFabricInfo__v3__t.html) or v2 (healthMask, archive/R550/nvml-api/
+# structnvmlGpuFabricInfo__v2__t.html); v1 (nvmlDeviceGetGpuFabricInfo) has neither.
+# pynvml 13.615.71 defines all four; an older binding lacks the newer structs.
+FABRIC_VERSIONS = ((4, "nvmlDeviceGetGpuFabricInfo_v4", "c_nvmlGpuFabricInfo_v4_t"),
+                   (3, "nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v3_t"),
+                   (2, "nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v2_t"),
+                   (1, "nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"))
+# What a driver older than the version answers: NVML_ERROR_ARGUMENT_VERSION_MISMATCH for a
+# struct version it does not know, FunctionNotFound (pynvml, when the library lacks the
+# symbol) for a function it does not have. Either means: ask the next older version.
+FABRIC_OLDER = frozenset({"ArgumentVersionMismatch", "FunctionNotFound"})
+CLIQUE_UNICAST_POINTER = 0  # NVML_GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER
 
 # nvmlValueType_t -> union member
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal",
@@ -120,15 +138,19 @@ class GpuReader:
         try:
             return getattr(self.nv, func)(*args)
         except Exception as exc:  # noqa: BLE001 - every NVML error becomes data
-            name = error_name(exc)
-            if name in FATAL:
-                self.gpu.lost = self.gpu.lost or name
-                self.gpu.errors[key] = name
-            elif name in UNSUPPORTED:
-                self.gpu.unsupported[key] = name
-            else:  # the name first (the checks judge it), then the call that returned it
-                self.gpu.errors[key] = f"{name}: {func}: {exc}"[:200]
+            self._file(key, func, exc)
             return None
+
+    def _file(self, key: str, func: str, exc: BaseException) -> None:
+        """Files the error ``func`` raised for ``key``: lost, unsupported or an error."""
+        name = error_name(exc)
+        if name in FATAL:
+            self.gpu.lost = self.gpu.lost or name
+            self.gpu.errors[key] = name
+        elif name in UNSUPPORTED:
+            self.gpu.unsupported[key] = name
+        else:  # the name first (the checks judge it), then the call that returned it
+            self.gpu.errors[key] = f"{name}: {func}: {exc}"[:200]
 
     def read(self) -> Gpu:
         g = self.gpu
@@ -227,21 +249,37 @@ class GpuReader:
                                         for k in ("max", "high", "partial", "low", "none")}
 
     def _fabric(self) -> None:
-        struct_type = getattr(self.nv, "c_nvmlGpuFabricInfo_v3_t", None) or \
-            self.nv.c_nvmlGpuFabricInfoV_t
-        info = struct_type()
-        ok = self.call("fabric", "nvmlDeviceGetGpuFabricInfoV", self.handle, _byref(info))
-        if ok is None and "fabric" in {**self.gpu.unsupported, **self.gpu.errors}:
+        """Fabric info in the newest version both the binding and the driver know.
+
+        A driver before 580 answers a v3 struct with a version mismatch, one before 615
+        has no v4 function: each is asked the next older version, so a tray on such a
+        driver is still judged. Only where every version the binding knows was refused
+        is that kept: a mismatch as an error (the driver has fabric info we could not
+        ask for), a missing function as unsupported."""
+        refused: tuple[str, BaseException] | None = None
+        for version, func, struct_name in FABRIC_VERSIONS:
+            struct_type = getattr(self.nv, struct_name, None)
+            if struct_type is None or not hasattr(self.nv, func):
+                continue
+            info = struct_type()
+            try:
+                getattr(self.nv, func)(self.handle, _byref(info))
+            except Exception as exc:  # noqa: BLE001 - every NVML error becomes data
+                if error_name(exc) in FABRIC_OLDER:
+                    if refused is None or error_name(exc) == "ArgumentVersionMismatch":
+                        refused = (func, exc)
+                    continue
+                self._file("fabric", func, exc)
+                return
+            self.gpu.fabric = _fabric_info(version, info)
             return
-        raw_uuid = bytes(info.clusterUuid)
-        self.gpu.fabric = FabricInfo(
-            state=int(info.state) & 0xFF,
-            status=int(info.status),
-            cluster_uuid=_uuid_text(raw_uuid),
-            clique_id=int(info.cliqueId),
-            health_mask=int(info.healthMask),
-            health_summary=int(getattr(info, "healthSummary", 0)) or None,
-        )
+        if refused is None:
+            self.gpu.unsupported["fabric"] = "FunctionNotFound"  # a binding without any
+        elif error_name(refused[1]) == "ArgumentVersionMismatch":
+            self.gpu.errors["fabric"] = (f"ArgumentVersionMismatch: {refused[0]}: no "
+                                         f"fabric-info version this binding knows")
+        else:
+            self._file("fabric", *refused)
 
     def _sram(self) -> None:
         status = self.nv.c_nvmlEccSramErrorStatus_v1_t()
@@ -436,6 +474,32 @@ def resolve_remotes(reader: GpuReader) -> None:
         return
     for link in active:
         reader.remote(link)
+
+
+def _fabric_info(version: int, info: Any) -> FabricInfo:
+    """The fabric info struct of ``version`` as the model keeps it. ``state`` is an
+    unsigned char in nvml.h but a c_uint in pynvml's v1-v3 structs: its padding is masked
+    off. v4's clique id is its first unicast-pointer clique's, as v3's was
+    (structnvmlGpuFabricInfo__v4__t.html: "The legacy v3 cliqueId maps to the id of the
+    first NVML_GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER entry"); no more cliques are kept
+    than the array holds, whatever numCliques says."""
+    cliques: list[FabricClique] = []
+    if version >= 4:
+        count = max(0, min(int(info.numCliques), len(info.cliques)))
+        cliques = [FabricClique(type=int(c.type), id=int(c.id)) for c in info.cliques[:count]]
+        clique_id = next((c.id for c in cliques if c.type == CLIQUE_UNICAST_POINTER), 0)
+    else:
+        clique_id = int(info.cliqueId)
+    return FabricInfo(
+        state=int(info.state) & 0xFF,
+        status=int(info.status),
+        cluster_uuid=_uuid_text(bytes(info.clusterUuid)),
+        clique_id=clique_id,
+        health_mask=int(info.healthMask) if version >= 2 else None,
+        health_summary=int(getattr(info, "healthSummary", 0)) or None,
+        version=version,
+        cliques=cliques,
+    )
 
 
 def _uuid_text(raw: bytes) -> str:

@@ -44,6 +44,17 @@ class NvLink:
 
 
 @record
+class FabricClique:
+    """One clique of fabric info v4 (nvml.h ``nvmlGpuFabricClique_v1_t``): the GPUs this one
+    reaches by one kind of access. ``type`` is NVML_GPU_FABRIC_CLIQUE_TYPE_*: 0 unicast
+    pointer (the clique id of versions 1-3), 1 multicast pointer, 2 unicast logical
+    endpoint, 3 multicast logical endpoint."""
+
+    type: int
+    id: int
+
+
+@record
 class FabricInfo:
     """A GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfo): on NVSwitch
     systems a GPU is usable for NVLink traffic only once its state is completed."""
@@ -55,6 +66,10 @@ class FabricInfo:
     clique_id: int
     health_mask: int | None = None
     health_summary: int | None = None
+    # The fabric-info version the driver answered: 4 (cliques), 3 (health summary), 2
+    # (health mask) or 1 (neither); None in snapshots from before it was recorded.
+    version: int | None = None
+    cliques: list[FabricClique] = field(default_factory=list)  # version 4 only
 
 
 @record

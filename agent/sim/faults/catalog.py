@@ -243,6 +243,15 @@ def _fabric_degraded(node: SimNode, fault: Mapping[str, Any]) -> None:
         fabric.health_summary = 3  # LIMITED_CAPACITY
 
 
+def _fabric_info_pre580(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """A driver before 580 (the 570.172 a real 18-tray GB200 rack's nvidia-imex-ctl -N
+    reports; CUDA 12.8 is the 570 branch's): fabric info only as versions 1 and 2, a
+    version mismatch for v3 and no v4 function. A correct reader falls back and judges
+    the tray as before."""
+    node.fabric_info_versions = frozenset({1, 2})
+    node.driver_version, node.cuda_version = "570.172.08", 12080
+
+
 def _clique_mismatch(node: SimNode, fault: Mapping[str, Any]) -> None:
     fabric = _gpu(node, fault).fabric
     if fabric is not None:
@@ -476,6 +485,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("gpu",), _fabric_degraded, needs=_NVL),
     FaultKind("clique_mismatch", "fabric.clique", "fail", "investigate", "gpu{gpu}", ("gpu",),
               _clique_mismatch, needs=_NVL),
+    # An older driver's fabric info is still fabric info: nothing trips, the state passes.
+    FaultKind("fabric_info_pre580", "fabric.state", "pass", "none", "gpu0", (),
+              _fabric_info_pre580, needs=_NVL, silent=True),
     FaultKind("ecc_disabled", "gpu.ecc_mode", "fail", "reboot", "gpu{gpu}", ("gpu",),
               _field(1, 0)),
     FaultKind("gpu_hot", "gpu.temperature", "fail", "investigate", "gpu{gpu}", ("gpu",),

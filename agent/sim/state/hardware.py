@@ -22,6 +22,14 @@ from .nccl import SimNccl
 REMOTE_GPU = 0  # NVML_NVLINK_DEVICE_TYPE_GPU
 REMOTE_SWITCH = 2
 FABRIC_COMPLETED = 3
+# A healthy tray's fabric health mask (nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*), as the real
+# nvidia-smi -q -x of a 4x GB200 and a 4x GB300 tray (driver 580.173.02, NVIDIA/
+# k8s-test-infra tests/e2e/go/assertions/nvidiasmi/testdata/hardware/qx-gb{200,300}.xml)
+# show it: bandwidth full, no route recovery, route healthy, no access-timeout recovery
+# (each FALSE, 2); the incorrect configuration N/A (0) on GB200 and None (1) on GB300;
+# partition assigned N/A (0) on both. nvidia-smi shows no global fabric manager state: 0.
+NVL72_HEALTH_MASK = {"gb200-nvl72": 0x2 | 0x2 << 2 | 0x2 << 4 | 0x2 << 6,
+                     "gb300-nvl72": 0x2 | 0x2 << 2 | 0x2 << 4 | 0x2 << 6 | 0x1 << 8}
 # Per-link error counters each generation has (field ids; Blackwell dropped 161-163).
 LINK_COUNTERS = (161, 162, 163)
 LINK_COUNTERS_NVLINK5 = (214, 215, 208, 211, 221)
@@ -102,6 +110,10 @@ class SimNode:
     driver_error: int | None = None  # NVML error code nvmlInit raises
     driver_version: str = ""
     cuda_version: int = 0
+    # The fabric-info versions the driver answers (agent/collectors/nvml_read.py
+    # FABRIC_VERSIONS): 1 and 2 before 580, 3 from 580, 4 from NVML 615. The simulated
+    # 590 driver answers 1 to 3.
+    fabric_info_versions: frozenset[int] = frozenset({1, 2, 3})
     services: dict[str, str] = field(default_factory=dict)  # unit -> ActiveState
     kernel_lines: list[tuple[float, str]] = field(default_factory=list)  # (age s, message)
     cmdline: str = "BOOT_IMAGE=/vmlinuz ro quiet"
@@ -235,7 +247,7 @@ def build_node(name: str, profile: Profile, rack: str | None = None,
                 gpu.fabric.cluster_uuid = cluster_uuid or uuidlib.UUID(
                     _stable_uuid("rack", rack or name)).bytes
                 gpu.fabric.clique_id = clique_id or 32766
-                gpu.fabric.health_mask = 0x1 << 12 | 0x2 | 0x2 << 2 | 0x2 << 4 | 0x2 << 6 | 1 << 8
+                gpu.fabric.health_mask = NVL72_HEALTH_MASK[profile.name]
                 gpu.fabric.health_summary = 1
         gpus.append(gpu)
     services = {"nvidia-persistenced.service": "active"}

@@ -22,7 +22,7 @@ from typing import Any, NoReturn, TypeVar, cast
 import pynvml
 
 from ..state import counter
-from ..state.hardware import REMOTE_GPU, SimGpu, SimNode
+from ..state.hardware import REMOTE_GPU, SimFabric, SimGpu, SimNode
 
 T = TypeVar("T")
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
@@ -295,17 +295,52 @@ class SimNvml:
         return (self._field(gpu, 142), self._field(gpu, 143), self._field(gpu, 144),
                 self._field(gpu, 145))
 
-    @_device
-    def nvmlDeviceGetGpuFabricInfoV(self, gpu: SimGpu, ref: Any) -> int:
+    def _fabric(self, gpu: SimGpu, version: int, refusal: int) -> SimFabric:
+        """The GPU's fabric state, once the driver knows ``version``: a driver older than
+        it answers ``refusal`` (nvml.h: NVML_ERROR_ARGUMENT_VERSION_MISMATCH for a struct
+        version it does not know; pynvml's FUNCTION_NOT_FOUND for a function its library
+        lacks)."""
+        if version not in self.node.fabric_info_versions:
+            _raise(refusal)
         if gpu.fabric is None:
             _raise(NOT_SUPPORTED)
+        return gpu.fabric
+
+    @_device
+    def nvmlDeviceGetGpuFabricInfo_v4(self, gpu: SimGpu, ref: Any) -> int:
+        """Version 4's cliques: one per type the driver reports (structnvmlGpuFabricInfo__v4__t:
+        unicast and multicast pointer on Hopper, also unicast and multicast logical
+        endpoint on Blackwell and later), the unicast pointer's id the clique id of v3.
+        That the other types carry the same id is this simulator's assumption: no
+        capture of a v4 answer was found."""
+        fab = self._fabric(gpu, 4, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         info = ref._obj
-        fab = gpu.fabric
+        ctypes.memmove(info.clusterUuid, fab.cluster_uuid, 16)
+        info.status, info.state = fab.status, fab.state
+        info.healthMask, info.healthSummary = fab.health_mask, fab.health_summary
+        types = range(4 if gpu.architecture >= 10 else 2)  # NVML_GPU_FABRIC_CLIQUE_TYPE_*
+        for i, kind in enumerate(types):
+            info.cliques[i].type, info.cliques[i].id = kind, fab.clique_id
+        info.numCliques = len(types)
+        return pynvml.NVML_SUCCESS
+
+    @_device
+    def nvmlDeviceGetGpuFabricInfoV(self, gpu: SimGpu, ref: Any) -> int:
+        info = ref._obj
+        fab = self._fabric(gpu, info.version >> 24, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         ctypes.memmove(info.clusterUuid, fab.cluster_uuid, 16)
         info.status, info.cliqueId, info.state = fab.status, fab.clique_id, fab.state
         info.healthMask = fab.health_mask
         if hasattr(info, "healthSummary"):
             info.healthSummary = fab.health_summary
+        return pynvml.NVML_SUCCESS
+
+    @_device
+    def nvmlDeviceGetGpuFabricInfo(self, gpu: SimGpu, ref: Any) -> int:
+        fab = self._fabric(gpu, 1, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        info = ref._obj
+        ctypes.memmove(info.clusterUuid, fab.cluster_uuid, 16)
+        info.status, info.cliqueId, info.state = fab.status, fab.clique_id, fab.state
         return pynvml.NVML_SUCCESS
 
     @_device
