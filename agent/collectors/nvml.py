@@ -44,16 +44,20 @@ from .nvml_read import (
 if TYPE_CHECKING:
     from .nvml_api import NvmlApi
 
+# The check that reports the NVLink5 FEC bins: they are read only when it is planned.
+FEC_HISTORY_CHECK = "nvlink.fec_history"
 _P2P_RESERVE_S = 0.5  # time kept before the deadline to read P2P among answering GPUs
 
 
 def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
-             deadline: float | None = None, dev: Path | None = None) -> None:
+             deadline: float | None = None, dev: Path | None = None,
+             fec_history: bool = False) -> None:
     """Everything NVML says about this node, streamed through ``emit`` as it arrives.
 
     A GPU still busy shortly before ``deadline`` is left to hang; the pairs among the GPUs
     that answered still get their P2P status. When nvmlInit fails, the GPU device files
-    under ``dev`` are tried: one we may not open is our confinement, not the GPU."""
+    under ``dev`` are tried: one we may not open is our confinement, not the GPU.
+    ``fec_history`` adds each NVLink5 link's FEC bins to the per-link batch."""
     nv = CountingNvml(nv_module)
     info = NvmlInfo()
     ok = read_system(nv, info)
@@ -66,7 +70,7 @@ def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
         emit({"t": "end", "calls": nv.calls})
         return
     lock = threading.Lock()
-    readers = [GpuReader(nv, i) for i in range(info.device_count)]
+    readers = [GpuReader(nv, i, fec_history) for i in range(info.device_count)]
 
     def work(reader: GpuReader) -> None:
         try:
@@ -202,8 +206,9 @@ def start(env: SourceEnv, deadline: float | None = None) -> PendingNvml:
     if pending is not None:
         return pending
     module = env.nvml()  # imported in the parent, so the child imports nothing
+    fec = FEC_HISTORY_CHECK in env.params  # planned at level full only
     pid, read_fd = fork_worker(lambda emit: read_all(module, emit, deadline,
-                                                     env.root / "dev"))
+                                                     env.root / "dev", fec))
     return PendingNvml(pid=pid, fd=read_fd, started=time.monotonic())
 
 

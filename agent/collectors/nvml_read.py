@@ -20,6 +20,7 @@ import json
 import typing
 from typing import TYPE_CHECKING, Any
 
+from ..model import nvlink_ber
 from ..model.gpu import FabricClique, FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
 from ..model.pci import pci_address
 from ..model.record import MISSING, fields
@@ -57,6 +58,14 @@ LINK_STATE, LINK_VERSION, LINK_SPEED = 165, 166, 164
 LINK_ERRORS_LEGACY = {"replay": 161, "recovery": 162, "crc": 163}
 LINK_ERRORS_NVLINK5 = {"recovery_failed": 214, "recovery": 215, "rcv_errors": 208,
                        "local_link_integrity": 211, "symbol_errors": 221}
+# NVLink5's other per-link values, in the same batch (nvml.h): the power state
+# (NVML_FI_DEV_NVLINK_GET_POWER_STATE), the packed bit error rates
+# (NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_BER, _SYMBOL_BER: model/nvlink_ber.py) and, when
+# nvlink.fec_history is planned, the corrected-symbol histogram
+# (NVML_FI_DEV_NVLINK_COUNT_FEC_HISTORY_0 to _15).
+LINK_POWER_STATE = 167
+LINK_BER_NVLINK5 = {"effective_ber": 220, "symbol_ber": 222}
+LINK_FEC_HISTORY = tuple(range(235, 251))
 REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch", 255: "unknown"}
 NVML_CLOCK_SM = 1
 # Accumulated slowdown time per reason (NVML_FI_DEV_CLOCKS_EVENT_REASON_* in nvml.h),
@@ -129,10 +138,11 @@ class CountingNvml:
 class GpuReader:
     """Reads one GPU; each failed value lands in ``unsupported`` or ``errors``."""
 
-    def __init__(self, nv: NvmlApi, index: int) -> None:
+    def __init__(self, nv: NvmlApi, index: int, fec_history: bool = False) -> None:
         self.nv = nv
         self.gpu = Gpu(index=index)
         self.handle: Any = None
+        self.fec_history = fec_history  # read the FEC bins too (level full)
 
     def call(self, key: str, func: str, *args: Any) -> Any:
         try:
@@ -324,13 +334,17 @@ class GpuReader:
             g.unsupported.setdefault("nvlinks", "NotSupported")
 
     def _links(self, count: int) -> None:
-        errors = LINK_ERRORS_NVLINK5 if (self.gpu.architecture or 0) >= ARCH_BLACKWELL \
-            else LINK_ERRORS_LEGACY
-        # Keyed by the NvLink field each fills (a counter by its place in ``errors``), so a
-        # failed one is reported as ``nvlinks.<link>.<that name>``.
+        nvlink5 = (self.gpu.architecture or 0) >= ARCH_BLACKWELL
+        errors = LINK_ERRORS_NVLINK5 if nvlink5 else LINK_ERRORS_LEGACY
+        # Keyed by the NvLink field each fills (a counter by its place in ``errors``, a FEC
+        # bin by its number), so a failed one is reported as ``nvlinks.<link>.<that name>``.
         per_link = [("active", LINK_STATE), ("version", LINK_VERSION),
                     ("speed_mbps", LINK_SPEED),
                     *((f"errors.{name}", fid) for name, fid in errors.items())]
+        if nvlink5:
+            per_link += [("low_power", LINK_POWER_STATE), *LINK_BER_NVLINK5.items()]
+            if self.fec_history:
+                per_link += [(f"fec_history.{i}", fid) for i, fid in enumerate(LINK_FEC_HISTORY)]
         request = [(fid, link) for link in range(count) for _, fid in per_link]
         values = self.call("nvlink_fields", "nvmlDeviceGetFieldValues", self.handle, request)
         if values is None:
@@ -344,14 +358,7 @@ class GpuReader:
                     if err not in UNSUPPORTED:
                         self.gpu.errors[f"nvlinks.{link}.{name}"] = err
                     continue
-                if name == "active":
-                    entry.active = int(value) == 1
-                elif name == "version":
-                    entry.version = int(value)
-                elif name == "speed_mbps":
-                    entry.speed_mbps = int(value)
-                else:
-                    entry.errors[name.removeprefix("errors.")] = int(value)
+                _fill(entry, name, int(value), nvlink5)
             self.gpu.nvlinks.append(entry)
 
     def remote(self, link: NvLink) -> None:
@@ -364,6 +371,28 @@ class GpuReader:
                         "nvmlDeviceGetNvLinkRemotePciInfo", self.handle, link.link)
         if pci is not None:
             link.remote_bdf = pci_address(pci.domain, pci.bus, pci.device)
+
+
+def _fill(entry: NvLink, name: str, value: int, nvlink5: bool) -> None:
+    """Set the NvLink field ``name`` (a per-link batch key) from its raw field value."""
+    if name == "active":
+        entry.active = value == 1
+        if nvlink5:
+            entry.state = value
+    elif name == "version":
+        entry.version = value
+    elif name == "speed_mbps":
+        entry.speed_mbps = value
+    elif name == "low_power":
+        entry.low_power = value == 1
+    elif name in LINK_BER_NVLINK5:
+        setattr(entry, name, nvlink_ber.decode(value))
+    elif name.startswith("fec_history."):
+        if entry.fec_history is None:
+            entry.fec_history = [None] * len(LINK_FEC_HISTORY)
+        entry.fec_history[int(name.removeprefix("fec_history."))] = value
+    else:
+        entry.errors[name.removeprefix("errors.")] = value
 
 
 def checked(gpu: Gpu) -> Gpu:

@@ -41,6 +41,20 @@ class NvLink:
     remote_type: str | None = None  # gpu | switch | ibmnpu | unknown
     remote_bdf: str | None = None
     errors: dict[str, int] = field(default_factory=dict)  # counter name -> value
+    # NVLink5 (Blackwell) only, from the same field-value batch. ``state`` is
+    # NVML_FI_DEV_NVLINK_GET_STATE as NVML answers it (nvml.h NVML_NVLINK_STATE_*: 0
+    # inactive, 1 active, 2 sleep; pynvml 13.615 adds 3, active with traffic disabled):
+    # ``active`` is state 1, and a sleeping link is idle, not down.
+    state: int | None = None
+    # NVML_FI_DEV_NVLINK_GET_POWER_STATE (167): nvml.h "0=HIGH_SPEED 1=LOW_SPEED".
+    low_power: bool | None = None
+    # Bit error rates (fields 220 and 222), decoded from NVML's packed mantissa and power
+    # of ten (nvlink_ber.py); 1.5e-254 is NVML's way of saying zero.
+    effective_ber: float | None = None
+    symbol_ber: float | None = None
+    # Corrected symbol errors per FEC history bin 0-15 (fields 235-250); read only when
+    # nvlink.fec_history is planned (level full); a bin NVML did not answer is None.
+    fec_history: list[int | None] | None = None
 
 
 @record

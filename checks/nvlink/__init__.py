@@ -1,5 +1,6 @@
 """NVLink checks: links up and their version (``links``), GPU-pair reachability and link
-endpoints (``topology``), error rates (``error_rate``); ``helpers`` holds what they share.
+endpoints (``topology``), error rates (``error_rate``), NVLink5 per-link speed, bit error
+rates and FEC history (``link_health``); ``helpers`` holds what they share.
 The NVSwitch chips have their own family, ``checks/nvswitch/switches.py``.
 
 The NVLink checks judge what NVML reported per GPU and per link. A GPU without NVLink
@@ -11,6 +12,6 @@ Importing the package registers every nvlink.* check.
 
 from __future__ import annotations
 
-from . import error_rate, links, topology
+from . import error_rate, link_health, links, topology
 
-__all__ = ["error_rate", "links", "topology"]
+__all__ = ["error_rate", "link_health", "links", "topology"]

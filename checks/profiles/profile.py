@@ -49,6 +49,9 @@ class Profile:
     # NVLink and fabric
     nvlinks_per_gpu: int = 0
     nvlink_version: int | None = None  # NVML enum (6 = NVLink 4)
+    # Each fully active link's speed, MB/s, as NVML_FI_DEV_NVLINK_GET_SPEED answers it
+    # (nvlink.speed); None: not judged.
+    nvlink_link_speed_mbps: int | None = None
     # How many other GPUs of the node each GPU reaches over NVLink, where that is not
     # every one of them: 1 on cards bridged in pairs (H100 NVL), whose GPUs of different
     # pairs talk over PCIe by design. None: every GPU pair (NVSwitch boards, NVL72).

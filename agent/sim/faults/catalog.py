@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....checks.core.levels import Level
+from ...model import nvlink_ber
 from ..state.counter import Counter
 from ..state.hardware import SimGpu, SimNode
 from ..state.platforms import Capability, platforms_with
@@ -305,6 +306,18 @@ def _p2p_broken(node: SimNode, fault: Mapping[str, Any]) -> None:
             node.p2p[pair] = 5  # NVML_P2P_STATUS_NOT_SUPPORTED
 
 
+def _nvlink_speed_reduced(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """One link up at half its speed, in its high-speed power state: trained down."""
+    link = _gpu(node, fault).links[int(fault["link"])]
+    link.speed_mbps //= 2
+
+
+def _nvlink_ber_high(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """One NVLink5 link's effective BER at 3 x 10^-11, above DCGM's 1e-12 (field 220)."""
+    link = _gpu(node, fault).links[int(fault["link"])]
+    link.nvlink5[220] = nvlink_ber.encode(3, 11)
+
+
 def _nvlink_version(node: SimNode, fault: Mapping[str, Any]) -> None:
     for link in _gpu(node, fault).links:
         link.version -= 1
@@ -392,6 +405,8 @@ def _left_out(node: SimNode, fault: Mapping[str, Any]) -> None:
 
 # What a kind needs of the platform (state/platforms.py); the platforms follow from it.
 _NVLINK = frozenset({Capability.NVLINK})
+_NVLINK5 = frozenset({Capability.NVLINK5})
+_NVLINK_SPEED = frozenset({Capability.NVLINK_SPEED})
 _HGX = frozenset({Capability.NVSWITCH})
 _NVL = frozenset({Capability.NVL72})
 _IB = frozenset({Capability.IB})  # InfiniBand compute NICs (run as RoCE for fabric: roce)
@@ -471,6 +486,11 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("nvlink_recovery_trickle", "nvlink.error_rate", "fail", "reset_gpu",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_trickle, level=Level.FULL,
               needs=_NVLINK, trend=True),
+    FaultKind("nvlink_speed_reduced", "nvlink.speed", "fail", "reset_gpu",
+              "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_speed_reduced,
+              needs=_NVLINK_SPEED),
+    FaultKind("nvlink_ber_high", "nvlink.ber", "fail", "reset_gpu", "gpu{gpu}.link{link}",
+              ("gpu", "link"), _nvlink_ber_high, needs=_NVLINK5),
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_remote, needs=_HGX),
     FaultKind("nvswitch_missing", "nvswitch.count", "fail", "reboot", "node", (),

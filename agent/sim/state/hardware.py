@@ -12,6 +12,7 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 
 from ....checks.profiles.profile import Profile
+from ...model import nvlink_ber
 from . import counter
 from .counter import Counter
 from .ib import SimHca, build_hcas
@@ -33,6 +34,13 @@ NVL72_HEALTH_MASK = {"gb200-nvl72": 0x2 | 0x2 << 2 | 0x2 << 4 | 0x2 << 6,
 # Per-link error counters each generation has (field ids; Blackwell dropped 161-163).
 LINK_COUNTERS = (161, 162, 163)
 LINK_COUNTERS_NVLINK5 = (214, 215, 208, 211, 221)
+# A healthy NVLink5 link's packed bit error rates (fields 220, 222; model/nvlink_ber.py):
+# NVML's "no errors", mantissa 15 and exponent 255 (DCGM 4.6.0 nvvs/src/DcgmRecorder.cpp).
+# No real capture shows a per-link value.
+HEALTHY_BER = nvlink_ber.encode(*nvlink_ber.ZERO)
+# FEC history (fields 235-250): corrected symbol errors per bin; a healthy PAM4 link
+# corrects some. Illustrative counts, no capture shows them.
+HEALTHY_FEC_HISTORY = (1200, 40, 2) + (0,) * 13
 
 
 @dataclass
@@ -43,6 +51,9 @@ class SimLink:
     remote_type: int = REMOTE_SWITCH
     remote_bdf: str = ""
     errors: dict[int, Counter] = field(default_factory=dict)  # field id -> counter
+    # NVLink5 only (field id -> value): power state (167), packed BERs (220, 222), FEC
+    # history (235-250). An older link answers NotSupported for them.
+    nvlink5: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -219,8 +230,15 @@ def _links(profile: Profile, layout: Layout, index: int) -> list[SimLink]:
             remote = (layout.nvswitch_bdfs[link % len(layout.nvswitch_bdfs)]
                       if layout.nvswitch_bdfs else "")
         links.append(SimLink(version=version, speed_mbps=speed, remote_type=remote_type,
-                             remote_bdf=remote, errors={fid: Counter() for fid in counters}))
+                             remote_bdf=remote, errors={fid: Counter() for fid in counters},
+                             nvlink5=_nvlink5_values() if layout.architecture >= 10 else {}))
     return links
+
+
+def _nvlink5_values() -> dict[int, int]:
+    """A healthy NVLink5 link: high-speed power state, no bit errors after FEC."""
+    return {167: 0, 220: HEALTHY_BER, 222: HEALTHY_BER,
+            **{235 + i: n for i, n in enumerate(HEALTHY_FEC_HISTORY)}}
 
 
 def build_node(name: str, profile: Profile, rack: str | None = None,

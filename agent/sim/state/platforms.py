@@ -22,10 +22,14 @@ from .layout import HCA_LAYOUTS, LAYOUTS, OEM_HCA_LAYOUTS
 
 # NVML_DEVICE_ARCH_HOPPER: GPU fabric info and SRAM ECC status start with it.
 ARCH_HOPPER = 9
+# NVML_DEVICE_ARCH_BLACKWELL: NVLink5, whose links answer bit error rates.
+ARCH_BLACKWELL = 10
 
 
 class Capability(StrEnum):
     NVLINK = "nvlink"  # NVLinks on every GPU (nvlinks_per_gpu)
+    NVLINK5 = "nvlink5"  # NVLink5 links (Blackwell): per-link bit error rates
+    NVLINK_SPEED = "nvlink_speed"  # the profile expects a per-link NVLink speed
     NVSWITCH = "nvswitch"  # an NVSwitch baseboard with Fabric Manager (HGX, not NVL72)
     NVSWITCH_PCI = "nvswitch_pci"  # its NVSwitches are PCI functions (nvswitch_count)
     # its NVSwitches are managed through ConnectX functions (nvswitch_mgmt_functions: B200)
@@ -47,6 +51,8 @@ def capabilities(platform: str) -> frozenset[Capability]:
     compute = [s for s in HCA_LAYOUTS.get(platform, ()) if s.role == "compute"]
     has = {
         Capability.NVLINK: nvlink,
+        Capability.NVLINK5: nvlink and layout.architecture >= ARCH_BLACKWELL,
+        Capability.NVLINK_SPEED: nvlink and profile.nvlink_link_speed_mbps is not None,
         Capability.NVSWITCH: profile.nvswitch and profile.fabric_manager,
         Capability.NVSWITCH_PCI: profile.nvswitch and bool(profile.nvswitch_count),
         Capability.NVSWITCH_MGMT: profile.nvswitch and bool(profile.nvswitch_mgmt_functions),

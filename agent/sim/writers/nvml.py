@@ -394,6 +394,8 @@ class SimNvml:
                 return per_link[fid]
             if fid in link.errors:
                 return link.errors[fid].value(self.node.epoch)
+            if fid in link.nvlink5:
+                return link.nvlink5[fid]
             _raise(NOT_SUPPORTED)
         if fid in gpu.counters:
             return gpu.counters[fid].value(self.node.epoch)

@@ -12,8 +12,14 @@ from clusterdiag.checks.core.finding import Finding, Status
 from tests.checks.harness import run_check
 
 NOW = 1_700_000_000.0
-NVLINK_CHECKS = ["nvlink.error_rate", "nvlink.links_up", "nvlink.remote", "nvlink.topology",
+NVLINK_CHECKS = ["nvlink.ber", "nvlink.error_rate", "nvlink.fec_history", "nvlink.links_up",
+                 "nvlink.remote", "nvlink.speed", "nvlink.topology",
                  "nvlink.version"]
+# Judged only where the platform has NVLink5 fields or a per-link speed: the contract
+# tests judge them on GB200.
+GB200_JUDGED = frozenset({"nvlink.ber", "nvlink.fec_history", "nvlink.speed"})
+# Judged by what NVML answers whatever the profile: off NVLink they skip as unsupported.
+BY_NVML = frozenset({"nvlink.ber", "nvlink.error_rate", "nvlink.fec_history"})
 LEGACY = {"replay": 0, "recovery": 0, "crc": 0}
 NVLINK5 = {"recovery_failed": 0, "recovery": 0, "rcv_errors": 0, "local_link_integrity": 0,
            "symbol_errors": 0}
@@ -31,8 +37,14 @@ def make_gpu(index: int, platform: str = "dgx-h100", **changes: Any) -> Gpu:
     if links:
         gpu.nvlink_count = links
         gpu.nvswitch_link_count = links
-        gpu.nvlinks = [NvLink(link=n, active=True, version=version, speed_mbps=26562,
+        gpu.nvlinks = [NvLink(link=n, active=True, version=version,
+                              speed_mbps=53125 if version == 7 else 26562,
                               errors=dict(counters)) for n in range(links)]
+        if counters is NVLINK5:
+            for link in gpu.nvlinks:
+                link.state, link.low_power = 1, False
+                link.effective_ber = link.symbol_ber = 1.5e-254  # NVML's "no errors"
+                link.fec_history = [0] * 16
     else:
         gpu.unsupported["nvlinks"] = "NotSupported"
         gpu.unsupported["nvlink_count"] = "NotSupported"

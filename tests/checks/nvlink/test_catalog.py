@@ -13,8 +13,11 @@ from clusterdiag.checks import nvlink as nvlink_checks
 from clusterdiag.checks.core.finding import Status
 from clusterdiag.checks.core.registry import REGISTRY
 from tests.checks.nvlink.factory import (
+    BY_NVML,
+    GB200_JUDGED,
     NOW,
     NVLINK_CHECKS,
+    PLATFORMS,
     by_status,
     judge,
     make_gpu,
@@ -45,8 +48,8 @@ def test_pcie_profile_skips_every_nvlink_check(check_id: str) -> None:
     finding = one(judge(check_id, snap, "hgx-h100-pcie", previous=make_snapshot(
         "hgx-h100-pcie", taken_at=NOW - 10)))
     assert finding.status is Status.SKIP
-    # Counters need no profile: nvlink.error_rate skips because NVML has no links.
-    reason = "NVLink not supported" if check_id == "nvlink.error_rate" else "profile expects none"
+    # Counters and NVML's own rates need no profile: they skip because NVML has no links.
+    reason = "NVLink not supported" if check_id in BY_NVML else "profile expects none"
     assert reason in finding.message
 
 
@@ -60,10 +63,11 @@ def test_nvml_not_supported_skips_per_gpu_never_fails(check_id: str) -> None:
     assert (finding.status, finding.component) == (Status.SKIP, "node")
     assert finding.message == "NVLink not supported on this GPU"
     # One such GPU among NVLink GPUs: that GPU skips, the others are judged.
-    gpus = [make_gpu(i) for i in range(8)]
+    platform = "gb200-nvl72" if check_id in GB200_JUDGED else "dgx-h100"
+    gpus = [make_gpu(i, platform) for i in range(PLATFORMS[platform][3])]
     gpus[3] = make_gpu(3, "hgx-h100-pcie")
-    findings = judge(check_id, make_snapshot(gpus=gpus), "dgx-h100",
-                     previous=make_snapshot(gpus=copy.deepcopy(gpus), taken_at=NOW - 10))
+    findings = judge(check_id, make_snapshot(platform, gpus), platform,
+                     previous=make_snapshot(platform, copy.deepcopy(gpus), taken_at=NOW - 10))
     assert one([f for f in findings if f.component == "gpu3"]).status is Status.SKIP
     assert not by_status(findings, Status.FAIL)
     assert by_status(findings, Status.PASS)
