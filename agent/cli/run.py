@@ -64,13 +64,15 @@ def run(config_path: Path | None, root: Path | None, kernel_log: Path | None,
         # The cluster stack (the gather's aiohttp, ClusterShell, rich) loads only for a
         # cluster report: one node's run, the common case (NHC, cron), never pays for it.
         from ..cluster.judge import run_cluster
+        from ..slurm.topology import read_blocks
         from .emit import emit
 
         forward = {"--level": level, "--checks": patterns, "--profile": profile,
                    "--budget": budget}
         local_only = {"--root": root, "--kernel-log": kernel_log, "--simulate": simulate,
                       "--node": node}
-        cluster = run_cluster(config_path, nodes, via, forward, local_only, need)
+        cluster = run_cluster(config_path, nodes, via, forward, local_only, need,
+                              topology=read_blocks)
         sys.exit(emit(cluster, fmt, output, exclude_file, max_bytes=budget_bytes))
     if simulate is not None and node is None:
         _say_which_node(simulate)

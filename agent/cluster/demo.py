@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ..base.errors import ExitCode, UsageError
 from ..run import session
 from ..settings.config import Config
-from ..sim.cluster import present, racks
+from ..sim.cluster import blocks, present, racks
 from ..sim.spec import load_spec
 from .fleet import Fleet
 from .judge import gather_and_judge
@@ -79,7 +79,7 @@ def run_demo(spec_path: Path | None, config_path: Path | None, need: int | None
         try:
             urls = fleet.start()
             report = gather_and_judge(config, sorted(urls), "agent", need, urls=urls,
-                                      token=token)
+                                      token=token, blocks=blocks(spec))
         finally:
             fleet.close()
     return report

@@ -4,7 +4,7 @@ them with the cluster checks. Each function returns the ClusterReport."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ...reports.cluster_checks import ClusterSettings
     from ...reports.model.cluster import ClusterReport
     from ...reports.model.node import NodeReport
+    from ..model.slurm_blocks import SlurmBlocks
     from ..settings.config import Config
 
 
@@ -32,8 +33,8 @@ def cluster_settings(config: Config) -> ClusterSettings:
 
 
 def gather_and_judge(config: Config, nodes: Sequence[str], via: str, need: int | None,
-                     urls: dict[str, str] | None = None, token: str | None = None
-                     ) -> ClusterReport:
+                     urls: dict[str, str] | None = None, token: str | None = None,
+                     blocks: SlurmBlocks | None = None) -> ClusterReport:
     checks = cluster_settings(config)
     settings = gather.settings_from(config.section("cluster"),
                                     config.section("agent").get("token_file"))
@@ -47,7 +48,7 @@ def gather_and_judge(config: Config, nodes: Sequence[str], via: str, need: int |
             result = gather.gather_ssh(nodes, settings, advance)
         else:
             result = gather.gather_srun(nodes, settings)
-    return judge(*result, checks, via=via, need=need)
+    return judge(*result, checks, via=via, need=need, blocks=blocks)
 
 
 def one_node_report(config: Config, node_report: NodeReport, need: int | None
@@ -71,10 +72,11 @@ def merge_reports(config_path: Path | None, files: tuple[str, ...], need: int | 
 
 
 def run_cluster(config_path: Path | None, nodes_arg: str | None, via: str | None,
-                forward: dict[str, Any], local_only: dict[str, Any], need: int | None
-                ) -> ClusterReport:
+                forward: dict[str, Any], local_only: dict[str, Any], need: int | None,
+                topology: Callable[[Config], SlurmBlocks] | None = None) -> ClusterReport:
     """``run --nodes``: the nodes' reports gathered and judged. ``forward`` are the run
-    flags each node applies (ssh, srun); ``local_only`` those that read one node."""
+    flags each node applies (ssh, srun); ``local_only`` those that read one node;
+    ``topology`` reads Slurm's blocks (agent/slurm, which this layer may not import)."""
     via = via or "agent"
     if via == "local":
         raise UsageError("--via local checks this node only: drop --nodes, or gather with "
@@ -97,4 +99,5 @@ def run_cluster(config_path: Path | None, nodes_arg: str | None, via: str | None
         section["remote_command"] = " ".join([section["remote_command"], *extra])
 
         config = Config({**config.data, "cluster": section}, config.path)
-    return gather_and_judge(config, names, via, need)
+    blocks = topology(config) if topology is not None else None
+    return gather_and_judge(config, names, via, need, blocks=blocks)

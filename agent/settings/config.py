@@ -178,6 +178,8 @@ SCHEMA: dict[str, Any] = {
         "ssh_worker": ((str,), "ssh"),  # a ClusterShell worker: ssh, exec, rsh
         "expected_trays_per_rack": ((int,), 18, (1, 1024)),
         "racks": ((dict,), {}),  # rack name -> node set of its trays
+        # Slurm's topology.yaml or topology.conf when scontrol cannot say (agent/slurm/topology.py)
+        "slurm_topology": (_OPT_STR, None),
         "pinned": ((dict,), {}),  # driver, cuda, nccl, vbios, hca_firmware, kernel, clusterdiag
         "outlier_mad_k": (_NUM, 6.0, (0.01, 1_000.0)),
         "outlier_min_nodes": ((int,), 5, (2, 1_000_000)),

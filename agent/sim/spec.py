@@ -168,6 +168,10 @@ def _add_fault(nodes: dict[str, NodeSpec], fault: Any, where: str) -> None:
                               f"({name} has {node.fabric})")
         if kind.profiles and node.profile not in kind.profiles:
             raise _bad(where, f"fault {kind.kind}: does not apply to {node.profile} ({name})")
+        if "block" in fault and (str(fault["block"]) == node.rack or str(fault["block"])
+                                 not in {n.rack for n in nodes.values()}):
+            raise _bad(where, f"fault {kind.kind}: block {short(str(fault['block']))!r} is "
+                              f"not another rack of the spec (each rack is one Slurm block)")
         if "hca" in fault:
             problem = hca_problem(kind.kind, node.profile, str(fault["hca"]),
                                   _int(fault.get("port", 1)))

@@ -104,7 +104,7 @@ class Scontrol:
         self.timeout_s = timeout_s
         self.deadline = deadline
 
-    def _run(self, *args: str) -> str:
+    def _run(self, *args: str, max_bytes: int | None = None) -> str:
         if self.program is None:
             where = self.configured or "PATH, next to SLURM_CONF or the standard directories"
             raise SlurmError(f"scontrol not found ({where})")
@@ -113,7 +113,8 @@ class Scontrol:
             timeout = min(timeout, self.deadline - time.monotonic())
         if timeout <= 0.05:
             raise SlurmError(f"scontrol {args[0]}: no time left in the budget")
-        result = run_command([self.program, *args], timeout, env=self.environ)
+        result = run_command([self.program, *args], timeout, env=self.environ,
+                             max_bytes=max_bytes)
         if result.returncode is None:
             raise SlurmError(f"scontrol {args[0]}: "
                              f"{(result.error or 'failed').removeprefix(self.program + ': ')}")
@@ -128,6 +129,11 @@ class Scontrol:
 
     def job_start(self, job_id: str) -> float | None:
         return parse_job_start(self._run("show", "job", job_id, "-o"))
+
+    def show_topology(self, max_bytes: int) -> str:
+        """``scontrol show topology``: the default topology slurmctld runs (scontrol(1)),
+        read no further than ``max_bytes``."""
+        return self._run("show", "topology", max_bytes=max_bytes)
 
     def drain(self, name: str, reason: str) -> None:
         self._run("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")

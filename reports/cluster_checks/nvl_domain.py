@@ -26,14 +26,14 @@ FABRIC_COMPLETED = 3
 
 
 @cache
-def _is_tray(profile: str) -> bool:
+def is_tray(profile: str) -> bool:
     try:
         return load_profile(profile).nvl72
     except UnknownProfileError:
         return False
 
 
-def _domain(summary: NodeSummary) -> tuple[str, int] | None:
+def domain(summary: NodeSummary) -> tuple[str, int] | None:
     values = [(str(g.get("cluster_uuid")), int(g.get("clique_id") or 0))
               for g in summary.facts.fabric]
     return majority(values) if values else None
@@ -52,8 +52,8 @@ def _racks(trays: Sequence[NodeSummary], settings: ClusterSettings
     for summary in trays:
         if summary.node in placed:
             continue
-        domain = _domain(summary)
-        uuid = domain[0] if domain else ZERO_UUID
+        pair = domain(summary)
+        uuid = pair[0] if pair else ZERO_UUID
         racks["unassigned" if uuid == ZERO_UUID else f"nvl-{uuid[:8]}"].append(summary)
     return dict(racks)
 
@@ -73,7 +73,7 @@ def _check_rack(rack: str, trays: list[NodeSummary], settings: ClusterSettings,
         found.append(tagged(CHECK, Finding.fail(
             component, "tray has not completed NVLink fabric registration",
             fold(unregistered), "completed on every tray", Action.INVESTIGATE), unregistered))
-    domains = [(s.node, d) for s in trays if (d := _domain(s)) is not None]
+    domains = [(s.node, d) for s in trays if (d := domain(s)) is not None]
     if domains:
         common = majority(d for _, d in domains)
         odd = minority_by_value(domains, common)
@@ -102,7 +102,7 @@ def _check_rack(rack: str, trays: list[NodeSummary], settings: ClusterSettings,
 
 
 def nvl_domain(nodes: Sequence[NodeSummary], settings: ClusterSettings) -> list[ClusterFinding]:
-    trays = [s for s in nodes if s.answered and _is_tray(s.profile)]
+    trays = [s for s in nodes if s.answered and is_tray(s.profile)]
     if not trays:
         return [tagged(CHECK, Finding.skip("cluster", "no NVL72 trays in this cluster"))]
     unreachable = {s.node for s in nodes if not s.answered}

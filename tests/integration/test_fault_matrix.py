@@ -133,7 +133,7 @@ def _profile_for(kind: FaultKind) -> str:
 
 def _fault(kind: FaultKind, platform: str | None = None) -> dict[str, object]:
     fault: dict[str, object] = {"node": "n1", "kind": kind.kind}
-    defaults: dict[str, object] = {"gpu": 3, "link": 7, "version": "550.54.15",
+    defaults: dict[str, object] = {"gpu": 3, "link": 7, "version": "550.54.15", "block": "r2",
                                    "function": "nvmlDeviceGetTemperature", "error": 999}
     if "hca" in kind.keys:  # an HCA the kind applies to on its profile, on port 1
         defaults["hca"] = "mlx5_4" if kind.layout == "oem" else example_hca(

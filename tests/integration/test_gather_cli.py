@@ -109,3 +109,29 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal() -> None:
     progress = Progress(1000, "gathering")
     assert progress.__enter__() is None
     progress.__exit__(None, None, None)
+
+
+def test_nodes_are_judged_against_slurms_blocks(tmp_path: Path) -> None:
+    """``run --nodes`` asks scontrol for Slurm's blocks and names the tray whose NVLink
+    partition is not its block's: a cluster finding for --exclude, exit 1."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("nodes:\n  - {names: 'r1-tray[01-02]', profile: gb200-nvl72, rack: r1}\n"
+                    "  - {names: r2-tray01, profile: gb200-nvl72, rack: r2}\n")
+    command = (f"{sys.executable} -m clusterdiag.agent run --simulate {spec} --node %h "
+               "--format json")
+    scontrol = tmp_path / "scontrol"  # the block plugin's lines (tests/fixtures/slurm)
+    scontrol.write_text("#!/bin/sh\necho 'BlockName=b1 BlockIndex=0 "
+                        "Nodes=r1-tray[01-02],r2-tray01 BlockSize=3'\n")
+    scontrol.chmod(0o755)
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"prolog": {"scontrol": str(scontrol)},
+                                  "cluster": {"ssh_worker": "exec", "remote_command": command,
+                                              "expected_trays_per_rack": 1}}))
+    proc = run_cli("run", "--nodes", "r1-tray[01-02],r2-tray01", "--via", "ssh", "--config",
+                   str(config), "--format", "json", timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    bad = [f for f in report["cluster_findings"] if f["status"] in ("fail", "error", "warn")]
+    assert [(f["check"], f["component"], f["nodes"]) for f in bad] == [
+        ("cluster.nvl_blocks", "block b1", "r2-tray01")]
+    assert report["bad_nodes"] == "r2-tray01"

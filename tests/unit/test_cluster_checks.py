@@ -3,15 +3,19 @@ and what it leaves alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clusterdiag.agent.base.errors import ConfigError
+from clusterdiag.agent.model.slurm_blocks import SlurmBlocks
+from clusterdiag.agent.slurm.topology import parse_scontrol
 from clusterdiag.checks.core.finding import Action, Finding, Status
 from clusterdiag.reports.cluster_checks import Unreachable, judge, settings_from
 from clusterdiag.reports.cluster_checks.capacity import capacity
 from clusterdiag.reports.cluster_checks.ib_rails import ib_rails
+from clusterdiag.reports.cluster_checks.nvl_blocks import nvl_blocks
 from clusterdiag.reports.cluster_checks.nvl_domain import nvl_domain
 from clusterdiag.reports.cluster_checks.outliers import outliers, outlying
 from clusterdiag.reports.cluster_checks.profiles import node_sets, profiles
@@ -343,3 +347,82 @@ def test_config_cluster_section_is_validated(tmp_path: Any) -> None:
     path.write_text("cluster:\n  concurrency: lots\n")
     with pytest.raises(ConfigError, match="must be an integer"):
         load_config(path, {})
+
+
+# -- nvl_blocks -----------------------------------------------------------------------------
+
+SLURM_FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"
+
+
+def _recorded_blocks(name: str = "scontrol-show-topology-24.11") -> SlurmBlocks:
+    """Slurm's blocks as ``scontrol show topology`` printed them: nvl1 and nvl2, a block
+    per rack of 18 trays."""
+    blocks = parse_scontrol((SLURM_FIXTURES / name).read_text())
+    assert blocks is not None
+    return SlurmBlocks("scontrol show topology", blocks)
+
+
+def _two_racks() -> list[NodeSummary]:
+    return [tray(f"nvl1-tray{i:02d}", UUID_A) for i in range(1, 19)] + [
+        tray(f"nvl2-tray{i:02d}", UUID_B) for i in range(1, 19)]
+
+
+def test_nvl_blocks_passes_blocks_that_each_hold_one_partition() -> None:
+    found = nvl_blocks(_two_racks(), _recorded_blocks("scontrol-show-topology-24.05"))
+    assert [(c.finding.component, c.finding.status) for c in found] == [
+        ("block nvl1", Status.PASS), ("block nvl2", Status.PASS)]
+
+
+def test_nvl_blocks_several_blocks_inside_one_partition_are_healthy() -> None:
+    halves = SlurmBlocks("topology.conf", {
+        "a": tuple(f"nvl1-tray{i:02d}" for i in range(1, 10)),
+        "b": tuple(f"nvl1-tray{i:02d}" for i in range(10, 19))})
+    assert statuses(nvl_blocks(_two_racks(), halves)) == {Status.PASS}
+
+
+def test_nvl_blocks_names_a_tray_registered_in_another_partition_than_its_block() -> None:
+    nodes = _two_racks()
+    nodes[20] = tray("nvl2-tray03", UUID_A)  # in rack nvl1's partition, in block nvl2
+    found = nvl_blocks(nodes, _recorded_blocks())
+    bad = [c for c in found if c.finding.status is not Status.PASS]
+    assert len(bad) == 1
+    assert (bad[0].finding.component, bad[0].nodes) == ("block nvl2", ("nvl2-tray03",))
+    assert bad[0].finding.status is Status.FAIL
+    assert bad[0].finding.action is Action.FIX_CONFIG
+    assert bad[0].finding.observed == {f"{UUID_A}/32766": "nvl2-tray03"}
+    assert bad[0].finding.expected == f"{UUID_B}/32766"
+
+
+def test_nvl_blocks_names_the_minority_of_a_block_spanning_two_partitions() -> None:
+    """A rack cut into two partitions of 9 and 9 trays (cliques 1 and 2) while Slurm still
+    has one block of 18: a job placed in the block crosses the partition boundary."""
+    nodes = [tray(f"nvl1-tray{i:02d}", clique=1 if i <= 9 else 2) for i in range(1, 19)]
+    found = nvl_blocks(nodes, _recorded_blocks())
+    assert [c.finding.status for c in found] == [Status.FAIL]
+    assert found[0].nodes == tuple(f"nvl1-tray{i:02d}" for i in range(10, 19))
+    assert found[0].finding.observed == {f"{UUID_A}/2": "nvl1-tray[10-18]"}
+
+
+def test_nvl_blocks_leaves_to_nvl_domain_the_trays_it_names() -> None:
+    """One fault, one finding: a tray in another clique than its rack is nvl_domain's."""
+    nodes = _two_racks()
+    nodes[2] = tray("nvl1-tray03", UUID_A, clique=7)
+    report = judge(nodes, [], ClusterSettings(), via="files", blocks=_recorded_blocks())
+    failed = {c.finding.check: c.nodes for c in report.findings
+              if c.finding.status is Status.FAIL}
+    assert failed == {"cluster.nvl_domain": ("nvl1-tray03",)}
+
+
+def test_nvl_blocks_skips_or_errs_with_the_reason_and_never_fails_a_tray() -> None:
+    nodes = _two_racks()
+    assert statuses(nvl_blocks(nodes, None)) == {Status.SKIP}
+    skipped = nvl_blocks(nodes, SlurmBlocks(skipped="no Slurm block topology: scontrol not "
+                                                    "found"))
+    assert [c.finding.status for c in skipped] == [Status.SKIP]
+    assert "scontrol not found" in str(skipped[0].finding.observed)
+    unreadable = nvl_blocks(nodes, SlurmBlocks("scontrol show topology",
+                                               error="block b1: bad node set"))
+    assert [(c.finding.status, c.nodes) for c in unreadable] == [(Status.ERROR, ())]
+    assert statuses(nvl_blocks([node("gpu001")], _recorded_blocks())) == {Status.SKIP}
+    elsewhere = SlurmBlocks("topology.conf", {"b": ("gpu001",)})
+    assert statuses(nvl_blocks(nodes, elsewhere)) == {Status.SKIP}

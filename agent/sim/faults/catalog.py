@@ -392,6 +392,11 @@ def _rack_clique(node: SimNode, fault: Mapping[str, Any]) -> None:
             gpu.fabric.clique_id += 1
 
 
+def _listed_in_block(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """Nothing to change on the tray: Slurm's block topology (sim/cluster.py blocks) lists
+    it in ``block``, another rack's block, whose trays are in another NVLink partition."""
+
+
 def _serve(mode: str) -> Apply:
     def apply(node: SimNode, fault: Mapping[str, Any]) -> None:
         node.serve = mode
@@ -688,6 +693,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               needs=_IB),
     FaultKind("rack_clique_mismatch", "cluster.nvl_domain", "fail", "investigate",
               "rack {rack}", (), _rack_clique, cluster=True, needs=_NVL),
+    FaultKind("tray_outside_block", "cluster.nvl_blocks", "fail", "fix_config",
+              "block {block}", ("block",), _listed_in_block, cluster=True, needs=_NVL),
     FaultKind("tray_missing", "cluster.nvl_domain", "warn", "investigate", "rack {rack}", (),
               _left_out, cluster=True, absent=True, needs=_NVL),
     FaultKind("node_unreachable", "cluster.reachability", "fail", "investigate", "node", (),
