@@ -10,7 +10,8 @@ clock events, P-state, current PCIe gen and width, persistence, MIG, processes, 
 histogram, fabric info (one call more per version a driver older than the binding
 refuses), SRAM status, unrepairable flag, and ONE field-value batch for every counter and
 every per-link value. Max PCIe gen/width come from sysfs (the PCI source), not NVML: the
-same numbers, two calls fewer per GPU.
+same numbers, two calls fewer per GPU. A GPU with NVLink-C2C to a Grace CPU costs two
+more: its C2C mode and one batch of its C2C links.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 from ..model import nvlink_ber
-from ..model.gpu import FabricClique, FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
+from ..model.gpu import C2cLink, FabricClique, FabricInfo, Gpu, GpuProcess, NvLink, NvmlInfo
 from ..model.pci import pci_address
 from ..model.record import MISSING, fields
 from ..model.serde import SerdeError, from_jsonable, to_jsonable
@@ -51,6 +52,7 @@ DEVICE_FIELDS: dict[str, int] = {
     "remap_failure": 145, "memory_temperature_c": 82, "recovery_action": 230,
     "pcie_replay_count": 94, "nvlink_count": 91, "nvswitch_link_count": 147,
     "power_draw_w": 185, "power_limit_w": 190, "power_default_limit_w": 189,
+    "c2c_link_count": 170,
 }
 # Per-link fields (scope = link). Blackwell dropped the DL replay/recovery/CRC counters
 # (nvml.h on fields 161-163: "unsupported for Blackwell+"), so each generation asks for its own.
@@ -67,6 +69,15 @@ LINK_POWER_STATE = 167
 LINK_BER_NVLINK5 = {"effective_ber": 220, "symbol_ber": 222}
 LINK_FEC_HISTORY = tuple(range(235, 251))
 REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch", 255: "unknown"}
+# NVLink-C2C, per link (scope = link): nvml.h 170-172 "Number of C2C Links present on the
+# device", "C2C Link Status 0=INACTIVE 1=ACTIVE", "C2C Link Speed in MBps for active
+# links"; the error counters since NVML 575 (nvidia-ml-py 13.615.71 pynvml.py,
+# NVML_FI_DEV_C2C_LINK_ERROR_INTR/_REPLAY/_REPLAY_B2B = 231-233; DCGM's dcgm_fields.h
+# names them "C2C Link CRC Error Counter", "... Replay Error Counter", "... Back to Back
+# Replay Error Counter"). A driver older than a field answers InvalidArgument for it (as
+# for the clock-event fields): "not on this driver", never a broken GPU.
+C2C_LINK_STATUS, C2C_LINK_MAX_BW = 171, 172
+C2C_LINK_ERRORS = {"crc": 231, "replay": 232, "replay_b2b": 233}
 NVML_CLOCK_SM = 1
 # Accumulated slowdown time per reason (NVML_FI_DEV_CLOCKS_EVENT_REASON_* in nvml.h),
 # read in their own batch: drivers older than the fields answer InvalidArgument for them,
@@ -325,13 +336,47 @@ class GpuReader:
         got = {name: _field_value(values[i]) for i, name in enumerate(DEVICE_FIELDS)}
         for name, (_value, err) in got.items():
             if err is not None:
-                (g.unsupported if err in UNSUPPORTED else g.errors)[name] = err
+                (g.unsupported if _unsupported(name, err) else g.errors)[name] = err
         for name, (value, _err) in got.items():
             setattr(g, name, _convert(name, value))
         if g.nvlink_count:
             self._links(g.nvlink_count)
         elif g.nvlink_count == 0 or "nvlink_count" in g.unsupported:
             g.unsupported.setdefault("nvlinks", "NotSupported")
+        if g.c2c_link_count is not None:
+            self._c2c(g.c2c_link_count)
+
+    def _c2c(self, count: int) -> None:
+        """The C2C mode and, where the GPU has C2C links, each link's status, bandwidth and
+        error counters in one batch. Asked only where field 170 answered, so an x86 host
+        (NotSupported there) pays no call."""
+        g = self.gpu
+        mode = self.call("c2c_enabled", "nvmlDeviceGetC2cModeInfoV", self.handle)
+        if mode is not None:
+            g.c2c_enabled = bool(mode.isC2cEnabled)
+        if count <= 0:
+            return
+        per_link = [("active", C2C_LINK_STATUS), ("max_bw_mbps", C2C_LINK_MAX_BW),
+                    *((f"errors.{name}", fid) for name, fid in C2C_LINK_ERRORS.items())]
+        request = [(fid, link) for link in range(count) for _, fid in per_link]
+        values = self.call("c2c_fields", "nvmlDeviceGetFieldValues", self.handle, request)
+        if values is None:
+            return
+        width = len(per_link)
+        for link in range(count):
+            entry = C2cLink(link=link)
+            for j, (name, _) in enumerate(per_link):
+                value, err = _field_value(values[link * width + j])
+                key = f"c2c_links.{link}.{name}"
+                if err is not None:
+                    (g.unsupported if _unsupported(key, err) else g.errors)[key] = err
+                elif name == "active":
+                    entry.active = int(value) == 1
+                elif name == "max_bw_mbps":
+                    entry.max_bw_mbps = int(value)
+                else:
+                    entry.errors[name.removeprefix("errors.")] = int(value)
+            g.c2c_links.append(entry)
 
     def _links(self, count: int) -> None:
         nvlink5 = (self.gpu.architecture or 0) >= ARCH_BLACKWELL
@@ -416,6 +461,12 @@ def checked(gpu: Gpu) -> Gpu:
             setattr(gpu, item.name, default)
             gpu.errors[item.name] = f"unexpected answer: {exc}"[:200]
     return gpu
+
+
+def _unsupported(key: str, err: str) -> bool:
+    """Whether a field's error means "not on this part or driver": the C2C fields are
+    newer than many drivers, which answer InvalidArgument for a field they do not know."""
+    return err in UNSUPPORTED or (key.startswith("c2c") and err == "InvalidArgument")
 
 
 def _field_value(entry: Any) -> tuple[Any, str | None]:

@@ -6,10 +6,11 @@ tell "not supported here" (skip) from "broken" (fail) by that difference alone.
 
 A reason is keyed by the name of the field it left empty (``temperature_c``); a value
 inside a list or dict by its path (``nvlinks.3.active``, ``nvlinks.3.errors.crc``,
-``clock_event_time_ns.sw_thermal``); ``nvlinks`` in ``unsupported`` means no NVLink on this
-GPU. Only what fills no one field keeps its own name: ``handle`` (the GPU could not be
-opened), ``fields`` and ``nvlink_fields`` (a whole field-value batch failed), ``reader``
-and ``deadline`` (the reading itself). Snapshots of schema v1 used NVML-ish names
+``clock_event_time_ns.sw_thermal``, ``c2c_links.0.errors.replay``); ``nvlinks`` in
+``unsupported`` means no NVLink on this GPU. Only what fills no one field keeps its own
+name: ``handle`` (the GPU could not be opened), ``fields``, ``nvlink_fields`` and
+``c2c_fields`` (a whole field-value batch failed), ``reader`` and ``deadline`` (the reading
+itself). Snapshots of schema v1 used NVML-ish names
 (``temperature``); upgrade.py renames them when such a file is read.
 """
 
@@ -66,6 +67,19 @@ class FabricClique:
 
     type: int
     id: int
+
+
+@record
+class C2cLink:
+    """One NVLink-C2C link between a GPU and its Grace CPU, as NVML's per-link fields give
+    it (nvml.h: NVML_FI_DEV_C2C_LINK_GET_STATUS 171 "0=INACTIVE 1=ACTIVE",
+    NVML_FI_DEV_C2C_LINK_GET_MAX_BW 172 "C2C Link Speed in MBps for active links")."""
+
+    link: int
+    active: bool | None = None
+    max_bw_mbps: int | None = None
+    # crc, replay, replay_b2b (fields 231-233, NVML 575+) -> value; only those answered
+    errors: dict[str, int] = field(default_factory=dict)
 
 
 @record
@@ -153,6 +167,10 @@ class Gpu:
     nvlinks: list[NvLink] = field(default_factory=list)
     fabric: FabricInfo | None = None
     platform: dict[str, str | int] | None = None
+    # NVLink-C2C to the Grace CPU (GH200, GB200, GB300); NotSupported on x86 hosts
+    c2c_enabled: bool | None = None  # nvmlDeviceGetC2cModeInfoV: isC2cEnabled
+    c2c_link_count: int | None = None  # field 170, NVML_FI_DEV_C2C_LINK_COUNT
+    c2c_links: list[C2cLink] = field(default_factory=list)
     # how the reading went
     responsive: bool = True
     lost: str | None = None  # GpuIsLost | ResetRequired | timeout

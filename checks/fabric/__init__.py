@@ -1,6 +1,7 @@
 """Fabric checks: the Fabric Manager daemon (``services``), IMEX (``imex``), NVML fabric
 registration (``state``), NVL72 cliques (``clique``) and fabric health (``health``), a module
-per concern; ``helpers`` holds what they share.
+per concern; ``helpers`` holds what they share. The GPU-to-Grace NVLink-C2C links
+(``c2c``, checks ``c2c.*``) live here too, as the ``roce.*`` checks live in ``ib``.
 
 Which fabric software a node runs depends on the platform (Fabric Manager user guide): HGX/DGX
 boards with NVSwitch chips (A100, H100, H200, B200) need ``nvidia-fabricmanager``; GB200
@@ -13,6 +14,6 @@ Importing the package registers every fabric.* check.
 
 from __future__ import annotations
 
-from . import clique, health, imex, services, state
+from . import c2c, clique, health, imex, services, state
 
-__all__ = ["clique", "health", "imex", "services", "state"]
+__all__ = ["c2c", "clique", "health", "imex", "services", "state"]

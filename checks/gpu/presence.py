@@ -211,8 +211,8 @@ def _responsive_gpu(gpu: Gpu, unanswered: bool) -> Finding:
     return Finding.passed(comp, "GPU answers NVML")
 
 
-# Read errors the nvlink and fabric families judge (per-link fields, fabric info).
-_OTHER_FAMILIES = ("nvlink", "fabric", "platform")
+# Read errors the nvlink, fabric and c2c checks judge (per-link fields, fabric info).
+_OTHER_FAMILIES = ("nvlink", "fabric", "platform", "c2c")
 
 # --- gpu.count, gpu.model ------------------------------------------------------------
 

@@ -30,7 +30,8 @@ from clusterdiag.reports.cluster_checks import CATALOG as CLUSTER_CATALOG
 from clusterdiag.reports.model.node import NodeReport
 
 # The families whose failures the simulator must be able to produce.
-SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.", "ib.", "nccl.", "roce.")
+SIMULATED_FAMILIES = ("gpu.", "nvlink.", "fabric.", "nvswitch.", "ib.", "nccl.", "roce.",
+                      "c2c.")
 # Checks that only report on the run itself and have nothing to trip.
 NOT_FAULTS = {"host.profile"}
 # A RoCE node (fabric: roce) and an OEM server (layout: oem) are judged with the site

@@ -220,6 +220,16 @@ def _nvlink_remote(node: SimNode, fault: Mapping[str, Any]) -> None:
     gpu.fields[147] = int(gpu.fields.get(147) or 1) - 1
 
 
+def _c2c_link_down(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The GPU's first C2C link inactive (field 171 answers 0)."""
+    _gpu(node, fault).c2c_links[0].status = 0
+
+
+def _c2c_errors(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The GPU's first C2C link replaying 50 times a second (field 232)."""
+    _gpu(node, fault).c2c_links[0].errors[232] = Counter(0, 50.0)
+
+
 def _nvswitch_missing(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.nvswitch_bdfs.pop()
 
@@ -417,6 +427,7 @@ _NVL = frozenset({Capability.NVL72})
 _IB = frozenset({Capability.IB})  # InfiniBand compute NICs (run as RoCE for fabric: roce)
 _RAILS = frozenset({Capability.IB, Capability.RAIL_PER_GPU})
 _OEM = frozenset({Capability.IB, Capability.OEM_LAYOUT})
+_C2C = frozenset({Capability.C2C})
 
 FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("gpu_missing", "gpu.count", "fail", "reboot", "node", ("gpu",), _missing),
@@ -498,6 +509,10 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               ("gpu", "link"), _nvlink_ber_high, needs=_NVLINK5),
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_remote, needs=_HGX),
+    FaultKind("c2c_link_down", "c2c.links", "fail", "reboot", "gpu{gpu}", ("gpu",),
+              _c2c_link_down, needs=_C2C),
+    FaultKind("c2c_errors", "c2c.error_rate", "warn", "investigate", "gpu{gpu}.c2c0",
+              ("gpu",), _c2c_errors, level=Level.FULL, needs=_C2C),
     FaultKind("nvswitch_missing", "nvswitch.count", "fail", "reboot", "node", (),
               _nvswitch_missing, needs=frozenset({Capability.NVSWITCH_PCI})),
     # HGX B200: its NVSwitches are no PCI functions; one of the ConnectX-7 functions they

@@ -56,6 +56,26 @@ class SimLink:
     nvlink5: dict[int, int] = field(default_factory=dict)
 
 
+# NVLink-C2C (Grace <-> GPU) on the NVL72 trays. No capture shows a GB200/GB300 tray's
+# per-link values (the real `nvidia-smi -q -x` of both, shared/data/real/gb200, show only
+# <c2c_mode>Enabled</c2c_mode>), so: each link at the GH200's 44.712 GB/s (`nvidia-smi c2c
+# -s` on a GH200: ten links at 44.712 GB/s, dmlc/xgboost
+# tests/cpp/common/test_cuda_dr_utils.cc), and five of them per GPU, the share of each of
+# a superchip's two GPUs in its "NVLink-C2C 900 GB/s bidirectional" (NVIDIA GB200 NVL72
+# product page, nvidia.com/en-us/data-center/gb200-nvl72/): 5 x 44.7 GB/s a direction.
+# No check judges either figure absolutely: only GPUs of one tray disagreeing.
+C2C_LINKS_PER_GPU = 5
+C2C_LINK_MAX_BW_MBPS = 44_712
+C2C_LINK_COUNTERS = (231, 232, 233)  # CRC, replay, back-to-back replay (NVML 575+)
+
+
+@dataclass
+class SimC2cLink:
+    status: int = 1  # NVML_FI_DEV_C2C_LINK_GET_STATUS: 1 = ACTIVE
+    max_bw_mbps: int = C2C_LINK_MAX_BW_MBPS
+    errors: dict[int, Counter] = field(default_factory=dict)  # field id -> counter
+
+
 @dataclass
 class SimFabric:
     state: int = FABRIC_COMPLETED
@@ -103,6 +123,8 @@ class SimGpu:
     fields: dict[int, float | int | None] = field(default_factory=dict)  # None: NotSupported
     counters: dict[int, Counter] = field(default_factory=dict)
     links: list[SimLink] = field(default_factory=list)
+    c2c_links: list[SimC2cLink] = field(default_factory=list)
+    c2c_enabled: int | None = None  # nvmlDeviceGetC2cModeInfoV; None: NotSupported
     hang: bool = False
     lost: int | None = None  # an NVML error code every device call raises
     call_errors: dict[str, int] = field(default_factory=dict)  # function -> NVML error code
@@ -241,6 +263,15 @@ def _nvlink5_values() -> dict[int, int]:
             **{235 + i: n for i, n in enumerate(HEALTHY_FEC_HISTORY)}}
 
 
+def _c2c(gpu: SimGpu) -> None:
+    """C2C mode enabled, as both real trays' `nvidia-smi -q -x` show (<c2c_mode>), and
+    the links above; on other platforms field 170 and the mode answer NotSupported."""
+    gpu.c2c_enabled = 1
+    gpu.fields[170] = C2C_LINKS_PER_GPU
+    gpu.c2c_links = [SimC2cLink(errors={fid: Counter() for fid in C2C_LINK_COUNTERS})
+                     for _ in range(C2C_LINKS_PER_GPU)]
+
+
 def build_node(name: str, profile: Profile, rack: str | None = None,
                cluster_uuid: bytes | None = None, clique_id: int = 0) -> SimNode:
     """A healthy node of ``profile``: every answer what the real parts give."""
@@ -267,6 +298,8 @@ def build_node(name: str, profile: Profile, rack: str | None = None,
                 gpu.fabric.clique_id = clique_id or 32766
                 gpu.fabric.health_mask = NVL72_HEALTH_MASK[profile.name]
                 gpu.fabric.health_summary = 1
+        if profile.nvl72:  # a Grace tray: its GPUs reach their CPU over NVLink-C2C
+            _c2c(gpu)
         gpus.append(gpu)
     services = {"nvidia-persistenced.service": "active"}
     if profile.fabric_manager:

@@ -40,6 +40,7 @@ class Capability(StrEnum):
     IB = "ib"  # InfiniBand compute NICs, which the simulator can also run as RoCE
     RAIL_PER_GPU = "rail_per_gpu"  # each compute NIC beside its GPU, on an x86 host
     OEM_LAYOUT = "oem_layout"  # an OEM server's NIC layout is simulated (layout: oem)
+    C2C = "c2c"  # GPUs joined to a Grace CPU by NVLink-C2C (the NVL72 trays)
 
 
 @cache
@@ -64,6 +65,7 @@ def capabilities(platform: str) -> frozenset[Capability]:
         Capability.RAIL_PER_GPU: bool(compute) and not profile.nvl72
         and all(s.gpu_bdf is not None for s in compute),
         Capability.OEM_LAYOUT: platform in OEM_HCA_LAYOUTS,
+        Capability.C2C: profile.nvl72,
     }
     return frozenset(c for c, present in has.items() if present)
 

@@ -27,6 +27,8 @@ from ..state.hardware import REMOTE_GPU, SimFabric, SimGpu, SimNode
 T = TypeVar("T")
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 INVALID_ARGUMENT = pynvml.NVML_ERROR_INVALID_ARGUMENT
+# NVLink-C2C per-link fields (scope = C2C link): status, bandwidth, error counters.
+_C2C_LINK_FIELDS = frozenset({171, 172, 231, 232, 233, 234})
 
 
 class _Handle:
@@ -384,6 +386,8 @@ class SimNvml:
         return [int(self._field(gpu, 1)), int(self._field(gpu, 2))]
 
     def _field(self, gpu: SimGpu, fid: int, scope: int | None = None) -> Any:
+        if scope is not None and fid in _C2C_LINK_FIELDS:
+            return self._c2c_field(gpu, fid, scope)
         if scope is not None:
             if gpu.mig[0] or scope >= len(gpu.links):
                 _raise(NOT_SUPPORTED if gpu.mig[0] else INVALID_ARGUMENT)
@@ -405,6 +409,28 @@ class SimNvml:
         if value is None:
             _raise(NOT_SUPPORTED)
         return value
+
+    def _c2c_field(self, gpu: SimGpu, fid: int, scope: int) -> Any:
+        if not gpu.c2c_links:
+            _raise(NOT_SUPPORTED)
+        if not 0 <= scope < len(gpu.c2c_links):
+            _raise(INVALID_ARGUMENT)
+        link = gpu.c2c_links[scope]
+        if fid == 171:
+            return link.status
+        if fid == 172:
+            return link.max_bw_mbps
+        if fid in link.errors:
+            return link.errors[fid].value(self.node.epoch)
+        _raise(NOT_SUPPORTED)
+
+    @_device
+    def nvmlDeviceGetC2cModeInfoV(self, gpu: SimGpu) -> Any:
+        if gpu.c2c_enabled is None:
+            _raise(NOT_SUPPORTED)
+        info = pynvml.c_nvmlC2cModeInfo_v1_t()
+        info.isC2cEnabled = gpu.c2c_enabled
+        return info
 
     @_device
     def nvmlDeviceGetFieldValues(self, gpu: SimGpu, field_ids: list[Any]) -> Any:

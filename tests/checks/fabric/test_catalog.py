@@ -10,8 +10,10 @@ from clusterdiag.checks.core.registry import REGISTRY
 def test_catalog_declares_the_contract() -> None:
     ids = sorted(i for i in REGISTRY
                  if REGISTRY[i].func.__module__.startswith(f"{fabric_checks.__name__}."))
-    assert ids == ["fabric.clique", "fabric.health_mask", "fabric.imex", "fabric.manager",
-                   "fabric.state"]
+    assert ids == ["c2c.error_rate", "c2c.links", "fabric.clique", "fabric.health_mask",
+                   "fabric.imex", "fabric.manager", "fabric.state"]
+    assert REGISTRY["c2c.error_rate"].rate
+    assert not REGISTRY["c2c.links"].rate
     assert REGISTRY["fabric.manager"].params == {"unit": "nvidia-fabricmanager.service"}
     assert REGISTRY["fabric.imex"].params == {"unit": "nvidia-imex.service"}
     assert REGISTRY["fabric.imex"].skip_in == frozenset({"prolog"})
