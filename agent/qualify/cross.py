@@ -13,7 +13,9 @@ time. ``rack``: on NVL72 racks, the IMEX channel of every tray,
 then all_reduce_perf over every GPU of the rack with ``NCCL_MNNVL_ENABLE=1``; a slow rack
 is localised by pairing its trays over multi-node NVLink, with a second pass; then DCGM's
 multi-node diagnostic over the trays with a channel, where its prerequisites hold
-(mndiag.py), naming each GPU it fails.
+(mndiag.py), naming each GPU it fails, and nvbandwidth's multinode device-to-device read
+over the same trays, one process per GPU, where the build has it (nvbw_multinode.py),
+naming the slow GPU or tray.
 
 Nodes the node tests already failed are left out: they would only slow their partners.
 """
@@ -51,9 +53,9 @@ from ...checks.qualify.cross import (
     shortfall,
 )
 from ...checks.qualify.judge import TEST_NAMES, expectations
-from ...checks.qualify.sanity import screen
+from ...checks.qualify.sanity import ceiling, screen
 from ..model.qualify import CrossRun, Evidence, Expectation, ToolRun
-from . import mndiag
+from . import mndiag, nvbw_multinode
 from .inventory import Inventory, Rail
 from .launch import GroupRunner, ToolRunner
 from .parsers.mndiag import parse as parse_mndiag
@@ -368,6 +370,7 @@ class Cross:
                     self.outcome.add(rack_findings(rack, g, members))
         for rack, members in racks.items():
             self._mndiag(rack, [t for t in members if channels.get(t) is None])
+            self._nvbandwidth(rack, [t for t in members if channels.get(t) is None])
 
     def _mndiag(self, rack: str, trays: list[str]) -> None:
         """DCGM's multi-node diagnostic over the rack's trays (agent/qualify/mndiag.py),
@@ -393,6 +396,43 @@ class Cross:
             self.outcome.notes.append(f"rack {rack}: dcgmi mndiag gave no verdict: {said}")
             return
         self.outcome.add(mndiag.findings(read, trays))
+
+    def _nvbandwidth(self, rack: str, trays: list[str]) -> None:
+        """nvbandwidth's multinode read testcase over the rack's trays, one process per GPU
+        (agent/qualify/nvbw_multinode.py), where the installed build has it: else a note
+        saying why and what to install."""
+        if len(trays) < 2:
+            return
+        nvbandwidth = program("nvbandwidth", self.options.settings.get("tools") or {})
+        head = trays[0]
+        left = min(self._deadline_s("rack"), self.deadline - time.monotonic())
+        why = "no time left in the qualification budget (--budget)" if left < 1.0 else \
+            nvbw_multinode.unsupported(self.runner(head, nvbw_multinode.list_argv(
+                nvbandwidth), {}, min(left, DEADLINES["inventory"])), head)
+        if why is not None:
+            self.outcome.notes.append(f"rack {rack}: nvbandwidth multinode not run: {why} "
+                                      f"({nvbw_multinode.INSTALL})")
+            return
+        result = self.group(trays, nvbw_multinode.command(nvbandwidth), {}, left,
+                            per_node=self._gpus(trays))
+        bound = ceiling("d2d", "GB/s", self.profiles[head], None)
+        read = nvbw_multinode.read(result.stdout, trays, head, bound) \
+            if result.error is None else None
+        if read is None or read.evidence or len(read.gpus) < 2:
+            said = (read.evidence[0] if read is not None and read.evidence else
+                    result.error or (result.stdout + result.stderr).strip()[-200:]
+                    or f"exit {result.returncode}")
+            self.outcome.notes.append(f"rack {rack}: nvbandwidth multinode gave no "
+                                      f"verdict: {said}")
+            return
+        self.outcome.notes += [f"rack {rack}: nvbandwidth multinode: {n}"
+                               for n in read.notes[:10]]
+        floors = {self.profiles[t].name: self._expectations[self.profiles[t].name].get("d2d")
+                  for t in trays}
+        by_tray, cluster = nvbw_multinode.findings(read, self._profile_names, floors,
+                                                   self.options.rule)
+        self.outcome.add(by_tray)
+        self.outcome.cluster.extend(cluster)
 
     def _one(self, test: str, nodes: Sequence[str], stage: str, number: int,
              env: Mapping[str, str]) -> list[CrossRun]:

@@ -30,11 +30,12 @@ class ToolRunner(Protocol):
 
 
 class GroupRunner(Protocol):
-    """One command as one job over several nodes, one task per node (nccl-tests over MPI:
-    ``-g`` GPUs per task)."""
+    """One command as one job over several nodes, ``per_node`` tasks on each: one for
+    nccl-tests over MPI (``-g`` GPUs per task), one per GPU for nvbandwidth's multinode
+    testcases (each process drives one GPU: its README, "Running it on a cluster")."""
 
     def __call__(self, nodes: Sequence[str], argv: list[str], env: Mapping[str, str],
-                 timeout_s: float) -> CommandResult: ...
+                 timeout_s: float, per_node: int = 1) -> CommandResult: ...
 
 
 def remote_argv(via: str, node: str, argv: list[str], env: Mapping[str, str],
@@ -50,20 +51,25 @@ def remote_argv(via: str, node: str, argv: list[str], env: Mapping[str, str],
 
 
 def group_argv(via: str, nodes: Sequence[str], argv: list[str], env: Mapping[str, str],
-               timeout_s: float, mpi: str = "pmix") -> list[str]:
-    """What runs locally to run ``argv`` as one job of one task per node of ``nodes``: a
-    job step of the allocation (``srun --mpi=pmix``, as nccl-tests' multi-node examples
-    run), or ``mpirun`` over ssh. ``--overlap`` lets the steps of one round share the
-    allocation's nodes (a rail's server and client, the pairs of a round)."""
+               timeout_s: float, mpi: str = "pmix", per_node: int = 1) -> list[str]:
+    """What runs locally to run ``argv`` as one job of ``per_node`` tasks on each node of
+    ``nodes``, ranks filling one node before the next: a job step of the allocation
+    (``srun --mpi=pmix``, as nccl-tests' multi-node examples run), or ``mpirun`` over ssh
+    (``--host a:n,b:n``, n slots each, and ``--map-by ppr:n:node``, as nvbandwidth's README
+    runs its multinode build; Open MPI's mpirun(1), "Specifying Host Nodes" and
+    "Mapping"). ``--overlap`` lets the steps of one round share the allocation's nodes (a
+    rail's server and client, the pairs of a round)."""
     guarded = ["timeout", "--kill-after=5", f"{max(1, int(timeout_s))}", *argv]
-    hosts = ",".join(nodes)
+    tasks = len(nodes) * per_node
     if via == "srun":
         export = ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(env.items()))])
-        return ["srun", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}",
-                "--ntasks-per-node=1", f"--nodelist={hosts}", f"--export={export}",
-                "--kill-on-bad-exit=1", "--overlap", f"--mpi={mpi}", *guarded]
+        return ["srun", f"--nodes={len(nodes)}", f"--ntasks={tasks}",
+                f"--ntasks-per-node={per_node}", f"--nodelist={','.join(nodes)}",
+                f"--export={export}", "--kill-on-bad-exit=1", "--overlap", f"--mpi={mpi}",
+                *guarded]
+    hosts = ",".join(nodes) if per_node == 1 else ",".join(f"{n}:{per_node}" for n in nodes)
     exports = [x for k, v in sorted(env.items()) for x in ("-x", f"{k}={v}")]
-    return ["mpirun", "--host", hosts, "-np", str(len(nodes)), "--map-by", "ppr:1:node",
+    return ["mpirun", "--host", hosts, "-np", str(tasks), "--map-by", f"ppr:{per_node}:node",
             "--bind-to", "numa", *exports, *guarded]
 
 
@@ -111,8 +117,8 @@ def group_runner(via: str, mpi: str = "auto") -> GroupRunner:
     chosen: list[tuple[str | None, str | None]] = []
     lock = threading.Lock()
 
-    def run(nodes: Sequence[str], argv: list[str], env: Mapping[str, str], timeout_s: float
-            ) -> CommandResult:
+    def run(nodes: Sequence[str], argv: list[str], env: Mapping[str, str], timeout_s: float,
+            per_node: int = 1) -> CommandResult:
         if via == "local":
             return CommandResult(argv, None, error="a test between nodes needs srun or ssh")
         plugin = "pmix"
@@ -124,7 +130,7 @@ def group_runner(via: str, mpi: str = "auto") -> GroupRunner:
             if found is None:
                 return CommandResult(argv, None, error=why)
             plugin = found
-        return run_command(group_argv(via, nodes, argv, env, timeout_s, plugin),
+        return run_command(group_argv(via, nodes, argv, env, timeout_s, plugin, per_node),
                            timeout_s + _GRACE_S, max_bytes=MAX_OUTPUT_BYTES)
     return run
 

@@ -20,6 +20,9 @@ writes it (sim/bandwidth.py ``Rates.hbm``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+
+import yaml
 
 from . import bandwidth as bw
 from .state.hardware import SimNode
@@ -44,6 +47,24 @@ TESTCASES = (
     "host_to_all_bidirectional_memcpy_sm", "all_to_one_write_sm", "all_to_one_read_sm",
     "one_to_all_write_sm", "one_to_all_read_sm", "host_device_latency_sm",
     "device_to_device_latency_sm", "device_local_copy")
+# nvbandwidth.cpp:101-113: the testcases a -DMULTINODE=1 build adds after the others.
+MULTINODE_TESTCASES = (
+    "multinode_device_to_device_memcpy_read_ce", "multinode_device_to_device_memcpy_write_ce",
+    "multinode_device_to_device_bidirectional_memcpy_read_ce",
+    "multinode_device_to_device_bidirectional_memcpy_write_ce",
+    "multinode_device_to_device_memcpy_read_sm", "multinode_device_to_device_memcpy_write_sm",
+    "multinode_device_to_device_bidirectional_memcpy_read_sm",
+    "multinode_device_to_device_bidirectional_memcpy_write_sm",
+    "multinode_device_to_device_all_to_one_write_sm",
+    "multinode_device_to_device_all_from_one_read_sm",
+    "multinode_device_to_device_broadcast_one_to_all_sm",
+    "multinode_device_to_device_broadcast_all_to_all_sm", "multinode_bisect_write_ce")
+MULTINODE_READ = MULTINODE_TESTCASES[0]
+# What output.cpp:35-39 prints after "MPI version: ": MPI_Get_library_version, which Open
+# MPI writes as "Open MPI v<x.y.z>, package: <package>, ident: <ident>, repo rev: <rev>,
+# <date>" (ompi/mpi/c/get_library_version.c); the package string and date are assumed.
+MPI_VERSION = ("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, "
+               "May 26, 2022")
 # Boost's rendering of the visible options (research runs/nvb_fakedrv_help.txt).
 OPTIONS_TEXT = (
     "nvbandwidth CLI:\n"
@@ -111,9 +132,10 @@ def _parse(argv: list[str]) -> dict[str, list[str]] | None:
     return seen
 
 
-def _version() -> str:
-    """output.cpp:31-32."""
-    return f"nvbandwidth Version: {VERSION}\nBuilt from Git version: {VERSION}\n\n"
+def _version(node: SimNode | None = None) -> str:
+    """output.cpp:31-32, and the MPI library's line of a multinode build (:34-40)."""
+    mpi = f"MPI version: {MPI_VERSION}\n" if node is not None and multinode_build(node) else ""
+    return f"nvbandwidth Version: {VERSION}\nBuilt from Git version: {VERSION}\n\n" + mpi
 
 
 def device_display(node: SimNode, index: int) -> str:
@@ -146,24 +168,28 @@ def run(node: SimNode, argv: list[str], noise: Callable[..., float]) -> Printed:
     if options is None:
         # nvbandwidth.cpp:227-245: the version, the argv echoed, the options; exit 1.
         echo = "".join(f"{a} " for a in argv)
-        return Printed(_version() + f"ERROR: Invalid Arguments \n{echo}:\n\n{OPTIONS_TEXT}\n",
+        return Printed(_version(node) + f"ERROR: Invalid Arguments \n{echo}:\n\n{OPTIONS_TEXT}\n",
                        code=1)
     if "help" in options:
-        return Printed(_version() + OPTIONS_TEXT + "\n")
-    for name in ("list", "verbose", "json", "perfFormatter", "loopCount"):
+        return Printed(_version(node) + OPTIONS_TEXT + "\n")
+    if "list" in options:
+        return Printed(_version(node) + listing(multinode_build(node)))
+    for name in ("verbose", "json", "perfFormatter", "loopCount"):
         if name in options:
             raise NotModelled(f"nvbandwidth --{name} is not simulated")
     if int((options.get("bufferSize") or ["512"])[0]) < 512:
         raise NotModelled("nvbandwidth -b below the default is not simulated")
     wanted, prefixes = options.get("testcase", []), options.get("testcasePrefixes", [])
     if wanted and prefixes:
-        return Printed(_version(), "You cannot specify both testcase and testcasePrefix "
+        return Printed(_version(node), "You cannot specify both testcase and testcasePrefix "
                                    "options at the same time\n", 1)
-    out = [_version(), f"CUDA Runtime Version: {node.cuda_version}\n"
-                       f"CUDA Driver Version: {node.cuda_version}\n"
-                       f"Driver Version: {node.driver_version}\n\n{node.name}\n"]
-    out += [f"Device {g.index}: {device_display(node, g.index)}\n" for g in node.gpus]
-    out.append("\n")
+    out = [_version(node), _driver(node)]
+    if multinode_build(node):  # one process, run without mpirun (output.cpp:167-173)
+        out.append(process_lines([(node, 0)]))
+    else:
+        out.append(f"{node.name}\n")
+        out += [f"Device {g.index}: {device_display(node, g.index)}\n" for g in node.gpus]
+        out.append("\n")
     if prefixes:
         wanted = [k for k in TESTCASES if any(k.startswith(p) for p in prefixes)]
         if not wanted:
@@ -180,6 +206,77 @@ def run(node: SimNode, argv: list[str], noise: Callable[..., float]) -> Printed:
         seconds += took
     out.append(NOTE + "\n")
     return Printed("".join(out), seconds=seconds)
+
+
+def _driver(node: SimNode) -> str:
+    """output.cpp:48-52: both CUDA lines print the driver's version (nvbandwidth.cpp:278-285)."""
+    return (f"CUDA Runtime Version: {node.cuda_version}\nCUDA Driver Version: "
+            f"{node.cuda_version}\nDriver Version: {node.driver_version}\n\n")
+
+
+def multinode_build(node: SimNode) -> bool:
+    """The simulated NVL72 trays' nvbandwidth is built with ``-DMULTINODE=1`` (its README,
+    "Multinode benchmarks"), the only build that has the multinode testcases; other nodes
+    have the single-node build."""
+    return node.profile.nvl72
+
+
+def listing(multinode: bool) -> str:
+    """``--list``: output.cpp:70-77, every testcase of createTestcases in order
+    (nvbandwidth.cpp:63-114; the multinode ones only in a multinode build) with the
+    description testcase.h gives it (agent/sim/tool-texts.yaml)."""
+    texts = yaml.safe_load((Path(__file__).parent / "tool-texts.yaml").read_text())
+    described: dict[str, str] = texts["nvbandwidth_testcases"]
+    keys = TESTCASES + (MULTINODE_TESTCASES if multinode else ())
+    return "Index, Name:\n\tDescription\n=======================\n" + "".join(
+        f"{i}, {key}:\n{described[key]}\n\n" for i, key in enumerate(keys))
+
+
+def process_lines(ranks: list[tuple[SimNode, int]]) -> str:
+    """output.cpp:151-155: ``Process <rank> (<host>): device <ordinal>: <device>`` per rank,
+    the rank right-aligned to the digits of ``worldSize - 1`` (common.h:210-216; with one
+    process the width is not positive and nothing pads), then a blank line."""
+    width = len(str(len(ranks) - 1)) if len(ranks) > 1 else 0
+    return "".join(f"Process {rank:>{width}} ({node.name}): device {gpu}: "
+                   f"{device_display(node, gpu)}\n"
+                   for rank, (node, gpu) in enumerate(ranks)) + "\n"
+
+
+def multinode(trays: list[SimNode], per_node: int, argv: list[str],
+              noise: Callable[..., float]) -> Printed:
+    """Rank 0's output of ``nvbandwidth -t multinode_device_to_device_memcpy_read_ce`` run
+    by MPI as ``per_node`` processes on each of ``trays``, ranks filling a tray before the
+    next (``--map-by ppr:<n>:node``, ``srun --ntasks-per-node``), each rank on the GPU its
+    local rank names (output.cpp:113-123). No real capture of a multinode run exists in the
+    shared data set: every line follows its format string (file:line above and below).
+
+    The read testcase copies from the column's GPU to the row's with the row's context
+    (multinode_testcases.cpp:29-46), every ordered pair one after the other; a copy between
+    two trays crosses the NVLink switch trays as one inside a tray does (hardware.md: 18 x
+    NVLink5 per GPU, to the rack's switch trays), so it is the platform's GPU-to-GPU rate
+    (sim/bandwidth.py), slowed by either GPU's ``nvlink`` or ``mnnvl_gpu`` factor."""
+    options = _parse(argv)
+    if options is None or set(options) != {"testcase"} or \
+            options["testcase"] != [MULTINODE_READ] or not all(map(multinode_build, trays)):
+        raise NotModelled(f"nvbandwidth {' '.join(argv[1:])} under MPI is not simulated")
+    ranks = [(tray, gpu) for tray in trays for gpu in range(per_node)]
+    if any(gpu >= len(tray.gpus) for tray, gpu in ranks):
+        raise NotModelled("more nvbandwidth processes than GPUs on a tray is not simulated")
+    head = trays[0]
+
+    def rate(a: tuple[SimNode, int], b: tuple[SimNode, int]) -> float:
+        slowest = min(bw.factor(n, part, g) for n, g in (a, b) for part in ("nvlink",
+                                                                          "mnnvl_gpu"))
+        return bw.rates(head).nvlink * slowest * noise(MULTINODE_READ, a[0].name, a[1],
+                                                       b[0].name, b[1])
+
+    rows: list[list[float | None]] = [[None if a == b else rate(a, b) for b in ranks]
+                                      for a in ranks]
+    size = 512 * _MIB * _LOOPS * _SAMPLES
+    seconds = sum(size / (v * 1e9) for row in rows for v in row if v)
+    return Printed(_version(head) + _driver(head) + process_lines(ranks)
+                   + f"Running {MULTINODE_READ}.\nmemcpy CE GPU(row) -> GPU(column) bandwidth "
+                     "(GB/s)\n" + matrix(MULTINODE_READ, rows) + NOTE + "\n", seconds=seconds)
 
 
 def _find(ident: str) -> str:

@@ -113,24 +113,32 @@ class SimTools:
                              result.error)
 
     def group(self, nodes: Sequence[str], argv: list[str], env: Mapping[str, str],
-              timeout_s: float) -> CommandResult:
-        """One command over several nodes, one task per node (only ``all_reduce_perf``
-        spans nodes): an MPI build's rank 0 prints one table over every rank; without MPI
-        each task is a job of its own and prints its own node's output (nccl_tests.py)."""
+              timeout_s: float, per_node: int = 1) -> CommandResult:
+        """One command over several nodes, ``per_node`` tasks on each (``all_reduce_perf``,
+        one task per node: an MPI build's rank 0 prints one table over every rank; without
+        MPI each task is a job of its own and prints its own node's output, nccl_tests.py;
+        ``nvbandwidth``'s multinode testcase, one task per GPU: rank 0's matrix)."""
         program = argv[0].rsplit("/", 1)[-1]
         sims = [self.nodes.get(n) for n in nodes]
         if any(s is None for s in sims):
             return CommandResult(argv, None, error=f"{nodes}: no such simulated node")
         group = [s for s in sims if s is not None]
-        if program != "all_reduce_perf" or not self.has(program):
+        if program not in ("all_reduce_perf", "nvbandwidth") or not self.has(program):
             return CommandResult(argv, None, error=f"{argv[0]}: not found")
+        if (program == "nvbandwidth") != (per_node > 1):
+            return CommandResult(argv, None, error=f"{program} with {per_node} task(s) per "
+                                                   "node is not simulated")
         hung = next((s for s in group if s.tools_hang), None)
         if hung is not None:
             return self(hung.name, argv, env, timeout_s)
         key = (",".join(nodes), " ".join(argv) + repr(sorted(env.items())))
         self.calls[key] += 1
         try:
-            printed = self.group_printed(group, argv, env, self.calls[key])
+            printed = nvbandwidth.multinode(
+                group, per_node, argv, lambda *where: bw.noise(self.seed, self.calls[key],
+                                                                *where)) \
+                if program == "nvbandwidth" else \
+                self.group_printed(group, argv, env, self.calls[key])
         except NotModelled as exc:
             return CommandResult(argv, None, error=str(exc))
         self.test_seconds[(",".join(nodes), " ".join(argv))] = (

@@ -88,3 +88,46 @@ def parse(text: str, run: ToolRun) -> None:
                                       "nvbandwidth", name, at.get(where)))
     if not found:
         run.notes.append("no nvbandwidth testcase with a matrix")
+
+
+# A multinode build (cmake -DMULTINODE=1) lists every MPI process instead of the local
+# devices: ``Process <rank> (<host>): device <ordinal>: <name> (<pci>)`` (output.cpp:151-155,
+# NVIDIA/nvbandwidth @ 66746a3bef61), the rank right-aligned to the width of the largest
+# (common.h:210-216 getPaddedProcessId); the host is gethostname()'s (nvbandwidth.cpp:193)
+# and the ordinal each rank chose, its count of lower ranks on the same host modulo the
+# host's GPUs (output.cpp:113-123). Its matrices then have one row and one column per rank
+# (multinode_testcases.cpp:29-46: ``PeerValueMatrix(worldSize, worldSize)``).
+_PROCESS = re.compile(r"^Process\s+(\d{1,6}) \(([A-Za-z0-9][A-Za-z0-9._-]{0,252})\): "
+                      r"device (\d{1,3}): ")
+MAX_RANKS = 1152  # what is read: sixteen NVL72 racks of 72 GPUs, far beyond one rack
+
+
+def processes(text: str, run: ToolRun) -> dict[int, tuple[str, int]]:
+    """Each rank's (host, CUDA ordinal), from the multinode build's process lines; a line
+    that names no valid host, repeats a rank or goes beyond ``MAX_RANKS`` is noted, not
+    read."""
+    found: dict[int, tuple[str, int]] = {}
+    for number_, line in numbered_lines(text):
+        if not line.startswith("Process "):
+            continue
+        match = _PROCESS.match(line)
+        rank = int(match.group(1)) if match else -1
+        if match is None or rank >= MAX_RANKS or rank in found:
+            run.notes.append(f"line {number_}: process line not read: {line[:120].strip()}")
+            continue
+        found[rank] = (match.group(2), int(match.group(3)))
+    return found
+
+
+def multinode_matrix(text: str, testcase: str, run: ToolRun
+                     ) -> tuple[dict[int, tuple[str, int]], dict[tuple[int, int], float]]:
+    """The ranks and ``testcase``'s cells, (row rank, column rank) -> GB/s, of a multinode
+    run; a cell whose row or column is no listed rank is dropped."""
+    ranks = processes(text, run)
+    cells = matrices(text, run).get(testcase, {})
+    kept = {(a, b): v for (a, b), v in cells.items() if a in ranks and b in ranks and a != b}
+    if len(kept) < len(cells):
+        run.notes.append(f"{len(cells) - len(kept)} cell(s) of {testcase} name no listed "
+                         "process")
+    run.complete = bool(kept)
+    return ranks, kept

@@ -696,6 +696,11 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               imex_channel_missing, needs=_NVL, active=True, cross=True),
     FaultKind("mndiag_gpu_error", "qualify.rack", "fail", "drain", "gpu{gpu}", ("gpu",),
               mndiag_gpu_error, needs=_NVL, active=True, cross=True),
+    # One GPU's copies to and from the other trays slow: only nvbandwidth's multinode
+    # stand-in reads ``mnnvl_gpu`` (sim/nvbandwidth.py multinode).
+    FaultKind("nvbw_multinode_slow_gpu", "qualify.rack", "fail", "drain", "gpu{gpu}",
+              ("gpu",), slow("mnnvl_gpu"), options=("factor",), needs=_NVL, active=True,
+              cross=True),
     FaultKind("node_uplink_slow", "qualify.pairs", "fail", "drain", "node", (),
               slow("network"), options=("factor",), needs=_IB, active=True, cross=True),
     FaultKind("nccl_tests_no_mpi", "qualify.pairs", "error", "fix_config", "node", (),
