@@ -36,6 +36,7 @@ from .nvml_read import (
     CountingNvml,
     GpuReader,
     checked,
+    read_bw_mode,
     read_p2p,
     read_system,
     resolve_remotes,
@@ -94,6 +95,9 @@ def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
             times = nv.clock.in_call(thread.native_id) if thread.native_id else None
             emit({"t": "stuck", "gpu": reader.gpu.index,
                   "times": times.to_dict() if times else None})
+    bw_mode = read_bw_mode(nv, answered)
+    if bw_mode is not None:
+        emit({"t": "nvlink_bw_mode", **bw_mode})
     emit({"t": "p2p", "data": read_p2p(nv, answered)})
     emit({"t": "end", "calls": nv.calls})
 
@@ -158,6 +162,10 @@ class PendingNvml:
                 gpus[gpu.index] = gpu
             elif kind == "p2p":
                 info.p2p_nvlink = dict(msg["data"])
+            elif kind == "nvlink_bw_mode":
+                info.nvlink_bw_mode = msg["mode"]
+                if msg["error"]:
+                    info.errors["nvlink_bw_mode"] = str(msg["error"])
             elif kind == "stuck":
                 stuck[int(msg["gpu"])] = from_dict(msg.get("times"))
             elif kind == "end":

@@ -11,7 +11,8 @@ histogram, fabric info (one call more per version a driver older than the bindin
 refuses), SRAM status, unrepairable flag, and ONE field-value batch for every counter and
 every per-link value. Max PCIe gen/width come from sysfs (the PCI source), not NVML: the
 same numbers, two calls fewer per GPU. A GPU with NVLink-C2C to a Grace CPU costs two
-more: its C2C mode and one batch of its C2C links.
+more: its C2C mode and one batch of its C2C links. Once per node, not per GPU, where a GPU
+has NVLink5 links: the NVLink bandwidth mode the site may have set.
 """
 
 from __future__ import annotations
@@ -540,6 +541,32 @@ def read_p2p(nv: NvmlApi, readers: list[GpuReader]) -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001
             result[key] = f"error:{error_name(exc)}"
     return result
+
+
+def read_bw_mode(nv: NvmlApi, readers: list[GpuReader]) -> dict[str, Any] | None:
+    """The node's NVLink bandwidth mode as ``{"mode", "error"}``, or None where not asked.
+
+    The mode a site may set for the whole node with nvmlSystemSetNvlinkBwMode, NVIDIA's
+    "NvLink bandwidth mode" (docs.nvidia.com/deploy/nvml-api/group__NvLink.html; the
+    per-device setter's struct calls it "Nvlink Reduced Bandwidth Mode",
+    structnvmlNvlinkSetBwModeAsync__v1__t.html), answered as NVML_GPU_NVLINK_BW_MODE_*
+    (pynvml 13.615.71: 0 FULL, 1 OFF, 2 MIN, 3 HALF, 4 3QUARTER).
+    One system-wide call (nvmlSystemGetNvlinkBwMode), not one per GPU, and only where a GPU
+    that answered has NVLink5 links: the generation whose per-link speed is judged, and
+    the profile is not known before the snapshot is. nvml.h says the call answers
+    NOT_SUPPORTED before Hopper and NO_PERMISSION to a user other than root; either
+    leaves the mode unknown (None, no error), as does a binding without the function."""
+    if not any(r.gpu.nvlinks and (r.gpu.architecture or 0) >= ARCH_BLACKWELL
+               for r in readers):
+        return None
+    func = getattr(nv, "nvmlSystemGetNvlinkBwMode", None)
+    if func is None:
+        return None
+    try:
+        return {"mode": int(func()), "error": None}
+    except Exception as exc:  # noqa: BLE001 - every NVML error becomes data
+        name = error_name(exc)
+        return {"mode": None, "error": None if name in UNSUPPORTED else name}
 
 
 def resolve_remotes(reader: GpuReader) -> None:

@@ -200,6 +200,11 @@ class NvmlInfo:
     device_count: int | None = None
     gpus: list[Gpu] = field(default_factory=list)
     p2p_nvlink: dict[str, str] = field(default_factory=dict)  # "0-1" -> ok | not_supported | ...
+    # The NVLink bandwidth mode a site may set for the whole node
+    # (nvmlSystemGetNvlinkBwMode; pynvml 13.615.71 NVML_GPU_NVLINK_BW_MODE_*: 0 FULL, 1 OFF,
+    # 2 MIN, 3 HALF, 4 3QUARTER), read once per node where a GPU has NVLink5 links; None
+    # where not read or not answered (a reason other than "not supported" in ``errors``).
+    nvlink_bw_mode: int | None = None
     unanswered: list[int] = field(default_factory=list)  # GPU indices whose calls did not return
     events: list[NvmlEvent] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)

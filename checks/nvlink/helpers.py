@@ -26,6 +26,20 @@ def links_text(links: Iterable[int]) -> str:
     return ", ".join(parts)
 
 _NO_NVLINK = "NVLink not supported on this GPU"
+# NVML_GPU_NVLINK_BW_MODE_* (pynvml 13.615.71, nvml.h): the NVLink bandwidth modes a site
+# may set for the node with nvmlSystemSetNvlinkBwMode; FULL is the links' own speed.
+BW_MODE_NAMES = {0: "FULL", 1: "OFF", 2: "MIN", 3: "HALF", 4: "3QUARTER"}
+
+
+def reduced_bw_mode(ctx: CheckContext) -> str | None:
+    """The name of the reduced NVLink bandwidth mode the site set for the node; None at
+    FULL or where the mode was not read. A mode number NVML may add later is named by its
+    number: reduced, since it is not FULL."""
+    nvml = ctx.snapshot.nvml
+    mode = nvml.nvlink_bw_mode if nvml is not None else None
+    if mode is None or mode == 0:
+        return None
+    return BW_MODE_NAMES.get(mode, f"mode {mode}")
 
 
 def nvlink_gpus(ctx: CheckContext, by_profile: bool = True

@@ -21,7 +21,7 @@ from ..core.finding import Action, Finding
 from ..core.params import Params, param, parameters
 from ..core.rates import counter_growth, sample_interval
 from ..core.registry import CheckContext, check
-from .helpers import link_errors, links_text, nvlink_gpus
+from .helpers import link_errors, links_text, nvlink_gpus, reduced_bw_mode
 
 # NVML_NVLINK_STATE_* (nvml.h; 3 from pynvml 13.615): the states of a link that is up but
 # not carrying traffic at full speed, which a speed verdict must not fail.
@@ -46,9 +46,11 @@ def _idle_note(idle: dict[str, list[int]]) -> str:
               "(nvidia-smi -r -i N, with no process on it) to retrain its links and look "
               "again (nvidia-smi nvlink -s). A link that trains down again is its cable "
               "cartridge or connector: reseat the tray's NVLink connections, then run the "
-              "field diagnostics. A site that runs its links in a reduced-bandwidth mode "
-              "on purpose sets nvlink_link_speed_mbps in its site profile.",
-       actions=(Action.RESET_GPU,))
+              "field diagnostics. Under a reduced NVLink bandwidth mode the site set, the "
+              "links run slower by design: set the mode back to FULL where the site did "
+              "not mean it; a site that runs its links slower on purpose sets "
+              "nvlink_link_speed_mbps in its site profile.",
+       actions=(Action.RESET_GPU, Action.INVESTIGATE))
 def speed(ctx: CheckContext) -> Iterator[Finding]:
     """Every fully active NVLink runs at the platform's per-link speed.
 
@@ -58,7 +60,10 @@ def speed(ctx: CheckContext) -> Iterator[Finding]:
     Validation's expectation. A slower link fails, one finding per link
     (``gpu3.link7``). A link asleep, with its traffic disabled or in the low-power state
     runs slower by design: it is named in the GPU's finding, never failed. A link that is
-    down is nvlink.links_up's.
+    down is nvlink.links_up's. Where the site set a reduced NVLink bandwidth mode for the
+    node (nvmlSystemGetNvlinkBwMode answers HALF, 3QUARTER, MIN or OFF, not FULL), slower
+    links are the mode's doing: the GPU warns naming the mode and the speeds read, never
+    fails.
     """
     findings, judged = nvlink_gpus(ctx)
     yield from findings
@@ -67,16 +72,17 @@ def speed(ctx: CheckContext) -> Iterator[Finding]:
         if judged:
             yield Finding.skip(NODE, "profile names no per-link NVLink speed")
         return
+    mode = reduced_bw_mode(ctx)
     for gpu in judged:
-        yield from _gpu_speed(gpu, want)
+        yield from _gpu_speed(gpu, want, mode)
 
 
-def _gpu_speed(gpu: Gpu, want: int) -> Iterator[Finding]:
+def _gpu_speed(gpu: Gpu, want: int, mode: str | None) -> Iterator[Finding]:
     component = gpu_component(gpu)
     idle: dict[str, list[int]] = {}
     full: list[int] = []
     unread: list[int] = []
-    slow = False
+    slower: dict[int, int] = {}  # link -> MB/s, below ``want``
     for link in gpu.nvlinks:
         reason = _idle_reason(link)
         if reason is not None:
@@ -86,23 +92,46 @@ def _gpu_speed(gpu: Gpu, want: int) -> Iterator[Finding]:
         elif link.speed_mbps is None:
             unread.append(link.link)
         elif link.speed_mbps < want:
-            slow = True
-            yield Finding.fail(f"{component}.link{link.link}", "NVLink below its full speed",
-                               f"{link.speed_mbps} MB/s", f"{want} MB/s", Action.RESET_GPU)
+            slower[link.link] = link.speed_mbps
+            if mode is None:
+                yield Finding.fail(f"{component}.link{link.link}",
+                                   "NVLink below its full speed", f"{link.speed_mbps} MB/s",
+                                   f"{want} MB/s", Action.RESET_GPU)
         else:
             full.append(link.link)
-    if slow:
+    if slower and mode is None:
         return
     if unread:
         yield Finding.error(component, "NVLink speed unreadable for some links",
                             {"links": links_text(unread), **link_errors(gpu)})
+    elif slower:
+        observed = f"{_speeds_text(slower, full, want)} (NVLink bandwidth mode {mode})"
+        if idle:
+            observed += f" (not judged, {_idle_note(idle)})"
+        yield Finding.warn(component, f"NVLinks slower under the site's reduced NVLink "
+                           f"bandwidth mode {mode}", observed, f"{want} MB/s in mode FULL",
+                           Action.INVESTIGATE)
     elif full or idle:
         observed = f"{len(full)} links at {want} MB/s"
         if idle:
             observed += f" (not judged, {_idle_note(idle)})"
+        if mode is not None:
+            observed += f" (NVLink bandwidth mode {mode})"
         yield Finding.passed(component, "NVLinks at full speed", observed, f"{want} MB/s")
     else:
         yield Finding.skip(component, "no active NVLink to judge")
+
+
+def _speeds_text(slower: dict[int, int], full: list[int], want: int) -> str:
+    """``16 links at 26562 MB/s, 2 at 53125 MB/s``: the speeds read, most links first."""
+    counts: dict[int, int] = {}
+    for mbps in slower.values():
+        counts[mbps] = counts.get(mbps, 0) + 1
+    if full:
+        counts[want] = len(full)
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], -item[0]))
+    return ", ".join(f"{n} {'links ' if i == 0 else ''}at {mbps} MB/s"
+                     for i, (mbps, n) in enumerate(ordered))
 
 
 @parameters

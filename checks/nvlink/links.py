@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from ...agent.model.gpu import Gpu
+from ...agent.model.gpu import Gpu, NvLink
+from ...agent.model.record import record
 from ..core.common import NODE, gpu_component
 from ..core.finding import Action, Finding
 from ..core.registry import CheckContext, check
-from .helpers import link_errors, links_text, nvlink_gpus
+from .helpers import link_errors, links_text, nvlink_gpus, reduced_bw_mode
 
 # NVML_NVLINK_VERSION_*: the enum value is not the generation (nvml.h).
 NVLINK_VERSION_NAMES = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0",
@@ -22,17 +23,18 @@ def _version_text(version: int) -> str:
     return f"{version} (NVLink {name})" if name else str(version)
 
 
-
 @check("nvlink.links_up", needs=("nvml",),
        remedy="Reset the GPU (nvidia-smi -r -i N, with no process on it; on NVSwitch boards "
               "Fabric Manager retrains its links) and run the check again. When every GPU "
               "lost links at once, suspect the NVSwitch side or Fabric Manager and reboot "
               "the node. A link that stays down after a reset and a reboot is hardware: "
-              "run the field diagnostics and open an RMA.",
-       actions=(Action.RESET_GPU, Action.REBOOT))
+              "run the field diagnostics and open an RMA. Under a reduced NVLink bandwidth "
+              "mode the site set, links may be off by design: set the mode back to FULL "
+              "before judging a link down.",
+       actions=(Action.RESET_GPU, Action.REBOOT, Action.INVESTIGATE))
 def links_up(ctx: CheckContext) -> Iterator[Finding]:
-    """Every GPU has all its NVLinks active (18 on H100/H200/B200/GB200, 12 on A100 and
-    H100 NVL).
+    """Every GPU has all its NVLinks up (18 on H100/H200/B200/GB200, 12 on A100 and
+    H100 NVL): active, or asleep in a documented low-power state.
 
     Counts the links NVML reports active per GPU against the profile's ``nvlinks_per_gpu``
     and names the links that are down (or missing) in ``observed``, as ``16/18 (down: 7,
@@ -40,32 +42,50 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
     A GPU with a link down is a GPU reset (NVIDIA's resolution for the link-training
     failures Xid 74/136 is RESET_GPU); when every GPU of the node lost links at once the
     cause is shared (NVSwitch, Fabric Manager) and the action is a reboot.
+
+    NVLink5 links go to sleep when idle by design: nvml.h documents the link state
+    NVML_NVLINK_STATE_SLEEP ("NVLink is in sleep state"), the power state field
+    NVML_FI_DEV_NVLINK_GET_POWER_STATE ("0=HIGH_SPEED 1=LOW_SPEED") and the idle period
+    after which links transition to sleep (NVML_FI_DEV_NVLINK_GET_POWER_THRESHOLD, set by
+    nvmlDeviceSetNvLinkDeviceLowPowerThreshold). A link asleep, or inactive while its power
+    state says low power, counts as up and is named in the passing finding. Where the site
+    set a reduced NVLink bandwidth mode (nvmlSystemGetNvlinkBwMode not FULL), links the
+    mode turned off cannot be told from links that failed: the GPU warns naming the mode,
+    never fails.
     """
     findings, judged = nvlink_gpus(ctx)
     yield from findings
     expected = ctx.profile.nvlinks_per_gpu
-    verdicts: list[tuple[Gpu, str, list[int]]] = []
+    mode = reduced_bw_mode(ctx)
+    verdicts: list[tuple[Gpu, str]] = []
     for gpu in judged:
         component = gpu_component(gpu)
         if not gpu.nvlinks:
             yield Finding.error(component, "NVLink states were not read", link_errors(gpu)
                                 or None)
             continue
-        up, unread, down = _link_states(gpu, expected)
-        observed = f"{len(up)}/{expected}"
-        if len(up) >= expected:
-            yield Finding.passed(component, "all NVLinks active", observed, f"{expected}/"
-                                 f"{expected}")
-        elif unread and len(up) + len(unread) >= expected:
+        states = _link_states(gpu, expected)
+        observed = f"{len(states.up) + len(states.idle)}/{expected}"
+        notes = _notes(states.idle, mode)
+        if len(states.up) + len(states.idle) >= expected:
+            message = ("all NVLinks up, some in their low-power state" if states.idle
+                       else "all NVLinks active")
+            yield Finding.passed(component, message, observed + notes, f"{expected}/{expected}")
+        elif states.unread and len(states.up) + len(states.idle) + len(
+                states.unread) >= expected:
             yield Finding.error(component, "NVLink state unreadable for some links",
-                                {"links": links_text(unread), **link_errors(gpu)})
+                                {"links": links_text(states.unread), **link_errors(gpu)})
         else:
-            if down:
-                observed += f" (down: {links_text(down)})"
-            verdicts.append((gpu, observed, down))
+            if states.down:
+                observed += f" (down: {links_text(states.down)})"
+            verdicts.append((gpu, observed + notes))
     everywhere = len(verdicts) > 1 and len(verdicts) == len(judged)
-    for gpu, observed, _ in verdicts:
-        if everywhere:
+    for gpu, observed in verdicts:
+        if mode is not None:
+            yield Finding.warn(gpu_component(gpu), f"NVLinks down under the site's reduced "
+                               f"NVLink bandwidth mode {mode}", observed,
+                               f"{expected}/{expected}", Action.INVESTIGATE)
+        elif everywhere:
             yield Finding.fail(gpu_component(gpu), "NVLinks down on every GPU", observed,
                                f"{expected}/{expected}", Action.REBOOT)
         else:
@@ -73,9 +93,44 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
                                f"{expected}/{expected}", Action.RESET_GPU)
 
 
-def _link_states(gpu: Gpu, expected: int) -> tuple[list[int], list[int], list[int]]:
-    """The GPU's links up, unreadable and down, as link numbers; down names only the
-    links the profile expects (0 to ``expected`` - 1) that are inactive or missing.
+# NVML_NVLINK_STATE_SLEEP (nvml.h): the link state of a link asleep.
+_STATE_SLEEP = 2
+
+
+@record
+class _LinkStates:
+    """A GPU's links by state, as link numbers."""
+
+    up: list[int]
+    idle: dict[str, list[int]]  # asleep or in low power, by which
+    unread: list[int]
+    down: list[int]
+
+
+def _idle_reason(link: NvLink) -> str | None:
+    """Why a link that is not active is still up: asleep (NVLink5's link state 2), or
+    inactive while its power state is low (a driver that answers the link state as
+    active/inactive only)."""
+    if link.active:
+        return None
+    if link.state == _STATE_SLEEP:
+        return "asleep"
+    if link.low_power:
+        return "low power"
+    return None
+
+
+def _notes(idle: dict[str, list[int]], mode: str | None) -> str:
+    """What the observed value adds: the links asleep or in low power, and the mode."""
+    parts = [f"{reason}: {links_text(links)}" for reason, links in sorted(idle.items())]
+    if mode is not None:
+        parts.append(f"NVLink bandwidth mode {mode}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _link_states(gpu: Gpu, expected: int) -> _LinkStates:
+    """The GPU's links up, idle, unreadable and down; idle, unread and down name only the
+    links the profile expects (0 to ``expected`` - 1), down those inactive or missing.
 
     NVML numbers a part's links from 0, and a reader that walks NVML_NVLINK_MAX_LINKS
     (18) sees a 12-link part's six unused numbers as inactive: naming those as down would
@@ -83,11 +138,17 @@ def _link_states(gpu: Gpu, expected: int) -> tuple[list[int], list[int], list[in
     wanted = set(range(expected))
     present = {link.link for link in gpu.nvlinks}
     up = sorted(link.link for link in gpu.nvlinks if link.active)
+    idle: dict[str, list[int]] = {}
+    for link in sorted(gpu.nvlinks, key=lambda item: item.link):
+        reason = _idle_reason(link)
+        if reason is not None and link.link in wanted:
+            idle.setdefault(reason, []).append(link.link)
+    asleep = {n for links in idle.values() for n in links}
     unread = sorted(link.link for link in gpu.nvlinks
                     if link.active is None and link.link in wanted)
-    down = sorted({link.link for link in gpu.nvlinks
-                   if link.active is False and link.link in wanted} | (wanted - present))
-    return up, unread, down
+    down = sorted({link.link for link in gpu.nvlinks if link.active is False
+                   and link.link in wanted and link.link not in asleep} | (wanted - present))
+    return _LinkStates(up, idle, unread, down)
 
 
 @check("nvlink.version", needs=("nvml",),

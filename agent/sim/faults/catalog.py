@@ -322,6 +322,27 @@ def _nvlink_speed_reduced(node: SimNode, fault: Mapping[str, Any]) -> None:
     link.speed_mbps //= 2
 
 
+def _nvlink_low_power(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """Two idle links in their low-power state, as NVLink5 sends links to sleep after an
+    idle period (nvml.h NVML_FI_DEV_NVLINK_GET_POWER_THRESHOLD): link 3 asleep
+    (NVML_NVLINK_STATE_SLEEP), link 4 inactive with its power state low, as a driver that
+    answers the link state as active or inactive only shows a sleeping link. Each
+    answers power state 1 (field 167, "1=LOW_SPEED")."""
+    gpu = _gpu(node, fault)
+    for number, state in ((3, 2), (4, 0)):
+        gpu.links[number].state = state
+        gpu.links[number].nvlink5[167] = 1
+
+
+def _nvlink_bw_mode_reduced(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The site set the node's NVLink bandwidth mode to HALF (nvmlSystemSetNvlinkBwMode,
+    NVML_GPU_NVLINK_BW_MODE_HALF = 3): every link answers half its speed."""
+    node.nvlink_bw_mode = 3
+    for gpu in node.gpus:
+        for link in gpu.links:
+            link.speed_mbps //= 2
+
+
 def _nvlink_ber_high(node: SimNode, fault: Mapping[str, Any]) -> None:
     """One NVLink5 link's effective BER at 3 x 10^-11, above DCGM's 1e-12 (field 220)."""
     link = _gpu(node, fault).links[int(fault["link"])]
@@ -505,6 +526,11 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("nvlink_speed_reduced", "nvlink.speed", "fail", "reset_gpu",
               "gpu{gpu}.link{link}", ("gpu", "link"), _nvlink_speed_reduced,
               needs=_NVLINK_SPEED),
+    # Links asleep when idle are up: nothing trips, nvlink.links_up passes naming them.
+    FaultKind("nvlink_low_power", "nvlink.links_up", "pass", "none", "gpu{gpu}", ("gpu",),
+              _nvlink_low_power, needs=_NVLINK5, silent=True),
+    FaultKind("nvlink_bw_mode_reduced", "nvlink.speed", "warn", "investigate", "gpu0", (),
+              _nvlink_bw_mode_reduced, needs=_NVLINK_SPEED),
     FaultKind("nvlink_ber_high", "nvlink.ber", "fail", "reset_gpu", "gpu{gpu}.link{link}",
               ("gpu", "link"), _nvlink_ber_high, needs=_NVLINK5),
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",

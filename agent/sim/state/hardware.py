@@ -147,6 +147,9 @@ class SimNode:
     # FABRIC_VERSIONS): 1 and 2 before 580, 3 from 580, 4 from NVML 615. The simulated
     # 590 driver answers 1 to 3.
     fabric_info_versions: frozenset[int] = frozenset({1, 2, 3})
+    # The NVLink bandwidth mode the site set (nvmlSystemGetNvlinkBwMode,
+    # NVML_GPU_NVLINK_BW_MODE_*): FULL (0) unless a site reduced it.
+    nvlink_bw_mode: int = 0
     services: dict[str, str] = field(default_factory=dict)  # unit -> ActiveState
     kernel_lines: list[tuple[float, str]] = field(default_factory=list)  # (age s, message)
     cmdline: str = "BOOT_IMAGE=/vmlinuz ro quiet"

@@ -126,6 +126,14 @@ class SimNvml:
     def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
         return self.nvmlSystemGetCudaDriverVersion()
 
+    def nvmlSystemGetNvlinkBwMode(self) -> int:
+        """The node's NVLink bandwidth mode; nvml.h: NOT_SUPPORTED where no GPU is Hopper
+        or newer."""
+        self._need_init()
+        if all(gpu.architecture < 9 for gpu in self.node.gpus):
+            _raise(NOT_SUPPORTED)
+        return self.node.nvlink_bw_mode
+
     def nvmlDeviceGetCount(self) -> int:
         self._need_init()
         return len(self.node.nvml_gpus)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import copy
 
+import pynvml
 import pytest
 
-from clusterdiag.agent.collectors.nvml_read import CountingNvml, GpuReader
-from clusterdiag.agent.model import nvlink_ber
+from clusterdiag.agent.collectors.nvml_read import CountingNvml, GpuReader, read_bw_mode
+from clusterdiag.agent.model import Snapshot, nvlink_ber
 from clusterdiag.agent.model.gpu import Gpu
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
@@ -97,6 +98,74 @@ def test_speed_notes_sleeping_and_low_power_links_without_failing() -> None:
     gpu0 = one([f for f in findings if f.component == "gpu0"])
     assert gpu0.status is Status.PASS
     assert gpu0.observed == "16 links at 53125 MB/s (not judged, asleep: 3; low power: 4)"
+
+
+def _half_mode(gpus: list[Gpu]) -> Snapshot:
+    snapshot = make_snapshot(GB200, gpus)
+    assert snapshot.nvml is not None
+    snapshot.nvml.nvlink_bw_mode = 3  # NVML_GPU_NVLINK_BW_MODE_HALF
+    return snapshot
+
+
+def test_speed_under_the_sites_reduced_mode_warns_naming_mode_and_speed() -> None:
+    gpus = gb200_gpus()
+    for gpu in gpus:
+        for link in gpu.nvlinks:
+            link.speed_mbps = 26562
+    findings = judge("nvlink.speed", _half_mode(gpus), GB200)
+    assert {f.status for f in findings} == {Status.WARN}
+    assert [f.component for f in findings] == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    warn = findings[0]
+    assert warn.observed == "18 links at 26562 MB/s (NVLink bandwidth mode HALF)"
+    assert warn.expected == "53125 MB/s in mode FULL"
+    assert "HALF" in warn.message
+    assert warn.action is Action.INVESTIGATE
+
+
+def test_speed_under_a_reduced_mode_names_it_on_full_speed_links() -> None:
+    findings = judge("nvlink.speed", _half_mode(gb200_gpus()), GB200)
+    assert {f.status for f in findings} == {Status.PASS}
+    assert findings[0].observed == "18 links at 53125 MB/s (NVLink bandwidth mode HALF)"
+
+
+def test_collector_reads_the_bandwidth_mode_once_per_node_on_nvlink5() -> None:
+    node = build(NodeSpec("n1", GB200, faults=[{"node": "n1", "kind": "nvlink_bw_mode_reduced"}]))
+    nv = CountingNvml(SimNvml(node))  # type: ignore[arg-type]
+    nv.nvmlInit()
+    readers = [GpuReader(nv, i) for i in range(4)]  # type: ignore[arg-type]
+    for reader in readers:
+        reader.read()
+    before = nv.calls
+    assert read_bw_mode(nv, readers) == {"mode": 3, "error": None}  # type: ignore[arg-type]
+    assert nv.calls - before == 1
+
+
+def test_collector_does_not_ask_the_mode_below_nvlink5() -> None:
+    nv = CountingNvml(SimNvml(build(NodeSpec("n1", "dgx-h100"))))  # type: ignore[arg-type]
+    nv.nvmlInit()
+    reader = GpuReader(nv, 0)  # type: ignore[arg-type]
+    reader.read()
+    before = nv.calls
+    assert read_bw_mode(nv, [reader]) is None  # type: ignore[arg-type]
+    assert nv.calls == before
+
+
+@pytest.mark.parametrize(("code", "answer"), [
+    (4, {"mode": None, "error": None}),  # NVML_ERROR_NO_PERMISSION: not root, mode unknown
+    (999, {"mode": None, "error": "Unknown"}),
+])
+def test_collector_files_a_mode_it_could_not_read(code: int, answer: dict[str, object]
+                                                  ) -> None:
+    nv = CountingNvml(SimNvml(build(NodeSpec("n1", GB200))))  # type: ignore[arg-type]
+    nv.nvmlInit()
+    reader = GpuReader(nv, 0)  # type: ignore[arg-type]
+    reader.read()
+
+    def refuse() -> int:
+        raise pynvml.NVMLError(code)
+
+    nv._module.nvmlSystemGetNvlinkBwMode = refuse  # type: ignore[attr-defined]
+    assert read_bw_mode(nv, [reader]) == answer  # type: ignore[arg-type]
 
 
 def test_speed_skips_where_the_profile_names_no_speed() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusterdiag.agent.model.gpu import NvLink
+from clusterdiag.agent.model.gpu import Gpu, NvLink
 from clusterdiag.checks.core.finding import Action, Status
 from tests.checks.nvlink.factory import PLATFORMS, by_status, judge, make_gpu, make_snapshot, one
 
@@ -75,6 +75,50 @@ def test_links_up_unreadable_state_is_an_error() -> None:
     errors = by_status(findings, Status.ERROR)
     assert [f.component for f in errors] == ["gpu1", "gpu2"]
     assert not by_status(findings, Status.FAIL)
+
+
+def _asleep(platform: str = "gb200-nvl72") -> list[Gpu]:
+    """GB200 GPUs whose gpu1 has link 3 asleep (NVML_NVLINK_STATE_SLEEP) and link 4
+    inactive with its power state low (field 167 = 1), as NVLink5 idles its links."""
+    gpus = [make_gpu(i, platform) for i in range(4)]
+    sleeping, low = gpus[1].nvlinks[3], gpus[1].nvlinks[4]
+    sleeping.active, sleeping.state, sleeping.low_power = False, 2, True
+    low.active, low.state, low.low_power = False, 0, True
+    return gpus
+
+
+def test_links_up_passes_links_asleep_or_in_low_power_naming_them() -> None:
+    findings = judge("nvlink.links_up", make_snapshot("gb200-nvl72", _asleep()), "gb200-nvl72")
+    assert {f.status for f in findings} == {Status.PASS}
+    gpu1 = one([f for f in findings if f.component == "gpu1"])
+    assert gpu1.observed == "18/18 (asleep: 3; low power: 4)"
+    assert gpu1.message == "all NVLinks up, some in their low-power state"
+
+
+def test_links_up_still_fails_a_down_link_beside_a_sleeping_one() -> None:
+    gpus = _asleep()
+    down = gpus[1].nvlinks[9]
+    down.active, down.state, down.low_power = False, 0, False  # inactive, high-speed power
+    bad = one(by_status(judge("nvlink.links_up", make_snapshot("gb200-nvl72", gpus),
+                              "gb200-nvl72"), Status.FAIL))
+    assert (bad.component, bad.observed) == ("gpu1", "17/18 (down: 9) (asleep: 3; low power: 4)")
+    assert bad.action is Action.RESET_GPU
+
+
+def test_links_up_warns_under_a_reduced_bandwidth_mode_never_fails() -> None:
+    """A site that set NVML_GPU_NVLINK_BW_MODE_OFF (1): links off by design are reported
+    with the mode, never failed or sent to a reboot."""
+    gpus = [make_gpu(i, "gb200-nvl72") for i in range(4)]
+    for gpu in gpus:
+        for link in gpu.nvlinks:
+            link.active, link.state = False, 0
+    snapshot = make_snapshot("gb200-nvl72", gpus)
+    assert snapshot.nvml is not None
+    snapshot.nvml.nvlink_bw_mode = 1
+    findings = judge("nvlink.links_up", snapshot, "gb200-nvl72")
+    assert {f.status for f in findings} == {Status.WARN}
+    assert {f.action for f in findings} == {Action.INVESTIGATE}
+    assert findings[0].observed == "0/18 (down: 0-17) (NVLink bandwidth mode OFF)"
 
 
 # --- nvlink.version -------------------------------------------------------------------
