@@ -349,12 +349,19 @@ def test_the_odd_node_with_no_known_good_partner_is_skipped_not_unlistable(
 
 
 def test_markup_in_node_names_is_inert_in_every_report(tmp_path: Path) -> None:
-    """Node names come from the cluster (a nodeset, a spec, a log file): in the Markdown
-    report (rendered to HTML by whatever shows it) and the HTML one they are text."""
+    """Node names come from the cluster (a nodeset, a spec, a log file). A name with HTML
+    in it is no host name and is refused in one line; a host name may still hold Markdown
+    syntax (``__q1__`` is bold), which the Markdown report escapes and the HTML shows as
+    text."""
     from clusterdiag.reports.render.qualify import render_html
 
-    # No whitespace: a host name (what nccl-tests prints per rank) has none.
-    names = ["<img/src=x/onerror=alert(1)>1", "<img/src=x/onerror=alert(1)>2", "q3", "q4"]
+    spec = _spec(tmp_path, [{"names": "<img/src=x/onerror=alert(1)>1", "profile": "dgx-h100"}],
+                 [])
+    refused = run_cli("qualify", "--simulate", str(spec), "--tests", "pairs")
+    assert refused.returncode == 2
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert "not a host name" in refused.stderr
+    names = ["__q1__", "__q2__", "q3", "q4"]
     nodes = [{"names": n, "profile": "dgx-h100"} for n in names]
     report = _run(tmp_path, [{"node": names[0], "kind": "cable_slow", "hca": "mlx5_4"}],
                   "pairs", nodes=nodes)
@@ -362,7 +369,7 @@ def test_markup_in_node_names_is_inert_in_every_report(tmp_path: Path) -> None:
     markdown, page = render_md(report), render_html(report)
     prose, exclude = markdown.rstrip("\n").rsplit("\n", 1)
     assert exclude == f"Exclude: `{names[0]}`"  # a code span: shown as it is
-    assert not re.search(r"(?<!\\)[<>]", prose), prose
-    assert "\\<img/src=x/onerror=alert(1)\\>1" in prose
-    assert "<img" not in page
-    assert "&lt;img/src=x/onerror=alert(1)&gt;1" in page
+    assert not re.search(r"(?<!\\)__q", prose), prose
+    assert "\\_\\_q1\\_\\_" in prose
+    assert "<strong>q1" not in page
+    assert "__q1__" in page
