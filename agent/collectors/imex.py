@@ -24,6 +24,18 @@ Where each comes from:
   18 trays prints it (shared/data/real/gb200/imex-ctl-N__p6e-gb200-18node-UP...): a tool
   that ignores ``-j`` is still read.
 
+Which entry of the nodes file is this tray: the IMEX daemon itself finds its own entry by
+matching the entries against its network interfaces' addresses (570's daemon log "No
+matching network interface found for any IP addresses in the node configuration file",
+dra-driver-nvidia-gpu#289), or takes an entry as a host name (580). The tray's addresses are
+the kernel's local routes: IPv4 from ``/proc/net/fib_trie``, where each address is a
+``|-- ADDR`` leaf followed by its aliases ``/PLEN SCOPE TYPE`` and a local one is
+``/32 host LOCAL`` (Linux net/ipv4/fib_trie.c, ``fib_trie_seq_show``); IPv6 from
+``/proc/net/if_inet6``, one address per line as 32 hex digits first (net/ipv6/addrconf.c,
+``if6_seq_show``: ``"%pi6 %02x %02x %02x %02x %8s"``). A name entry is this tray when it
+is the tray's host name, or its first label is. The cluster view maps the peers other
+trays list back to their nodes through these entries (cluster.imex_domain).
+
 The command can hang (dra-driver-nvidia-gpu#1417: "nvidia-imex-ctl ... -N may hang"), so it
 runs with a deadline of 30 s at most, inside the run's budget, and only where the host's
 IMEX service is up: ``-N`` asks the running daemon. What it prints comes from other trays
@@ -32,28 +44,30 @@ IMEX service is up: ``-N`` asks the running daemon. What it prints comes from ot
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ..model.host import ImexDomain, ImexPeer, ImexState
+from ..model.host import IMEX_DOMAIN_STATES, IMEX_HOST, IMEX_STATUS, ImexDomain, ImexPeer, ImexState
 from ..read.sources import CommandResult
 from ..read.sysfs import FileCounter, list_dir, read_text
 
 DRA_PLUGIN_DIR = "/var/lib/kubelet/plugins/compute-domain.nvidia.com"
 NODES_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
 CHANNELS_DIR = "/dev/nvidia-caps-imex-channels"
+FIB_TRIE = "/proc/net/fib_trie"
+IF_INET6 = "/proc/net/if_inet6"
 IMEX_CTL = ["nvidia-imex-ctl", "-N", "-j"]
 IMEX_CTL_TIMEOUT_S = 30.0
 # An NVL72 domain has 18 trays; a nodes file or a domain listing of more than this many
 # entries is not an IMEX domain and is refused rather than kept.
 MAX_NODES = 1024
 MAX_OUTPUT_CHARS = 1 << 20
-DOMAIN_STATES = ("UP", "DOWN", "DEGRADED")
-# An IP address or a host name (RFC 1123 labels), as the nodes file and the tool give them.
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.:\-]{0,252}[A-Za-z0-9])?")
-_TOKEN = re.compile(r"[A-Z][A-Z_]{0,39}")
+DOMAIN_STATES = IMEX_DOMAIN_STATES
+_HOST = re.compile(IMEX_HOST)
+_TOKEN = re.compile(IMEX_STATUS)
 _VERSION = re.compile(r"[0-9][0-9.]{0,31}")
 # "Node #0   - 172.31.48.81    - READY                - Version: 570.172" (570.172 capture).
 _TEXT_NODE = re.compile(r"Node #(\d{1,4})\s+-\s+(\S+)\s+-\s+(\S+)\s+-\s+Version:\s*(\S*)\s*")
@@ -67,11 +81,14 @@ class ImexOutputError(ValueError):
 
 
 def read(path: Callable[[str], Path], files: FileCounter, run: Run,
-         service_active: bool) -> ImexState:
+         service_active: bool, hostname: str = "") -> ImexState:
     """The tray's IMEX state; ``run(argv, limit_s)`` runs a command within the deadline
-    (None when no time is left) and ``service_active`` says whether nvidia-imex runs."""
+    (None when no time is left), ``service_active`` says whether nvidia-imex runs and
+    ``hostname`` is this node's name."""
     state = ImexState(dra_plugin=path(DRA_PLUGIN_DIR).is_dir())
     state.nodes_config = _nodes_config(path, files, state.unknown)
+    if state.nodes_config is not None:
+        state.own = own_entries(state.nodes_config, _local_addresses(path, files), hostname)
     channels = path(CHANNELS_DIR)
     if channels.is_dir():
         state.channels = sorted(n for n in list_dir(channels) if re.fullmatch(r"channel\d+", n))
@@ -111,6 +128,44 @@ def parse_nodes_config(text: str) -> list[str]:
     if not entries:
         raise ImexOutputError("no entries")
     return entries
+
+
+def _local_addresses(path: Callable[[str], Path], files: FileCounter) -> set[str]:
+    text4, _ = read_text(path(FIB_TRIE), files)
+    text6, _ = read_text(path(IF_INET6), files)
+    return local_addresses(text4 or "", text6 or "")
+
+
+def local_addresses(fib_trie: str, if_inet6: str) -> set[str]:
+    """This host's own addresses, in ``ipaddress``'s compressed form: the ``/32 host
+    LOCAL`` leaves of ``/proc/net/fib_trie`` and every line of ``/proc/net/if_inet6``."""
+    found: set[str] = set()
+    leaf = None
+    for line in fib_trie.splitlines():
+        text = line.strip()
+        if text.startswith("|-- "):
+            leaf = text[4:]
+        elif leaf is not None and text.startswith("/32 ") and text.split()[-1] == "LOCAL":
+            found.add(leaf)
+    for line in if_inet6.splitlines():
+        digits = line.split()[:1]
+        if digits and re.fullmatch(r"[0-9a-f]{32}", digits[0]):
+            found.add(str(ipaddress.IPv6Address(int(digits[0], 16))))
+    return found
+
+
+def own_entries(entries: list[str], addresses: set[str], hostname: str) -> list[str]:
+    """The nodes-file entries that are this host: one of its ``addresses``, or its
+    ``hostname`` (whole, or the first labels of both alike)."""
+    short = hostname.split(".", 1)[0]
+
+    def mine(entry: str) -> bool:
+        try:
+            return str(ipaddress.ip_address(entry)) in addresses
+        except ValueError:
+            return bool(short) and (entry == hostname or entry.split(".", 1)[0] == short)
+
+    return [entry for entry in entries if mine(entry)]
 
 
 def _domain(run: Run, unknown: dict[str, str]) -> ImexDomain | None:

@@ -58,6 +58,14 @@ class ServiceState:
     error: str | None = None
 
 
+# What an IMEX peer's fields may hold, as the collector reads them and the cluster view
+# re-checks them in another node's report: an IP address or a host name (RFC 1123
+# labels), and a status token (READY, UNAVAILABLE, ...).
+IMEX_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.:\-]{0,252}[A-Za-z0-9])?"
+IMEX_STATUS = r"[A-Z][A-Z_]{0,39}"
+IMEX_DOMAIN_STATES = ("UP", "DOWN", "DEGRADED")
+
+
 @record
 class ImexPeer:
     """One node of the IMEX domain as ``nvidia-imex-ctl -N`` lists it: its index in the
@@ -92,6 +100,9 @@ class ImexState:
     nodes_config: list[str] | None = None
     channels: list[str] | None = None
     domain: ImexDomain | None = None
+    # The nodes-file entries that are this tray (one of its own addresses, or its name):
+    # what lets the cluster view map a peer the other trays list back to its node.
+    own: list[str] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)
 
 

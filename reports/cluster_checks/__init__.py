@@ -14,6 +14,7 @@ from ..model.cluster import ClusterFinding, ClusterReport
 from ..model.summary import NodeSummary, unanswered
 from .capacity import capacity
 from .ib_rails import ib_rails
+from .imex_domain import imex_domain
 from .nvl_blocks import nvl_blocks
 from .nvl_domain import nvl_domain
 from .outliers import outliers
@@ -29,6 +30,8 @@ CATALOG = {
     "cluster.profiles": "the nodes of one node set run one platform profile",
     "cluster.nvl_domain": "each NVL72 rack: trays present, fabric registered, one partition",
     "cluster.nvl_blocks": "each Slurm block's NVL72 trays are in one NVLink partition",
+    "cluster.imex_domain": "the tray its IMEX domain's other trays agree is not READY "
+                           "fails alone, never those trays",
     "cluster.ib_rails": "the port serving GPU i is in one subnet at one rate on every node",
     "cluster.outliers": "no node far above its peers' median temperature or error counts",
     "cluster.reachability": "every node answered with a node report we read",
@@ -53,6 +56,7 @@ def judge(summaries: Sequence[NodeSummary], failures: Sequence[Unreachable],
         *profiles(everyone),
         *domains,
         *nvl_blocks(everyone, blocks, (n for c in domains for n in c.nodes)),
+        *imex_domain(everyone),
         *ib_rails(everyone),
         *outliers(everyone, settings),
     ]

@@ -3,7 +3,9 @@
 The cluster checks see node reports only (the JSON the agents serve), never snapshots, so
 the facts they compare across nodes travel in the report's inventory: each GPU's NVLink
 domain and partition (``fabric``), the InfiniBand port that serves each GPU (``rails``),
-and a few counters and readings that outlier detection ranks (``telemetry``).
+a few counters and readings that outlier detection ranks (``telemetry``), and an NVL72
+tray's view of its IMEX domain (``imex``: the domain's state, each peer's index, address,
+host name and status, and the nodes-file entries that are the tray itself).
 """
 
 from __future__ import annotations
@@ -19,7 +21,21 @@ IB_ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port
 
 
 def cluster_facts(snap: Snapshot) -> dict[str, Any]:
-    return {"fabric": _fabric(snap), "rails": rails(snap), "telemetry": _telemetry(snap)}
+    return {"fabric": _fabric(snap), "rails": rails(snap), "telemetry": _telemetry(snap),
+            "imex": _imex(snap)}
+
+
+def _imex(snap: Snapshot) -> dict[str, Any] | None:
+    """What cluster.imex_domain compares: None where the tray shows no domain and no
+    nodes-file entry of its own (not a tray, or fabric.imex did not run)."""
+    state = snap.host.imex if snap.host is not None else None
+    if state is None or (state.domain is None and not state.own):
+        return None
+    domain = state.domain
+    return {"status": domain.status if domain is not None else None,
+            "peers": [{"index": p.index, "host": p.host, "host_name": p.host_name,
+                       "status": p.status} for p in (domain.nodes if domain else [])],
+            "own": list(state.own)}
 
 
 def _fabric(snap: Snapshot) -> list[dict[str, Any]]:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...agent.base.hostname import is_node_name
+from ...agent.model.host import IMEX_DOMAIN_STATES, IMEX_HOST, IMEX_STATUS
 from ...checks.core.finding import Finding, Status, worst
 from .node import NODE_SCHEMA
 
@@ -44,11 +46,35 @@ MAX_NAME = 200  # profile name, version
 # observed/expected are JSON values; deeper or bigger than this is not a measurement.
 MAX_VALUE_DEPTH = 16
 MAX_VALUE_ITEMS = 10_000
+# An IMEX domain lists the trays of one NVLink domain (18 in an NVL72); the collector keeps
+# at most this many (agent/collectors/imex.py MAX_NODES), and so does the cluster view.
+MAX_IMEX_PEERS = 1024
+MAX_IMEX_INDEX = 9999  # four digits, as the collector reads an index
 
 
 class BadReport(ValueError):
     """Why an answer or a file is not a node report we read; stable text (no node names),
     so that the same trouble on many nodes groups into one line."""
+
+
+@dataclass(frozen=True)
+class ImexPeerView:
+    """One peer as a tray's IMEX daemon lists it."""
+
+    index: int
+    host: str
+    host_name: str | None
+    status: str
+
+
+@dataclass
+class ImexView:
+    """A tray's view of its IMEX domain: the domain's state (None where it was not read),
+    its peers, and the nodes-file entries that are the tray itself."""
+
+    status: str | None
+    peers: list[ImexPeerView]
+    own: list[str]
 
 
 @dataclass
@@ -64,6 +90,7 @@ class NodeFacts:
     fabric: list[dict[str, Any]] = field(default_factory=list)
     rails: list[dict[str, Any]] = field(default_factory=list)
     telemetry: dict[str, float] = field(default_factory=dict)
+    imex: ImexView | None = None
 
 
 @dataclass
@@ -130,6 +157,42 @@ def _telemetry(inventory: dict[str, Any]) -> dict[str, float]:
     except OverflowError:  # an integer beyond any float
         pass
     raise BadReport("node report has a malformed inventory.telemetry")
+
+
+def _host(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(IMEX_HOST, value) is not None
+
+
+def _peer(item: Any) -> ImexPeerView:
+    if not (isinstance(item, dict) and isinstance(item.get("index"), int)
+            and not isinstance(item["index"], bool) and 0 <= item["index"] <= MAX_IMEX_INDEX
+            and _host(item.get("host"))
+            and (item.get("host_name") is None or _host(item.get("host_name")))
+            and isinstance(item.get("status"), str)
+            and re.fullmatch(IMEX_STATUS, item["status"]) is not None):
+        raise BadReport("node report has a malformed inventory.imex peer")
+    return ImexPeerView(item["index"], item["host"], item.get("host_name"), item["status"])
+
+
+def _imex(inventory: dict[str, Any]) -> ImexView | None:
+    """A tray's IMEX view: another node's word, so every peer is bounded and validated
+    as the collector validated it (an address, a status token)."""
+    value = inventory.get("imex")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadReport("node report has a malformed inventory.imex")
+    status, peers, own = value.get("status"), value.get("peers"), value.get("own")
+    if status is not None and status not in IMEX_DOMAIN_STATES:
+        raise BadReport("node report's inventory.imex status is none of "
+                        + ", ".join(IMEX_DOMAIN_STATES))
+    if not isinstance(peers, list) or not isinstance(own, list):
+        raise BadReport("node report has a malformed inventory.imex")
+    if len(peers) > MAX_IMEX_PEERS or len(own) > MAX_IMEX_PEERS:
+        raise BadReport(f"node report lists more than {MAX_IMEX_PEERS} IMEX peers")
+    if not all(_host(entry) for entry in own):
+        raise BadReport("node report has a malformed inventory.imex own entry")
+    return ImexView(status, [_peer(p) for p in peers], list(own))
 
 
 def _json_value(value: Any, where: str) -> None:
@@ -201,7 +264,7 @@ def _facts(inventory: dict[str, Any]) -> NodeFacts:
         vbios=_joined([g.get("vbios") for g in gpus if isinstance(g, dict)]),
         hca_firmware=_joined([h.get("firmware") for h in hcas if isinstance(h, dict)]),
         fabric=_records(inventory, "fabric"), rails=_records(inventory, "rails"),
-        telemetry=_telemetry(inventory),
+        telemetry=_telemetry(inventory), imex=_imex(inventory),
     )
 
 

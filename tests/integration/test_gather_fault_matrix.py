@@ -15,6 +15,7 @@ from clusterdiag.agent.sim.spec import ClusterSpec, parse_spec
 from clusterdiag.checks.core.finding import Status
 from clusterdiag.reports.cluster_checks import judge, settings_from
 from clusterdiag.reports.fleet.gather import GatherSettings, gather_agent
+from clusterdiag.reports.model.cluster import ClusterFinding
 
 CLUSTER_KINDS = sorted(k for k, f in FAULTS.items() if f.cluster)
 TOKEN = "matrix-token"
@@ -90,3 +91,47 @@ def test_tray_outside_block_moves_the_tray_in_the_simulated_blocks() -> None:
             "faults": [{"node": "r1-tray01", "kind": "tray_outside_block", "block": "r2"}]}
     assert blocks(parse_spec(data, "matrix")).blocks == {
         "r1": ("r1-tray02",), "r2": ("r1-tray01", "r2-tray01")}
+
+
+def _imex_report(faults: list[dict[str, object]]
+                 ) -> tuple[list[ClusterFinding], list[str], bool]:
+    """A three-tray rack and a two-tray one gathered from simulated agents: the
+    cluster.imex_domain findings, the bad nodes, and whether the run is ready."""
+    data = {"nodes": [{"names": "r1-tray[01-03]", "profile": "gb200-nvl72", "rack": "r1"},
+                      {"names": "r2-tray[01-02]", "profile": "gb200-nvl72", "rack": "r2"}],
+            "faults": faults}
+    spec = parse_spec(data, "matrix")
+    with Fleet(present(spec), token=TOKEN) as fleet:
+        gathered = gather_agent(fleet.urls, GatherSettings(token=TOKEN, retries=0,
+                                                           connect_timeout_s=1))
+    report = judge(*gathered, settings_from({"racks": racks(spec)}), via="agent",
+                   blocks=blocks(spec))
+    hits = [c for c in report.findings if c.finding.check == "cluster.imex_domain"]
+    return hits, report.bad_nodes, report.ready
+
+
+def test_a_tray_missing_from_its_imex_domain_fails_alone() -> None:
+    """tray03 (node #2 of its nodes file) is down; the two trays that see it gone warn on
+    their own, and the cluster fails tray03, mapped through the address it reports as its
+    own, and no other tray."""
+    hits, bad, _ = _imex_report([
+        {"node": "r1-tray[01-02]", "kind": "imex_domain_degraded", "peer": 2},
+        {"node": "r1-tray03", "kind": "imex_down"}])
+    assert [(c.finding.status, c.finding.component, c.nodes) for c in hits] == [
+        (Status.FAIL, "rack r1", ("r1-tray03",))]
+    assert bad == ["r1-tray03"]
+
+
+def test_an_imex_peer_outside_the_run_is_named_by_address_and_fails_no_tray() -> None:
+    hits, bad, ready = _imex_report([
+        {"node": "r1-tray[01-03]", "kind": "imex_domain_degraded", "peer": 9}])
+    assert [(c.finding.status, c.nodes) for c in hits] == [(Status.WARN, ())]
+    assert "#9 10." in next(iter(hits[0].finding.observed))
+    assert (bad, ready) == ([], True)
+
+
+def test_one_tray_losing_a_healthy_peer_fails_neither() -> None:
+    hits, bad, ready = _imex_report([
+        {"node": "r1-tray01", "kind": "imex_domain_degraded", "peer": 2}])
+    assert [(c.finding.status, c.nodes) for c in hits] == [(Status.WARN, ())]
+    assert (bad, ready) == ([], True)

@@ -15,6 +15,7 @@ from clusterdiag.checks.core.finding import Action, Finding, Status
 from clusterdiag.reports.cluster_checks import Unreachable, judge, settings_from
 from clusterdiag.reports.cluster_checks.capacity import capacity
 from clusterdiag.reports.cluster_checks.ib_rails import ib_rails
+from clusterdiag.reports.cluster_checks.imex_domain import imex_domain
 from clusterdiag.reports.cluster_checks.nvl_blocks import nvl_blocks
 from clusterdiag.reports.cluster_checks.nvl_domain import nvl_domain
 from clusterdiag.reports.cluster_checks.outliers import outliers, outlying
@@ -22,7 +23,13 @@ from clusterdiag.reports.cluster_checks.profiles import node_sets, profiles
 from clusterdiag.reports.cluster_checks.reachability import reachability
 from clusterdiag.reports.cluster_checks.settings import ClusterSettings
 from clusterdiag.reports.cluster_checks.versions import versions
-from clusterdiag.reports.model.summary import NodeFacts, NodeSummary, unanswered
+from clusterdiag.reports.model.summary import (
+    ImexPeerView,
+    ImexView,
+    NodeFacts,
+    NodeSummary,
+    unanswered,
+)
 
 UUID_A = "0cb9fff3-b336-5f08-b48e-8f30ff6ad12c"
 UUID_B = "77777777-b336-5f08-b48e-8f30ff6ad12c"
@@ -426,3 +433,79 @@ def test_nvl_blocks_skips_or_errs_with_the_reason_and_never_fails_a_tray() -> No
     assert statuses(nvl_blocks([node("gpu001")], _recorded_blocks())) == {Status.SKIP}
     elsewhere = SlurmBlocks("topology.conf", {"b": ("gpu001",)})
     assert statuses(nvl_blocks(nodes, elsewhere)) == {Status.SKIP}
+
+
+# -- imex_domain ----------------------------------------------------------------------------
+
+def imex_tray(name: str, own: str, down: dict[str, str] | None = None,
+              hosts: tuple[str, ...] = ("10.0.0.1", "10.0.0.2", "10.0.0.3"),
+              answered: bool = True) -> NodeSummary:
+    """A tray whose IMEX daemon lists ``hosts``, each READY but those in ``down``."""
+    marks = down or {}
+    peers = [ImexPeerView(i, host, None, marks.get(host, "READY"))
+             for i, host in enumerate(hosts)]
+    summary = tray(name)
+    summary.facts.imex = ImexView("DEGRADED" if marks else "UP", peers, [own] if own else [])
+    summary.answered = answered
+    return summary
+
+
+def test_imex_domain_fails_the_missing_tray_alone_mapped_by_its_own_address() -> None:
+    nodes = [imex_tray("t1", "10.0.0.1", {"10.0.0.3": "UNAVAILABLE"}),
+             imex_tray("t2", "10.0.0.2", {"10.0.0.3": "UNAVAILABLE"}), tray("t3")]
+    nodes[2].facts.imex = ImexView(None, [], ["10.0.0.3"])  # its daemon is down
+    (found,) = imex_domain(nodes)
+    assert found.finding.status is Status.FAIL
+    assert found.finding.check == "cluster.imex_domain"
+    assert found.nodes == ("t3",)
+    assert found.finding.observed == {"tray": "t3", "peer": "#2 10.0.0.3",
+                                      "UNAVAILABLE": "t[1-2]"}
+
+
+def test_imex_domain_maps_a_peer_by_host_name_when_no_tray_claims_it() -> None:
+    hosts = ("t1.rack.example", "t2.rack.example")
+    nodes = [imex_tray("t1", "", {"t2.rack.example": "UNAVAILABLE"}, hosts=hosts),
+             tray("t2")]
+    (found,) = imex_domain(nodes)
+    assert found.finding.status is Status.FAIL
+    assert found.nodes == ("t2",)
+
+
+def test_imex_domain_names_an_unmappable_peer_by_address_and_fails_no_one() -> None:
+    nodes = [imex_tray("t1", "10.0.0.1", {"10.0.0.3": "UNAVAILABLE"}),
+             imex_tray("t2", "10.0.0.2", {"10.0.0.3": "UNAVAILABLE"})]
+    (found,) = imex_domain(nodes)
+    assert found.finding.status is Status.WARN
+    assert found.nodes == ()
+    assert found.finding.observed == {"#2 10.0.0.3": {"UNAVAILABLE": "t[1-2]"}}
+
+
+def test_imex_domain_one_tray_against_the_rest_is_a_link_not_the_peer() -> None:
+    nodes = [imex_tray("t1", "10.0.0.1", {"10.0.0.3": "UNAVAILABLE"}),
+             imex_tray("t2", "10.0.0.2"), imex_tray("t3", "10.0.0.3")]
+    (found,) = imex_domain(nodes)
+    assert found.finding.status is Status.WARN
+    assert found.nodes == ()
+
+
+def test_imex_domain_an_address_two_trays_claim_maps_to_neither() -> None:
+    nodes = [imex_tray("t1", "10.0.0.1", {"10.0.0.3": "UNAVAILABLE"}),
+             imex_tray("t2", "10.0.0.3", {"10.0.0.3": "UNAVAILABLE"}), tray("t3")]
+    nodes[2].facts.imex = ImexView(None, [], ["10.0.0.3"])
+    assert [c.nodes for c in imex_domain(nodes)] == [()]
+
+
+def test_imex_domain_leaves_a_silent_tray_to_reachability() -> None:
+    nodes = [imex_tray("t1", "t1", {"t3": "UNAVAILABLE"}, hosts=("t1", "t3")),
+             unanswered("t3")]
+    assert imex_domain(nodes) == []  # neither a pass nor a second finding for t3
+    report = judge(nodes[:1], [Unreachable("connection refused", "t3")], ClusterSettings(),
+                   via="agent")
+    assert report.bad_nodes == ["t3"]
+    assert not [c for c in report.findings if c.finding.check == "cluster.imex_domain"]
+
+
+def test_imex_domain_passes_a_whole_domain_and_skips_without_views() -> None:
+    nodes = [imex_tray("t1", "10.0.0.1"), imex_tray("t2", "10.0.0.2")]
+    assert statuses(imex_domain(nodes)) == {Status.PASS}
+    assert statuses(imex_domain([tray("t1"), node("gpu001")])) == {Status.SKIP}

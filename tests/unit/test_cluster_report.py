@@ -163,3 +163,34 @@ def test_html_escapes_node_text() -> None:
         cluster.nodes[-2].problems[0].__class__(Status.WARN, "x", "<script>alert(1)</script>",
                                                 check="gpu.model"))
     assert "<script>" not in render_html(cluster)
+
+
+def _tray_report() -> dict[str, Any]:
+    return report("tray01", "gb200-nvl72")
+
+
+def test_summarize_keeps_a_trays_imex_view() -> None:
+    view = summarize(_tray_report()).facts.imex
+    assert view is not None
+    assert (view.status, len(view.peers)) == ("UP", 18)
+    assert [p.host for p in view.peers if p.host in view.own] == view.own
+
+
+@pytest.mark.parametrize(("imex", "reason"), [
+    ("UP", "malformed inventory.imex"),
+    ({"status": "SIDEWAYS", "peers": [], "own": []}, "status is none of"),
+    ({"status": "UP", "peers": [{"index": 0, "host": "<b>x</b>", "host_name": None,
+                                 "status": "READY"}], "own": []}, "imex peer"),
+    ({"status": "UP", "peers": [{"index": 0, "host": "10.0.0.1", "host_name": None,
+                                 "status": "ready; rm"}], "own": []}, "imex peer"),
+    ({"status": "UP", "peers": [{"index": True, "host": "10.0.0.1", "host_name": None,
+                                 "status": "READY"}], "own": []}, "imex peer"),
+    ({"status": "UP", "peers": [{"index": 0, "host": "10.0.0.1", "host_name": None,
+                                 "status": "READY"}] * 1025, "own": []}, "more than 1024"),
+    ({"status": "UP", "peers": [], "own": [["10.0.0.1"]]}, "own entry"),
+])
+def test_summarize_refuses_a_hostile_imex_view(imex: Any, reason: str) -> None:
+    data = _tray_report()
+    data["inventory"]["imex"] = imex
+    with pytest.raises(BadReport, match=reason):
+        summarize(data)

@@ -178,3 +178,33 @@ def test_no_command_where_imex_is_not_judged_or_not_running(tmp_path: Path) -> N
     state = imex.read(lambda p: root / p.lstrip("/"), FileCounter(), runner, False)
     assert state.domain is None
     assert not [argv for argv, _ in runner.calls if argv[0] == "nvidia-imex-ctl"]
+
+
+def test_own_entries_are_the_local_addresses_and_the_host_name() -> None:
+    fib = ("Local:\n  +-- 10.0.0.0/8 2 0 2\n     |-- 10.0.0.0\n        /8 host LOCAL\n"
+           "     |-- 10.0.0.7\n        /32 host LOCAL\n     |-- 10.0.0.255\n"
+           "        /32 link BROADCAST\n")
+    inet6 = "fd000000000000000000000000000002 04 40 00 82     eth0\n"
+    found = imex.local_addresses(fib, inet6)
+    assert found == {"10.0.0.7", "fd00::2"}
+    entries = ["10.0.0.0", "10.0.0.7", "10.0.0.255", "fd00:0::2", "tray01.rack", "tray02"]
+    assert imex.own_entries(entries, found, "tray01") == ["10.0.0.7", "fd00:0::2", "tray01.rack"]
+
+
+def test_local_addresses_read_this_machines_kernel_tables() -> None:
+    """The real /proc/net files of the kernel running the tests: the loopback is local."""
+    fib, inet6 = Path("/proc/net/fib_trie"), Path("/proc/net/if_inet6")
+    if not fib.exists():
+        pytest.skip("no /proc/net/fib_trie on this machine")
+    found = imex.local_addresses(fib.read_text(), inet6.read_text() if inet6.exists() else "")
+    assert "127.0.0.1" in found
+
+
+def test_the_collector_keeps_the_entries_that_are_this_tray(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "proc/net").mkdir(parents=True)
+    (root / "proc/net/fib_trie").write_text("Local:\n     |-- 10.0.0.2\n"
+                                            "        /32 host LOCAL\n")
+    (root / "etc/nvidia-imex/nodes_config.cfg").write_text("10.0.0.1\n10.0.0.2\nn1.rack\n")
+    runner = Recorder(CommandResult(["nvidia-imex-ctl"], 0, "Domain State: UP\n"))
+    assert _collect(root, runner).own == ["10.0.0.2", "n1.rack"]

@@ -56,6 +56,16 @@ def nodes_config(node: SimNode) -> str:
     return "".join(f"{host}\n" for host in domain_hosts(node))
 
 
+def fib_trie(node: SimNode) -> str:
+    """``/proc/net/fib_trie`` holding the loopback and the tray's own domain address as
+    local routes, laid out as Linux's ``fib_trie_seq_show`` prints them (a ``|-- ADDR``
+    leaf, then ``/32 host LOCAL``; net/ipv4/fib_trie.c): how the tray, like its IMEX
+    daemon, finds which entry of the nodes file is itself."""
+    leaves = "".join(f"     |-- {address}\n        /32 host LOCAL\n"
+                     for address in ("127.0.0.1", domain_hosts(node)[own_index(node)]))
+    return f"Local:\n  +-- 0.0.0.0/0 2 0 2\n{leaves}"
+
+
 def _timestamp(node: SimNode) -> str:
     at = time.gmtime(node.epoch)
     return (f"{at.tm_mon}/{at.tm_mday}/{at.tm_year} "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..state.hardware import SimNode
 from ..state.pci import gpu_bridges, nvswitch_bridges
-from .imex import nodes_config
+from .imex import fib_trie, nodes_config
 from .nccl import write_nccl_tree
 from .pci_tree import PciTree
 from .pci_tree import write_text as _write
@@ -84,6 +84,7 @@ def _write_imex(node: SimNode, root: Path) -> None:
     The channel is always there: ``imex_channel`` is what a job's container sees
     (qualify's rack test), not the host's /dev."""
     _write(root / "etc/nvidia-imex/nodes_config.cfg", nodes_config(node))
+    _write(root / "proc/net/fib_trie", fib_trie(node))
     _write(root / "dev/nvidia-caps-imex-channels/channel0", "")
     if node.dra_plugin:
         (root / "var/lib/kubelet/plugins/compute-domain.nvidia.com").mkdir(parents=True,
