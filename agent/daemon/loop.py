@@ -30,6 +30,7 @@ from ...reports.model.node import NodeReport
 from ..base.errors import ClusterdiagError, CollectError, ExitCode
 from ..collectors.kept import keep
 from ..model import Snapshot
+from ..model.kernel import PreviousBoot
 from ..model.serde import SerdeError
 from ..read import nvml_library
 from ..read.sources import SourceEnv, real_nvml
@@ -37,7 +38,7 @@ from ..run import session
 from ..run.collect import one_line
 from ..run.runner import RunOptions
 from ..settings.config import Config
-from . import cycle, xid
+from . import boot_records, cycle, xid
 from .commands import KeptRunner
 from .counterwindow import COUNTER_WINDOW_FILE, CounterWindow
 from .metric_labels import MetricSettings, settings_from
@@ -46,7 +47,7 @@ from .notify import Notifier
 from .persist import Persister
 from .security import Listen, Security, reloaded
 from .server import RateLimited, make_app, serve
-from .state import AGENT, EVENTS, REPORT, SNAPSHOT, StateDir
+from .state import AGENT, EVENTS, REPORT, SNAPSHOT, XID, StateDir
 from .sticky import event_from, resolved
 
 log = logging.getLogger("clusterdiag.agent")
@@ -82,7 +83,11 @@ class Agent:
         self.view = AgentView(settings=self._metric_settings())
         self.registry = registry_for(lambda: self.view)
         self.events = state.load_events()
-        self.view.xid_counts = Counter(_xid_key(e) for e in self.events.items)
+        self.view.xid_counts = Counter(_xid_key(e) for e in self.events.items
+                                       if e.get("kind", XID) == XID)
+        # What reading the previous boot's kernel log said; None until the first
+        # collection has read it (once per start: boot_records.py).
+        self._previous_boot: str | None = None
         self.previous = self._load_previous()
         self.counter_window = CounterWindow.from_dict(state.read(COUNTER_WINDOW_FILE),
                                                     env.node)
@@ -306,12 +311,16 @@ class Agent:
         try:
             snap = await loop.run_in_executor(self._collector, cycle.collect, self.env,
                                               self.config, options)
+            if self._previous_boot is None:
+                found = await loop.run_in_executor(self._collector, cycle.read_previous_boot,
+                                                   self.env)
+                await self._keep_previous_boot(found, snap)
             await self._resolve_events(snap)
             basis = _Basis(snap, list(snap.nvml.events) if snap.nvml else [], self.previous,
                            started)
             self._rejudge_when_collected = False  # this judging has every event so far
             report = cycle.judge(snap, self.config, options, self.previous, self.events, started,
-                                 self.counter_window)
+                                 self.counter_window, self._previous_boot)
             basis.duration_s = report.duration_s
         except Exception as exc:  # a bad cycle is logged with its traceback; the agent goes on
             self.view.collection_errors += 1
@@ -495,7 +504,7 @@ class Agent:
         try:
             report = await asyncio.get_running_loop().run_in_executor(
                 self._collector, cycle.judge, snap, self.config, options, basis.previous,
-                self.events, basis.started, self.counter_window)
+                self.events, basis.started, self.counter_window, self._previous_boot)
         except Exception as exc:  # a bad judging is logged; the next collection retries
             self.view.collection_errors += 1
             log.error("rejudge_failed", extra={"why": why, "error": one_line(exc)},
@@ -509,6 +518,17 @@ class Agent:
         await self._write(REPORT, body)  # last, as in a collection: HTTP already serves it
         log.info("rejudged", extra={"why": why, "verdict": report.verdict.value,
                                     "fails": len(report.failures())})
+
+    async def _keep_previous_boot(self, found: PreviousBoot, snap: Snapshot) -> None:
+        """The previous boot's records as events (boot_records.py), once per start; those
+        read at an earlier start of this boot are already there, cleared or not."""
+        self._previous_boot = found.read
+        added = [e for e in boot_records.events_from(found, boot_records.boot_time(snap))
+                 if self.events.add(e)]
+        if added:
+            await self._write_events()
+        log.info("previous_boot_read", extra={"read": found.read,
+                                              "new": ",".join(e["id"] for e in added)})
 
     async def _write_events(self) -> bool:
         return await self._write(EVENTS, self.state.events_body(self.events))

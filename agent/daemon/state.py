@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 REPORT, AGENT, SNAPSHOT, EVENTS, CLEAR_DIR = (
     "report.json", "agent.json", "snapshot.json", "events.json", "clear")
 MAX_EVENTS = 1000  # the oldest cleared events go first beyond this
+# An event's kind: an NVML XID (the listener's), or a hardware error record of the
+# previous boot (read at the agent's start); files written before kinds have only XIDs.
+XID, CPER = "xid", "cper"
+MAX_MESSAGE_CHARS = 8192  # a record's text, as the kernel-log parser bounds it
 # Ids name files under clear/: "." and ".." would name the directory or its parent.
 ID_RE = re.compile(r"^(?!\.+$)[A-Za-z0-9._-]{1,80}$")
 # How long after a change of ``clear/`` it is listed every time all the same (take_clear_requests).
@@ -89,8 +93,10 @@ def check_dir(where: Path, info: os.stat_result, owner: int | None) -> None:
 
 @dataclass
 class Events:
-    """NVML XID events the agent recorded, in arrival order. An event is a dict: ``id``,
-    ``xid``, ``gpu_index``, ``gpu_uuid``, ``time``, ``cleared`` (None, or why and when)."""
+    """Events the agent recorded, in arrival order. An NVML XID event is a dict: ``id``,
+    ``xid``, ``gpu_index``, ``gpu_uuid``, ``time``, ``cleared`` (None, or why and when);
+    a previous boot's record has ``kind`` ``cper`` and its ``message`` instead
+    (daemon/boot_records.py)."""
 
     items: list[dict[str, Any]] = field(default_factory=list)
 
@@ -99,6 +105,9 @@ class Events:
 
     def active(self) -> list[dict[str, Any]]:
         return [e for e in self.items if not e.get("cleared")]
+
+    def active_of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.active() if e.get("kind", XID) == kind]
 
     def add(self, event: dict[str, Any]) -> bool:
         if event["id"] in self.ids():
@@ -120,8 +129,16 @@ class Events:
 
 
 def _valid_event(e: Any) -> bool:
-    return (isinstance(e, dict) and isinstance(e.get("id"), str) and isinstance(e.get("xid"), int)
-            and isinstance(e.get("time"), (int, float)))
+    """An XID event (no ``kind``: files written before there were others), or a previous
+    boot's hardware error record (daemon/boot_records.py) whose text stays bounded."""
+    if not (isinstance(e, dict) and isinstance(e.get("id"), str)
+            and isinstance(e.get("time"), (int, float))):
+        return False
+    kind = e.get("kind", XID)
+    if kind == XID:
+        return isinstance(e.get("xid"), int)
+    return kind == CPER and isinstance(e.get("message"), str) \
+        and len(e["message"]) <= MAX_MESSAGE_CHARS
 
 
 class StateDir:

@@ -18,7 +18,8 @@ from ...checks.core.finding import Action, Finding, Status
 from ...reports.model.node import NodeReport, iso
 from ..model import Snapshot
 from ..model.gpu import NvmlEvent
-from .state import Events
+from . import boot_records
+from .state import XID, Events
 from .xid import XID_EVENT
 
 STICKY_ACTIONS = ("reset_gpu", "reboot", "rma")
@@ -41,7 +42,7 @@ def inject(snap: Snapshot, events: Events) -> None:
         return
     snap.nvml.events.extend(
         NvmlEvent(gpu_index=e.get("gpu_index"), event_type=XID_EVENT, xid=int(e["xid"]),
-                  time=float(e["time"])) for e in events.active())
+                  time=float(e["time"])) for e in events.active_of(XID))
 
 
 def _gpu_ids(snap: Snapshot, index: int | None) -> set[str]:
@@ -52,7 +53,10 @@ def _gpu_ids(snap: Snapshot, index: int | None) -> set[str]:
 
 
 def resolved(snap: Snapshot, event: dict[str, Any]) -> str | None:
-    """Why the event no longer needs action (a reboot or reset seen after it), or None."""
+    """Why the event no longer needs action (a reboot or reset seen after it), or None.
+    A previous boot's record is past by its own rule (boot_records.py)."""
+    if event.get("kind", XID) != XID:
+        return boot_records.resolved(snap, event)
     when = float(event["time"])
     boot = next((b for b in ((snap.host.boot_time if snap.host else None),
                              (snap.kernel_log.boot_time if snap.kernel_log else None))
@@ -73,7 +77,7 @@ def add_sticky(report: NodeReport, events: Events) -> None:
     judged = {f.component for f in report.findings
               if f.check == "gpu.xid" and f.status in (Status.FAIL, Status.WARN)}
     extra: list[Finding] = []
-    for e in events.active():
+    for e in events.active_of(XID):
         info = xid_info(int(e["xid"]))
         if info is None or info.action not in STICKY_ACTIONS:
             continue

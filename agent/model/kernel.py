@@ -81,6 +81,33 @@ class KernelEvent:
     uptime_s: float | None = None
 
 
+# The most previous-boot records a snapshot holds: a boot a fatal error ended has one or
+# two; the rest of a long list would be repeats the kernel printed before it.
+MAX_PREVIOUS_BOOT_RECORDS = 16
+
+
+@record
+class BootRecord:
+    """One hardware error record of the previous boot, with the id the agent keeps it
+    under (``clusterdiag agent --clear ID`` clears it)."""
+
+    id: str
+    event: KernelEvent
+
+
+@record
+class PreviousBoot:
+    """The kernel log of the boot before this one, as the agent read it at its start
+    (``agent/collectors/previous_boot.py``): a fatal error usually takes the host down, so
+    its record sits in the boot it ended. ``read`` says what was read, or why nothing
+    was (no persistent journal, no previous boot, journalctl missing or too slow);
+    ``records`` are the fatal and recoverable APEI/CPER records not yet cleared, at most
+    ``MAX_PREVIOUS_BOOT_RECORDS``. None on every path but the agent's."""
+
+    read: str
+    records: list[BootRecord] = field(default_factory=list)
+
+
 @record
 class KernelLog:
     """Everything read from one kernel-log source.
@@ -101,6 +128,8 @@ class KernelLog:
     boot_time: float | None = None
     unknown: dict[str, str] = field(default_factory=dict)
     dropped: int = 0
+    previous_boot: PreviousBoot | None = None
 
 
-__all__ = ["KernelEvent", "KernelLog", "SxidEvent", "XidEvent"]
+__all__ = ["MAX_PREVIOUS_BOOT_RECORDS", "BootRecord", "KernelEvent", "KernelLog",
+           "PreviousBoot", "SxidEvent", "XidEvent"]

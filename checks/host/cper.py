@@ -18,9 +18,10 @@ and "physical fault address: 0x%016llx".
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
-from ...agent.model.kernel import KernelEvent
+from ...agent.model.kernel import KernelEvent, KernelLog
 from ...agent.model.record import record
 from ..core.finding import Action, Finding
 from ..core.params import Params, param, parameters
@@ -103,6 +104,10 @@ class CperParams(Params):
         50.0, ge=0.001, doc="corrected records per day that warn: rasdaemon's default for "
         "offlining a page (PAGE_CE_THRESHOLD=50 per PAGE_CE_REFRESH_CYCLE=24h, "
         "misc/rasdaemon.env), taken for the whole node")
+    previous_boot_s: int = param(
+        43200, ge=0, doc="how long after this boot began a fatal or recoverable record of "
+        "the previous boot (read by the agent at its start) still counts, in seconds, "
+        "unless cleared with clusterdiag agent --clear")
 
 
 def _observed(records: list[tuple[KernelEvent, CperRecord]]) -> dict[str, object]:
@@ -128,6 +133,11 @@ def cper(ctx: CheckContext) -> Iterator[Finding]:
     recoverable record warns: data was lost but contained. Corrected records are judged
     as a rate over the window against rasdaemon's default page threshold. Counts are
     lower bounds: the kernel rate-limits and de-duplicates these records.
+
+    The agent also reads the previous boot's kernel log at its start, where the journal
+    is persistent: a fatal (fail) or recoverable (warn) record of the boot that ended
+    counts "in the previous boot" for ``previous_boot_s`` after this boot began, until
+    ``clusterdiag agent --clear ID`` clears it. ``run`` and the prolog never read it.
     """
     log = ctx.snapshot.kernel_log
     if log is None:
@@ -169,8 +179,47 @@ def cper(ctx: CheckContext) -> Iterator[Finding]:
              "per_day": round(per_day, 1),
              "locations": {c: len(corrected[c]) for c in busiest}, "note": LOWER_BOUND},
             f"< {params.corrected_warn_per_day:g} per day", Action.INVESTIGATE)
+    judged = {c for s in ("fatal", "recoverable") for c in by_severity.get(s, {})}
+    for finding in _previous_boot(ctx, log, params, judged):
+        found = True
+        yield finding
     if not found:
+        counts: dict[str, object] = {s: sum(len(r) for r in c.values())
+                                     for s, c in sorted(by_severity.items())}
+        if log.previous_boot is not None:
+            counts["previous_boot"] = log.previous_boot.read
         yield Finding.passed(NODE, "no fatal or recoverable hardware error records (APEI/"
-                                   "CPER), corrected ones below the rate that warns",
-                             {s: sum(len(r) for r in c.values())
-                              for s, c in sorted(by_severity.items())})
+                                   "CPER), corrected ones below the rate that warns", counts)
+
+
+def _at(when: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)) if when else "an unknown time"
+
+
+def _previous_boot(ctx: CheckContext, log: KernelLog, params: CperParams,
+                   judged: set[str]) -> Iterator[Finding]:
+    """The previous boot's fatal (fail) and recoverable (warn) records the agent read at
+    its start and no one cleared, for ``previous_boot_s`` after this boot began (always,
+    where the boot time is unknown), on a location this boot's log does not already
+    judge. Only the agent reads them (agent/collectors/previous_boot.py)."""
+    found = log.previous_boot
+    if found is None or not found.records:
+        return
+    boot = next((b for b in ((ctx.snapshot.host.boot_time if ctx.snapshot.host else None),
+                             log.boot_time) if b is not None), None)
+    if boot is not None and ctx.now - boot > params.previous_boot_s:
+        return
+    newest: dict[tuple[str, str], tuple[str, KernelEvent, CperRecord]] = {}
+    for kept in found.records:
+        read = read_record(kept.event)
+        if read.severity in ("fatal", "recoverable") and read.component not in judged:
+            newest[(read.severity, read.component)] = (kept.id, kept.event, read)
+    for (severity, component), (event_id, event, read) in sorted(newest.items()):
+        observed = {**_observed([(event, read)]), "records": "at least 1", "event": event_id,
+                    "clear_with": f"clusterdiag agent --clear {event_id}"}
+        text = (f"{severity} hardware error record (APEI/CPER) in the previous boot (at "
+                f"{_at(event.time)})")
+        if severity == "fatal":
+            yield Finding.fail(component, text, observed, "none", Action.INVESTIGATE)
+        elif component not in {c for s, c in newest if s == "fatal"}:
+            yield Finding.warn(component, text, observed, "none", Action.INVESTIGATE)

@@ -6,21 +6,24 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clusterdiag import checks
-from clusterdiag.agent.daemon import cycle
+from clusterdiag.agent.daemon import boot_records, cycle
 from clusterdiag.agent.daemon.counterwindow import CounterWindow
 from clusterdiag.agent.daemon.state import Events
 from clusterdiag.agent.run.runner import RunOptions, run_node
 from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.settings.site_profiles import load_site_profiles
+from clusterdiag.agent.sim import node as sim_node
 from clusterdiag.agent.sim.faults.catalog import FAULTS, FaultKind
 from clusterdiag.agent.sim.faults.ib import example_hca
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state import counter as sim_counter
+from clusterdiag.agent.sim.state.hardware import SimNode
 from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.checks.core.finding import Status
 from clusterdiag.checks.profiles import profile as profile_module
@@ -84,6 +87,18 @@ def _agent_run(profile: str, faults: list[dict[str, object]], config: Config,
         clock[0] += step_s
     assert report is not None
     return report
+
+
+def _agent_start(profile: str, faults: list[dict[str, object]], config: Config) -> NodeReport:
+    """The agent's first collection as it starts: the previous boot's journal read and
+    its records kept as events (agent/daemon/boot_records.py), then judged."""
+    spec = NodeSpec("n1", profile, rack="rack1" if "nvl72" in profile else None, faults=faults)
+    env = env_for(spec)
+    options = RunOptions(level="full", profile=profile, budget_s=20, mode="agent")
+    snap = cycle.collect(env, config, options)
+    found = cycle.read_previous_boot(env)
+    events = Events(boot_records.events_from(found, boot_records.boot_time(snap)))
+    return cycle.judge(snap, config, options, None, events, time.time(), None, found.read)
 
 
 def _config_for(kind: FaultKind) -> Config:
@@ -192,6 +207,8 @@ def _assert_trips_only_its_check(kind: str, platform: str,
     fault = _fault(spec, platform)
     if spec.trend:  # a trickle: only the agent's hour of counters sees it
         report = _agent_run(platform, [fault], _config_for(spec), monkeypatch)
+    elif spec.agent_start:  # only the agent's start reads the previous boot's journal
+        report = _agent_start(platform, [fault], _config_for(spec))
     else:
         report = _run(platform, [fault], spec.level, _config_for(spec), spec.fabric,
                       spec.layout)
@@ -221,6 +238,36 @@ def test_a_trickle_is_invisible_to_one_interval(kind: str) -> None:
     spec = FAULTS[kind]
     report = _run(_profile_for(spec), [_fault(spec)], "full", _config_for(spec))
     assert not [f for f in report.findings if f.status is Status.FAIL], report.findings
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, f in FAULTS.items() if f.agent_start),
+                         ids=str)
+def test_the_previous_boot_is_invisible_to_a_run(kind: str) -> None:
+    """``run`` (and the prolog) never ask journalctl: a record only the previous boot's
+    journal holds trips nothing there."""
+    spec = FAULTS[kind]
+    report = _run(_profile_for(spec), [_fault(spec)], "full", _config_for(spec))
+    assert not [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
+
+
+@pytest.mark.parametrize("journal", ["first_boot", "volatile", "missing", "hang"])
+def test_a_previous_boot_the_agent_cannot_read_is_a_note(
+        journal: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No earlier boot, a volatile journal, no journalctl, one that never answers: the
+    agent's start report says why on host.cper's pass, and nothing fails."""
+    build = sim_node.build
+
+    def with_journal(*args: Any, **kwargs: Any) -> SimNode:
+        node = build(*args, **kwargs)
+        node.journal = journal
+        return node
+
+    monkeypatch.setattr(sim_node, "build", with_journal)
+    report = _agent_start("gb200-nvl72", [], Config())
+    bad = [f for f in report.findings if f.status not in (Status.PASS, Status.SKIP)]
+    assert not bad, bad
+    (cper,) = [f for f in report.findings if f.check == "host.cper"]
+    assert str(cper.observed["previous_boot"]).startswith("not read: "), cper.observed
 
 
 def test_every_fault_kind_names_a_registered_check() -> None:

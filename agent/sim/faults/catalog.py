@@ -105,6 +105,9 @@ class FaultKind:
     # A trickle only the agent's long window sees (checks/core/window.py): one event every few
     # minutes, never enough in one interval. Tests drive agent cycles over simulated time.
     trend: bool = False
+    # Only the agent's start sees it: the previous boot's journal, read once when the
+    # agent starts (agent/daemon/boot_records.py); a one-shot run never reads it.
+    agent_start: bool = False
     # roce: applies to a node whose compute rails are RoCE (NodeSpec fabric), judged with a
     # RoCE site profile (tests/fixtures/profiles/roce-h100.yaml).
     fabric: str = "infiniband"
@@ -384,6 +387,17 @@ def _cper_fatal(node: SimNode, fault: Mapping[str, Any]) -> None:
     node.kernel_lines.extend((age, line) for line in _cper_memory(1, "fatal", 3))
 
 
+def _cper_fatal_previous_boot(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The same fatal record, logged just before it took the tray down: only the
+    previous boot's journal holds it, and the tray booted again ten minutes ago with a
+    clean kernel log."""
+    node.uptime_s = 600.0
+    node.previous_boot_lines = [
+        *((2.0, line) for line in _cper_memory(1, "fatal", 3)),
+        # ghes.c __ghes_panic(): panic(GHES_PFX "Fatal hardware error!"), GHES_PFX "GHES: "
+        (1.0, "Kernel panic - not syncing: GHES: Fatal hardware error!")]
+
+
 def _cper_corrected_storm(node: SimNode, fault: Mapping[str, Any]) -> None:
     """Corrected memory error records on module 5, one a minute for the last half hour:
     ~1,440 a day, far past host.cper's 50."""
@@ -575,6 +589,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     # Grace's firmware-first CPU and memory errors (APEI/GHES records in the kernel log).
     FaultKind("cper_fatal", "host.cper", "fail", "investigate", "memory.node0.card0.module3",
               (), _cper_fatal, options=("age_s",), needs=_NVL),
+    FaultKind("cper_fatal_previous_boot", "host.cper", "fail", "investigate",
+              "memory.node0.card0.module3", (), _cper_fatal_previous_boot, needs=_NVL,
+              agent_start=True),
     FaultKind("cper_corrected_storm", "host.cper", "warn", "investigate", "node", (),
               _cper_corrected_storm, needs=_NVL),
     FaultKind("imex_down", "fabric.imex", "warn", "fix_config", "node", (),

@@ -180,6 +180,16 @@ class SimNode:
     # kubelet plugin installed, and the indexes of the domain's trays whose daemon is gone.
     dra_plugin: bool = False
     imex_missing: set[int] = field(default_factory=set)
+    # How long ago the node booted (/proc/stat btime, kmsg times).
+    uptime_s: float = 86_400.0
+    # The journal of the boot before this one, as ``journalctl -k -b -1`` reads it
+    # (writers/journal.py): persistent (its lines below), first_boot (persistent, no
+    # earlier boot), volatile (no /var/log/journal), missing (no journalctl), hang (it
+    # never answers). Lines: (seconds before that boot ended, kernel message).
+    journal: str = "persistent"
+    previous_boot_lines: list[tuple[float, str]] = field(default_factory=lambda: [
+        (60.0, "Command line: BOOT_IMAGE=/vmlinuz ro quiet"),
+        (0.5, "reboot: Restarting system")])
     # How the node's active-test tools were built and what their loader finds
     # (agent/sim/toolkit.py, perftest.py, nccl_tests.py): a perftest with CUDA support
     # (MLNX_OFED/DOCA's; Debian's 4.5 has none), the seconds an ib_write_bw server takes

@@ -1,6 +1,6 @@
 """The commands collectors run, answered from a simulated node's state: systemctl's unit
-states, iproute2's dcb, timedatectl, nvidia-imex-ctl on NVL72 trays, and nccl-tests'
-all_reduce_perf where installed."""
+states, iproute2's dcb, timedatectl, nvidia-imex-ctl on NVL72 trays, journalctl for
+the previous boot's kernel log, and nccl-tests' all_reduce_perf where installed."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from ...read.sources import CommandResult, CommandRunner
 from ..state.hardware import SimNode
 from .dcb import dcb
 from .imex import imex_ctl
+from .journal import journalctl
 from .nccl import allreduce_output
 
 
@@ -30,6 +31,8 @@ def command_runner(node: SimNode) -> CommandRunner:
             return dcb(node, argv)
         if program == "nvidia-imex-ctl":
             return imex_ctl(node, argv)
+        if program == "journalctl":
+            return journalctl(node, argv, timeout_s)
         if program == "timedatectl":
             return CommandResult(argv, 0, "yes\n")
         if program == "all_reduce_perf" and allreduce_output(node) is not None:

@@ -43,7 +43,7 @@ def write_tree(node: SimNode, root: Path) -> None:
 
 def _write_host(node: SimNode, root: Path) -> None:
     host = node.layout.host
-    boot_time = int(node.epoch) - 86_400
+    boot_time = int(node.epoch - node.uptime_s)
     cpus = "".join(f"cpu{i} 100 0 100 10000 0 0 0 0 0 0\n" for i in range(host.cpu_count))
     _write(root / "proc/stat", f"cpu  1000 0 1000 100000 0 0 0 0 0 0\n{cpus}btime {boot_time}\n")
     _write(root / "proc/meminfo", f"MemTotal:       {host.memory_total_kib} kB\n"
@@ -75,6 +75,8 @@ def _write_host(node: SimNode, root: Path) -> None:
     if node.profile.imex:
         _write_imex(node, root)
     (root / "tmp").mkdir(exist_ok=True)
+    if node.journal != "volatile":  # journald.conf(5) Storage=auto: persistent if it exists
+        (root / "var/log/journal").mkdir(parents=True, exist_ok=True)
     write_kmsg(node, root)
 
 
@@ -93,7 +95,7 @@ def _write_imex(node: SimNode, root: Path) -> None:
 
 def write_kmsg(node: SimNode, root: Path) -> None:
     """Kernel messages as /dev/kmsg records (priority,seq,usec,flags;text)."""
-    boot_time = int(node.epoch) - 86_400
+    boot_time = int(node.epoch - node.uptime_s)
     now = time.time()
     lines = []
     for seq, (age_s, message) in enumerate(node.kernel_lines):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusterdiag.agent.collectors.kernel_log import parse_lines
-from clusterdiag.agent.model.kernel import KernelLog
+from clusterdiag.agent.model.kernel import BootRecord, KernelLog, PreviousBoot
 from clusterdiag.checks.core.finding import Action, Finding, Status
 from tests.checks.host.factory import NOW, judge, one, statuses
 from tests.unit.test_kernel_log_cper import CORRECTED_ARM, FATAL_MEMORY
@@ -73,3 +73,40 @@ def test_hostile_location_text_never_reaches_the_component() -> None:
 def test_unreadable_log_is_an_error() -> None:
     log = KernelLog("kmsg", unknown={"kmsg": "permission denied"})
     assert statuses(judge("host.cper", kernel_log=log)) == [Status.ERROR]
+
+
+def previous(*records: list[str], booted_s_ago: float = 600.0, read: str = "journalctl -k -b -1",
+             **params: Any) -> list[Finding]:
+    """host.cper on a clean log of this boot, with the previous boot's records as the
+    agent puts them in the snapshot (agent/daemon/boot_records.py)."""
+    old = parse_lines([line for record in records for line in record], now=NOW)
+    for event in old.events:
+        event.time = NOW - booted_s_ago - 120
+    log = KernelLog("kmsg", boot_time=NOW - booted_s_ago, lines_read=100)
+    log.previous_boot = PreviousBoot(read, [BootRecord(f"cper-{n}", e)
+                                            for n, e in enumerate(old.events)])
+    return judge("host.cper", kernel_log=log, **params)
+
+
+def test_fatal_record_of_the_previous_boot_fails_saying_so() -> None:
+    finding = one(previous(FATAL_MEMORY))
+    assert (finding.status, finding.component) == (Status.FAIL, "memory.node0.card0.module3")
+    assert "in the previous boot (at 2023-11-14T22:01:20Z)" in finding.message
+    assert finding.observed["clear_with"] == "clusterdiag agent --clear cper-0"
+
+
+def test_recoverable_record_of_the_previous_boot_warns() -> None:
+    finding = one(previous(severity(FATAL_MEMORY, "recoverable")))
+    assert (finding.status, finding.component) == (Status.WARN, "memory.node0.card0.module3")
+
+
+def test_previous_boot_counts_only_for_the_first_hours_after_boot() -> None:
+    assert statuses(previous(FATAL_MEMORY, booted_s_ago=50_000)) == [Status.PASS]
+    assert statuses(previous(FATAL_MEMORY, booted_s_ago=50_000,
+                             previous_boot_s=86_400)) == [Status.FAIL]
+
+
+def test_why_the_previous_boot_was_not_read_is_a_note_on_the_pass() -> None:
+    finding = one(previous(read="not read: no persistent journal"))
+    assert finding.status is Status.PASS
+    assert finding.observed["previous_boot"] == "not read: no persistent journal"
