@@ -85,6 +85,8 @@ GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("least a Python prolog can cost: start, read the report and the files the prolog "
      "without one reads", "least a Python prolog can cost here",
      "python3 -c pass (this install's interpreter)"),
+    ("NVML calls per GPU, one snapshot of a simulated dgx-h100", "nvml calls per GPU, dgx-h100",
+     ""),
     ("InfiniBand collection, real H100 tree, vs node_exporter's infiniband collector",
      "ib collect, real H100 tree|node_exporter's",
      "node_exporter ~infiniband collector, real H100"),

@@ -35,6 +35,7 @@ from .nvml_budget import ThreadTimes, from_dict, own_deadline, thread_times
 from .nvml_read import (
     CountingNvml,
     GpuReader,
+    NodeFacts,
     checked,
     read_bw_mode,
     read_p2p,
@@ -71,7 +72,8 @@ def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
         emit({"t": "end", "calls": nv.calls})
         return
     lock = threading.Lock()
-    readers = [GpuReader(nv, i, fec_history) for i in range(info.device_count)]
+    facts = NodeFacts()  # what one GPU's answer says for all of them
+    readers = [GpuReader(nv, i, fec_history, facts) for i in range(info.device_count)]
 
     def work(reader: GpuReader) -> None:
         try:

@@ -4,22 +4,29 @@ This module only talks to a pynvml-like module object (real pynvml or the simula
 and returns plain data. It runs inside the isolated worker (nvml.py), where a hung call
 can be abandoned; nothing here knows about deadlines.
 
-Call budget (per GPU, H100): handle, name, UUID, serial, PCI info, board part, VBIOS,
-InfoROM version and validity, architecture, memory, temperature, slowdown threshold,
-clock events, P-state, current PCIe gen and width, persistence, MIG, processes, remapper
-histogram, fabric info (one call more per version a driver older than the binding
-refuses), SRAM status, unrepairable flag, and ONE field-value batch for every counter and
-every per-link value. Max PCIe gen/width come from sysfs (the PCI source), not NVML: the
-same numbers, two calls fewer per GPU. A GPU with NVLink-C2C to a Grace CPU costs two
-more: its C2C mode and one batch of its C2C links. Once per node, not per GPU, where a GPU
-has NVLink5 links: the NVLink bandwidth mode the site may have set.
+Call budget (per GPU, H100): handle, name, UUID, minor number, serial, PCI info, board
+part, VBIOS, InfoROM version and validity, architecture, memory, temperature, slowdown
+threshold, clock events, SM clock, its maximum, its application clock, P-state, current
+PCIe gen and width, persistence, MIG, processes, remapper histogram, fabric info, SRAM
+status, unrepairable flag, and ONE field-value batch for every counter, the slowdown
+times and every per-link value (_fields). A fabric-info version the driver or binding
+refuses is asked once per node, not per GPU (NodeFacts). None of the getters has a
+field id of the same meaning in nvml.h (NVML_FI_DEV_TEMPERATURE_*_TLIMIT are margins to
+the limit, not the threshold in degrees), so each stays its own call. Max PCIe gen/width
+come from sysfs (the PCI source), not NVML: the same numbers, two calls fewer per GPU. A
+GPU with NVLink-C2C to a Grace CPU costs two more: its C2C mode and one batch of its C2C
+links. The node adds the P2P status of each GPU pair and, where a GPU has NVLink5 links,
+the NVLink bandwidth mode the site may have set (one call).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import threading
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..model import nvlink_ber
@@ -39,8 +46,16 @@ UNSUPPORTED = frozenset({"NotSupported", "FunctionNotFound", "NoPermission",
                          "ArgumentVersionMismatch", "NVMLLibraryMismatchError", "Deprecated"})
 FATAL = frozenset({"GpuIsLost", "ResetRequired"})
 
+ARCH_AMPERE = 7  # NVML_DEVICE_ARCH_* in nvml.h
 ARCH_HOPPER = 9
 ARCH_BLACKWELL = 10
+# NVLinks per GPU by architecture, asked for in the device batch before the GPU's own
+# count (field 91) is known: 12 third-generation links on A100 (NVIDIA A100 Tensor Core
+# GPU Architecture whitepaper), 18 fourth-generation on H100 (NVIDIA H100 Tensor Core GPU
+# Architecture whitepaper) and 18 fifth-generation on Blackwell (NVIDIA Blackwell
+# Architecture Technical Brief). Another architecture reads its links in a batch of their
+# own, as does a GPU that counts more links than planned here.
+LINKS_BY_ARCH = {ARCH_AMPERE: 12, ARCH_HOPPER: 18, ARCH_BLACKWELL: 18}
 
 # Device-scope fields read in the one batch (NVML_FI_DEV_* in nvml.h), keyed by
 # the Gpu field each fills: a failed one is reported under that same name.
@@ -81,8 +96,8 @@ C2C_LINK_STATUS, C2C_LINK_MAX_BW = 171, 172
 C2C_LINK_ERRORS = {"crc": 231, "replay": 232, "replay_b2b": 233}
 NVML_CLOCK_SM = 1
 # Accumulated slowdown time per reason (NVML_FI_DEV_CLOCKS_EVENT_REASON_* in nvml.h),
-# read in their own batch: drivers older than the fields answer InvalidArgument for them,
-# which here means "not on this driver", not a broken GPU.
+# read in the device batch: a driver older than the fields answers InvalidArgument in their
+# entries, which here means "not on this driver", not a broken GPU.
 CLOCK_EVENT_TIME_FIELDS = {"sw_thermal": 269, "hw_thermal": 270, "hw_power_brake": 271}
 
 # Fabric-info versions, newest first: (version, function, pynvml struct). Version 4 is its
@@ -124,6 +139,55 @@ def _byref(struct: Any) -> Any:
 
     return ctypes.byref(struct)
 
+
+# How long a reader waits for another GPU's answer to a question about the whole node.
+# NVML answers such a call in milliseconds; a reader that waited in vain asks itself.
+WAIT_S = 0.5
+
+
+class NodeFacts:
+    """Refusals heard from one GPU of a node, kept for its other GPUs, keyed by what was
+    asked.
+
+    A refusal that names the driver or the library, not the GPU, is the same answer on
+    every GPU: pynvml raises FunctionNotFound when the loaded libnvidia-ml lacks the symbol
+    (nvidia-ml-py 13.615.71 pynvml.py:1136, ``_nvmlGetFunctionPointer``), and the driver answers
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH for a struct version it does not know (nvml.h:
+    "The provided version is invalid/unsupported"). The first GPU to hear one keeps it
+    here and the others are not asked again.
+
+    The GPUs are read in parallel threads. While one reader asks, the others wait for its
+    answer, so that exactly one GPU pays for each refusal whatever the threads' order (the
+    call count is part of the report). The wait is bounded: a reader hung inside that very
+    call holds the other GPUs no longer than ``WAIT_S``; after it they ask for themselves.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._settled: set[str] = set()
+        self.refused: dict[str, BaseException] = {}
+
+    @contextmanager
+    def learning(self, topic: str) -> Iterator[None]:
+        """Held while one reader asks about ``topic``; a no-op once it is settled."""
+        if topic in self._settled:
+            yield
+            return
+        with self._guard:
+            lock = self._locks.setdefault(topic, threading.Lock())
+        held = lock.acquire(timeout=WAIT_S)
+        try:
+            yield
+        finally:
+            if held:
+                lock.release()
+
+    def settle(self, topic: str) -> None:
+        """Nothing more about ``topic`` is to be learned: its readers stop waiting."""
+        self._settled.add(topic)
+
+
 class CountingNvml:
     """Wraps a pynvml-like module and counts every nvml* call made through it."""
 
@@ -150,11 +214,13 @@ class CountingNvml:
 class GpuReader:
     """Reads one GPU; each failed value lands in ``unsupported`` or ``errors``."""
 
-    def __init__(self, nv: NvmlApi, index: int, fec_history: bool = False) -> None:
+    def __init__(self, nv: NvmlApi, index: int, fec_history: bool = False,
+                 facts: NodeFacts | None = None) -> None:
         self.nv = nv
         self.gpu = Gpu(index=index)
         self.handle: Any = None
         self.fec_history = fec_history  # read the FEC bins too (level full)
+        self.facts = facts if facts is not None else NodeFacts()  # shared by a node's GPUs
 
     def call(self, key: str, func: str, *args: Any) -> Any:
         try:
@@ -227,23 +293,8 @@ class GpuReader:
         if g.architecture is not None and g.architecture >= ARCH_BLACKWELL:
             self._platform()
         self._fields()
-        self._clock_event_time()
         g.responsive = g.lost is None
         return g
-
-    def _clock_event_time(self) -> None:
-        values = self.call("clock_event_time_ns", "nvmlDeviceGetFieldValues", self.handle,
-                           list(CLOCK_EVENT_TIME_FIELDS.values()))
-        if values is None:
-            return
-        for i, name in enumerate(CLOCK_EVENT_TIME_FIELDS):
-            value, err = _field_value(values[i])
-            if err is None:
-                self.gpu.clock_event_time_ns[name] = int(value)
-            elif err in UNSUPPORTED or err == "InvalidArgument":
-                self.gpu.unsupported[f"clock_event_time_ns.{name}"] = err
-            else:
-                self.gpu.errors[f"clock_event_time_ns.{name}"] = err
 
     def _inforom_validity(self) -> None:
         try:
@@ -277,24 +328,39 @@ class GpuReader:
         has no v4 function: each is asked the next older version, so a tray on such a
         driver is still judged. Only where every version the binding knows was refused
         is that kept: a mismatch as an error (the driver has fabric info we could not
-        ask for), a missing function as unsupported."""
+        ask for), a missing function as unsupported. A refusal is the driver's or the
+        library's, the same on every GPU (NodeFacts): the first GPU that hears it
+        keeps it for the others, which ask the answering version only."""
+        with self.facts.learning("fabric"):
+            self._fabric_versions()
+
+    def _fabric_versions(self) -> None:
         refused: tuple[str, BaseException] | None = None
         for version, func, struct_name in FABRIC_VERSIONS:
             struct_type = getattr(self.nv, struct_name, None)
             if struct_type is None or not hasattr(self.nv, func):
                 continue
-            info = struct_type()
-            try:
-                getattr(self.nv, func)(self.handle, _byref(info))
-            except Exception as exc:  # noqa: BLE001 - every NVML error becomes data
-                if error_name(exc) in FABRIC_OLDER:
-                    if refused is None or error_name(exc) == "ArgumentVersionMismatch":
-                        refused = (func, exc)
-                    continue
+            key = f"fabric.v{version}"
+            exc = self.facts.refused.get(key)
+            if exc is None:
+                info = struct_type()
+                try:
+                    getattr(self.nv, func)(self.handle, _byref(info))
+                except Exception as raised:  # noqa: BLE001 - every NVML error becomes data
+                    exc = raised
+                    if error_name(exc) in FABRIC_OLDER:
+                        self.facts.refused[key] = exc
+            if exc is not None and error_name(exc) in FABRIC_OLDER:
+                if refused is None or error_name(exc) == "ArgumentVersionMismatch":
+                    refused = (func, exc)
+                continue
+            if exc is not None:  # this GPU's answer: the next reader still asks
                 self._file("fabric", func, exc)
                 return
+            self.facts.settle("fabric")
             self.gpu.fabric = _fabric_info(version, info)
             return
+        self.facts.settle("fabric")
         if refused is None:
             self.gpu.unsupported["fabric"] = "FunctionNotFound"  # a binding without any
         elif error_name(refused[1]) == "ArgumentVersionMismatch":
@@ -328,10 +394,18 @@ class GpuReader:
         }
 
     def _fields(self) -> None:
-        """One batch: every device counter, then every per-link value."""
+        """One batch: every device counter, the slowdown times and, for as many links as
+        the architecture has (LINKS_BY_ARCH), every per-link value. Each value carries its
+        own return code (nvmlDeviceGetFieldValues: "you must check the nvmlReturn field of
+        each value for each individual status"; the call fails as a whole only for an
+        invalid device or no array), so a link the GPU lacks costs an entry, never the
+        batch; entries past the GPU's own link count (field 91) are not read."""
         g = self.gpu
-        device_ids = list(DEVICE_FIELDS.values())
-        values = self.call("fields", "nvmlDeviceGetFieldValues", self.handle, device_ids)
+        per_link = self._link_fields()
+        planned = LINKS_BY_ARCH.get(g.architecture or 0, 0)
+        request: list[Any] = [*DEVICE_FIELDS.values(), *CLOCK_EVENT_TIME_FIELDS.values(),
+                              *((fid, link) for link in range(planned) for _, fid in per_link)]
+        values = self.call("fields", "nvmlDeviceGetFieldValues", self.handle, request)
         if values is None:
             return
         got = {name: _field_value(values[i]) for i, name in enumerate(DEVICE_FIELDS)}
@@ -340,12 +414,24 @@ class GpuReader:
                 (g.unsupported if _unsupported(name, err) else g.errors)[name] = err
         for name, (value, _err) in got.items():
             setattr(g, name, _convert(name, value))
+        start = len(DEVICE_FIELDS) + len(CLOCK_EVENT_TIME_FIELDS)
         if g.nvlink_count:
-            self._links(g.nvlink_count)
+            self._links(g.nvlink_count, per_link, values[start:], planned)
         elif g.nvlink_count == 0 or "nvlink_count" in g.unsupported:
             g.unsupported.setdefault("nvlinks", "NotSupported")
         if g.c2c_link_count is not None:
             self._c2c(g.c2c_link_count)
+        self._clock_event_time(values[len(DEVICE_FIELDS):start])
+
+    def _clock_event_time(self, values: Any) -> None:
+        for i, name in enumerate(CLOCK_EVENT_TIME_FIELDS):
+            value, err = _field_value(values[i])
+            if err is None:
+                self.gpu.clock_event_time_ns[name] = int(value)
+            elif err in UNSUPPORTED or err == "InvalidArgument":
+                self.gpu.unsupported[f"clock_event_time_ns.{name}"] = err
+            else:
+                self.gpu.errors[f"clock_event_time_ns.{name}"] = err
 
     def _c2c(self, count: int) -> None:
         """The C2C mode and, where the GPU has C2C links, each link's status, bandwidth and
@@ -379,11 +465,12 @@ class GpuReader:
                     entry.errors[name.removeprefix("errors.")] = int(value)
             g.c2c_links.append(entry)
 
-    def _links(self, count: int) -> None:
+    def _link_fields(self) -> list[tuple[str, int]]:
+        """The per-link request, keyed by the NvLink field each fills (a counter by its
+        place in ``errors``, a FEC bin by its number), so that a failed one is reported as
+        ``nvlinks.<link>.<that name>``. Blackwell's NVLink5 has its own counters."""
         nvlink5 = (self.gpu.architecture or 0) >= ARCH_BLACKWELL
         errors = LINK_ERRORS_NVLINK5 if nvlink5 else LINK_ERRORS_LEGACY
-        # Keyed by the NvLink field each fills (a counter by its place in ``errors``, a FEC
-        # bin by its number), so a failed one is reported as ``nvlinks.<link>.<that name>``.
         per_link = [("active", LINK_STATE), ("version", LINK_VERSION),
                     ("speed_mbps", LINK_SPEED),
                     *((f"errors.{name}", fid) for name, fid in errors.items())]
@@ -391,10 +478,20 @@ class GpuReader:
             per_link += [("low_power", LINK_POWER_STATE), *LINK_BER_NVLINK5.items()]
             if self.fec_history:
                 per_link += [(f"fec_history.{i}", fid) for i, fid in enumerate(LINK_FEC_HISTORY)]
-        request = [(fid, link) for link in range(count) for _, fid in per_link]
-        values = self.call("nvlink_fields", "nvmlDeviceGetFieldValues", self.handle, request)
-        if values is None:
-            return
+        return per_link
+
+    def _links(self, count: int, per_link: list[tuple[str, int]], values: Any,
+               planned: int) -> None:
+        """``count`` links from the first ``planned`` links' answers in ``values``; a GPU
+        with more links than its architecture plans for is asked for the rest apart."""
+        if count > planned:
+            rest = [(fid, link) for link in range(planned, count) for _, fid in per_link]
+            more = self.call("nvlink_fields", "nvmlDeviceGetFieldValues", self.handle, rest)
+            if more is None:
+                count = planned
+            else:
+                values = [*values[:planned * len(per_link)], *more]
+        nvlink5 = (self.gpu.architecture or 0) >= ARCH_BLACKWELL
         width = len(per_link)
         for link in range(count):
             entry = NvLink(link=link)
