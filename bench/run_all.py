@@ -77,6 +77,10 @@ GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
     ("prolog with a fresh agent report, `--root` of a prebuilt dgx-h100 tree, plain install",
      "prolog --root (prebuilt dgx-h100 tree), with a fresh agent report",
      "python3 -c pass (this install's interpreter)"),
+    ("prolog as on a real node: YAML config, the unprivileged agent's report (nccl.acs "
+     "skipped), nccl.acs and gpu.processes re-run, same tree",
+     "prolog --root (prebuilt dgx-h100 tree), YAML config, the unprivileged agent's",
+     "python3 -c pass (this install's interpreter)"),
     ("prolog with no agent report, same tree",
      "prolog --root (prebuilt dgx-h100 tree), without a fresh agent report",
      "python3 -c pass (this install's interpreter)"),

@@ -28,8 +28,10 @@ _BARE = "import sys; print(sorted(sys.modules))"
 _LAUNCHER = "import sys; import clusterdiag.agent.launch; print(sorted(sys.modules))"
 _PROLOG = """
 import sys
+from clusterdiag.agent.settings import config_cache
+config_cache.DIRECTORY = sys.argv[3]
 sys.argv = ["clusterdiag", "prolog", "--root", sys.argv[1], "--config", sys.argv[2],
-            *sys.argv[3:]]
+            *sys.argv[4:]]
 from clusterdiag.agent.launch import main
 try:
     main()
@@ -82,10 +84,17 @@ def measure() -> dict[str, set[str]]:
             _fresh_report(tmp / "state", "n1")
             config.write_text(json.dumps({"agent": {"state_dir": str(tmp / "state")},
                                           "prolog": {"drain": False}}))
-            found["fresh"] = _modules(env, _PROLOG, str(tmp), str(config), "--node", "n1")
+            cache = str(tmp / "cache")
+            found["fresh"] = _modules(env, _PROLOG, str(tmp), str(config), cache,
+                                      "--node", "n1")
+            # A YAML config, parsed once and then read from the prolog's validated copy.
+            config.write_text(f"agent:\n  state_dir: {tmp / 'state'}\nprolog:\n  drain: false\n")
+            _modules(env, _PROLOG, str(tmp), str(config), cache, "--node", "n1")
+            found["yaml cached"] = _modules(env, _PROLOG, str(tmp), str(config), cache,
+                                            "--node", "n1")
         config.write_text(json.dumps({"agent": {"state_dir": str(tmp / "nothing")},
                                       "prolog": {"drain": False}}))
-        found["no report"] = _modules(env, _PROLOG, str(tmp), str(config))
+        found["no report"] = _modules(env, _PROLOG, str(tmp), str(config), str(tmp / "cache"))
     return found
 
 

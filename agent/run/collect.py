@@ -1,19 +1,22 @@
 """Collecting a Snapshot: each needed source once, in parallel, each under its deadline.
 
 The table below is the one list of sources (gpud's all.go, not directory scanning).
-A source that raises becomes ``status: error`` with the one-line reason; one that does
-not answer by its deadline becomes ``status: timeout`` and the run goes on without it.
+A source's collector is imported only when a run needs that source, before any thread
+starts: the prolog re-running one PCI check must not pay for the kernel log's patterns
+or the InfiniBand readers. A source that raises becomes ``status: error`` with the
+one-line reason; one that does not answer by its deadline becomes ``status: timeout``
+and the run goes on without it.
 NVML is forked before any thread starts (see collectors/nvml.py).
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..collectors import allreduce, host, ib, kernel, nccl, nvml, pci
 from ..model import Snapshot, SourceStats
 from ..model.record import record
 from ..read.sources import SourceEnv
@@ -30,15 +33,32 @@ class SourceSpec:
     counters: bool  # holds counters that rate checks compare between two samples
 
 
+COLLECTORS = f"{__package__.rpartition('.')[0]}.collectors"
+# Each source's collector module under agent/collectors/.
+MODULES = {"host": "host", "pci": "pci", "nvml": "nvml", "kernel_log": "kernel",
+           "infiniband": "ib", "nccl": "nccl", "allreduce": "allreduce"}
+
+
+def collector(name: str) -> Any:
+    """The collector module of source ``name``, imported on first use."""
+    return importlib.import_module(f"{COLLECTORS}.{MODULES[name]}")
+
+
+def _collect(name: str) -> Callable[[SourceEnv, SourceStats, float], Any]:
+    def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> Any:
+        return collector(name).collect(env, stats, deadline)
+    return collect
+
+
 SOURCES: dict[str, SourceSpec] = {
-    "host": SourceSpec("host", host.collect, 4.0, counters=True),
-    "pci": SourceSpec("pci", pci.collect, 3.0, counters=True),
-    "nvml": SourceSpec("nvml", nvml.collect, 6.0, counters=True),
-    "kernel_log": SourceSpec("kernel_log", kernel.collect, 3.0, counters=False),
-    "infiniband": SourceSpec("infiniband", ib.collect, 3.0, counters=True),
-    "nccl": SourceSpec("nccl", nccl.collect, 5.0, counters=False),
+    "host": SourceSpec("host", _collect("host"), 4.0, counters=True),
+    "pci": SourceSpec("pci", _collect("pci"), 3.0, counters=True),
+    "nvml": SourceSpec("nvml", _collect("nvml"), 6.0, counters=True),
+    "kernel_log": SourceSpec("kernel_log", _collect("kernel_log"), 3.0, counters=False),
+    "infiniband": SourceSpec("infiniband", _collect("infiniband"), 3.0, counters=True),
+    "nccl": SourceSpec("nccl", _collect("nccl"), 5.0, counters=False),
     # Runs all_reduce_perf, and only when nccl.allreduce is planned (--level full).
-    "allreduce": SourceSpec("allreduce", allreduce.collect, 120.0, counters=False),
+    "allreduce": SourceSpec("allreduce", _collect("allreduce"), 120.0, counters=False),
 }
 
 
@@ -63,6 +83,10 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
                      level: str = "quick") -> Snapshot:
     """Collect ``names`` into a Snapshot; never waits past ``deadline`` (monotonic)."""
     wanted = [n for n in SOURCES if n in set(names)]
+    for name in wanted:  # here, not in the sources' threads: imports take a global lock
+        if name in MODULES:
+            collector(name)
+    nvml = collector("nvml") if "nvml" in wanted else None
     for hook in env.before_sample:
         hook()
     snap = Snapshot(node=env.node, taken_at=time.time(), simulated=env.simulated, level=level,
@@ -71,7 +95,7 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
     stats = {name: SourceStats() for name in wanted}
     nvml_deadline = min(deadline, time.monotonic() + SOURCES["nvml"].deadline_s)
     pending = None
-    if "nvml" in wanted:
+    if nvml is not None:
         try:
             pending = nvml.start(env, nvml_deadline)
         except OSError as exc:  # no pipe or no fork (out of descriptors, of processes)
@@ -94,7 +118,7 @@ def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
     for name, thread in threads.items():
         starts[name] = time.monotonic()
         thread.start()
-    if pending is not None:
+    if nvml is not None and pending is not None:
         results["nvml"] = pending.result(stats["nvml"], nvml_deadline)
         nvml.attribute_processes(results["nvml"], env)
     for name, thread in threads.items():

@@ -11,10 +11,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...checks.core import index
-from ...checks.core.common import nvml_down
 from ...checks.core.finding import Finding, Status
 from ...checks.core.levels import Level, Mode
-from ...checks.core.params import Params, ParamsError
+from ...checks.core.params import ParamsError
 from ...checks.core.rails import HcaCountParams, assign
 from ...checks.core.registry import CheckContext, CheckSpec, History
 from ...checks.profiles.detect import detect_profile
@@ -25,7 +24,8 @@ from ..model.record import record
 from ..model.version import VERSION
 from ..read.sources import SourceEnv
 from ..settings.config import Config
-from .collect import SOURCES, collect_snapshot, one_line
+from .collect import SOURCES, collect_snapshot
+from .judging import bound_params, judge
 
 
 @record
@@ -58,38 +58,6 @@ def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str, tuple
     source = ("ambiguous" if not found.confident else "tied" if len(found.tied) > 1
               else "detected")
     return load_profile(found.name), source, found.reason, found.matched
-
-
-def judge(spec: CheckSpec, ctx: CheckContext) -> list[Finding]:
-    down = nvml_down(ctx.snapshot.nvml) if "nvml" in spec.needs else None
-    if down and spec.id not in index.NVML_DOWN_JUDGES:
-        return [index.nvml_down_skip(spec.id, down)]
-    missing = [n for n in spec.needs if n in SOURCES and getattr(ctx.snapshot, n) is None]
-    never = [n for n in missing if n not in ctx.snapshot.sources]
-    if never:
-        # Only a saved snapshot lacks a source entirely: it was taken without (or before)
-        # that source, which says nothing about the node.
-        return [Finding.skip("node", f"the snapshot has no {', '.join(never)} data").replace(
-            check=spec.id)]
-    if missing:
-        why = "; ".join(f"{n}: {ctx.snapshot.sources[n].error or ctx.snapshot.sources[n].status}"
-                        for n in missing if n in ctx.snapshot.sources)
-        return [Finding.error("node", f"source not collected ({why or 'skipped'})").replace(
-            check=spec.id)]
-    try:
-        findings = list(spec.func(ctx))
-    except Exception as exc:  # noqa: BLE001 - a broken check is a finding, not a crash
-        return [Finding.error("node", f"check raised {one_line(exc)}").replace(check=spec.id)]
-    if not findings:
-        findings = [Finding.error("node", "check produced no finding")]
-    return [f.replace(check=spec.id) for f in findings]
-
-
-def bound_params(spec: CheckSpec, config: Config, profile: Profile) -> Params:
-    """The parameters ``spec`` judges with, bound into its dataclass: its defaults, under
-    the profile's ``thresholds``, under the config's ``checks.<id>`` (both validated when
-    loaded against the same schema). ParamsError when they do not fit."""
-    return spec.bind(config.check_params(spec.id, spec.params, profile.thresholds.get(spec.id)))
 
 
 def sources_for(specs: Iterable[CheckSpec], profile: str) -> set[str]:

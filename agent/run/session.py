@@ -22,13 +22,15 @@ if TYPE_CHECKING:
 
     from ..read.sources import SourceEnv
     from ..settings.config import Config
+    from ..settings.config_cache import ConfigCache
     from .runner import RunOptions
 
 
-def load(config_path: str | Path | None) -> Config:
+def load(config_path: str | Path | None, cache: ConfigCache | None = None) -> Config:
     """The config file (or the defaults), validated against the check catalog, and the
-    site profiles it points at registered; a ``profile:`` file becomes its name."""
-    config = load_config(config_path, schemas())
+    site profiles it points at registered; a ``profile:`` file becomes its name. ``cache``:
+    the prolog's validated copy of a YAML file (settings/config_cache.py)."""
+    config = load_config(config_path, schemas(), cache)
     config.data["profile"] = site_profile(config, config.data["profile"])
     return config
 

@@ -45,6 +45,7 @@ from ...checks.core.levels import LEVEL_NAMES
 from ..base.errors import ConfigError
 from ..base.plain import plain_copy
 from ..base.safefile import read_regular
+from .config_cache import ConfigCache, digest
 
 TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
@@ -594,8 +595,16 @@ def read_yaml(path: str | Path, where: str) -> Any:
     """The YAML document in ``path``, read bounded and refused when malformed, too big or
     too deep (``where`` starts each message); an empty file is an empty mapping. A file
     of plain JSON is read as JSON, which gives the same document."""
-    text = _read(path, where)
+    return _document(_read(path, where), where)
+
+
+def _document(text: str, where: str, cache: ConfigCache | None = None,
+              key: str | None = None) -> Any:
+    """The document ``text`` holds (see ``read_yaml``); with ``cache``, the copy stored
+    under ``key`` stands in for parsing YAML (config_cache.py)."""
     data = _json_document(text)
+    if data is None and cache is not None and key is not None:
+        data = cache.get(key)
     if data is not None:
         _walk_bounded(data, where)
         return data
@@ -617,15 +626,20 @@ def read_yaml(path: str | Path, where: str) -> Any:
 
 
 def load_config(path: str | Path | None,
-                catalog: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Config:
+                catalog: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                cache: ConfigCache | None = None) -> Config:
     """Load ``path`` (or the default file when it exists); defaults when neither.
-    ``catalog`` is every check's parameter schema by id (``session.check_schemas``)."""
+    ``catalog`` is every check's parameter schema by id (``session.check_schemas``).
+    With ``cache`` (the prolog's), a YAML file is parsed only when it changed since its
+    validated copy was stored there; the copy is validated again all the same."""
     if path is None:
         if not os.path.isfile(DEFAULT_PATH):
             return Config()
         path = DEFAULT_PATH
     where = f"config {path}"
-    data = read_yaml(path, where)
+    text = _read(path, where)
+    sha = digest(text.encode("utf-8")) if cache is not None else None
+    data = _document(text, where, cache, sha)
     _validate_section(data, SCHEMA, where, "")
     url = data.get("cluster", {}).get("agent_url")
     problem = None if url is None else _template_problem(url)  # the default is a template
@@ -643,4 +657,6 @@ def load_config(path: str | Path | None,
     if merged["level"] not in LEVEL_NAMES:
         raise ConfigError(f"{where}: key 'level' must be {' or '.join(LEVEL_NAMES)}, "
                           f"got {merged['level']!r}")
+    if cache is not None and sha is not None and cache.why is not None:
+        cache.put(sha, data)  # validated; a JSON file leaves why None and is not copied
     return Config(merged, str(path))

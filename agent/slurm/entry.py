@@ -19,6 +19,7 @@ import time
 from ...checks.core.finding import Status
 from ..base.errors import ClusterdiagError, ExitCode
 from ..run import session
+from ..settings.config_cache import ConfigCache
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
 from .reason import Lift, Verb, from_error, from_findings, owned, parse, write
@@ -137,11 +138,14 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
     job = JobEnv.from_environ()
     log = Log(program, job=job.job_id, user=job.user, node=inputs.node or job.node)
     log("start")
+    cache = ConfigCache() if program == "prolog" else None
     try:
-        config, node, env = _setup(inputs, job)
+        config, node, env = _setup(inputs, job, cache)
     except ClusterdiagError as exc:
         log("ERROR cannot start, exiting 0 so the node is not drained for it", error=exc)
         return ExitCode.READY
+    if cache is not None and cache.why is not None:
+        log("config cache not used, the YAML was parsed", why=cache.why)
     log.fields["node"] = node
     budget = float(config.section(program)["budget_s"])
     deadline = time.monotonic() - seconds_since_process_start() + budget
@@ -154,15 +158,17 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
     return (act or decide)(run, outcome, time.monotonic() - started)
 
 
-def _setup(inputs: Inputs, job: JobEnv) -> tuple[Config, str, SourceEnv | None]:
-    """The config, the node's name, and the simulator's sources when simulating (else
-    the sources are made when a check needs them: ``Run.env``)."""
+def _setup(inputs: Inputs, job: JobEnv, cache: ConfigCache | None = None
+           ) -> tuple[Config, str, SourceEnv | None]:
+    """The config (a YAML file through the prolog's ``cache``), the node's name, and the
+    simulator's sources when simulating (else the sources are made when a check needs
+    them: ``Run.env``)."""
     node = inputs.node or job.node
     if inputs.simulate is not None:
         config, env = session.setup(inputs.config_path, inputs.root, inputs.kernel_log,
                                     inputs.simulate, node)
         return config, env.node, env
-    config = session.load(inputs.config_path)
+    config = session.load(inputs.config_path, cache)
     session.check_places(inputs.root, inputs.kernel_log)
     return config, session.node_name(config, node), None
 

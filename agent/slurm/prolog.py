@@ -79,35 +79,47 @@ def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Find
     """The checks the prolog runs on top of the agent's report. When they all need NVML
     and its library cannot be loaded, each would skip pointing at gpu.responsive (the
     runner's rule, ``index.nvml_down_skip``): said without importing pynvml and the
-    collectors (agent/read/nvml_library.py)."""
+    collectors (agent/read/nvml_library.py). Else, under a known profile and at ``quick``,
+    the lean path judges them (agent/run/lean.py: their families and their sources'
+    collectors only); the runner only where detection or a second sample is needed."""
     known = index.known()
     entries = [known[c] for c in sorted(checks)]
     nvml_only = all("nvml" in e.needs and e.id not in index.NVML_DOWN_JUDGES for e in entries)
     if nvml_only and run.uses_real_nvml() and nvml_library.missing():
         return [index.nvml_down_skip(e.id, nvml_library.NOT_FOUND) for e in entries]
-    from ..run.runner import run_node  # the runner only for checks the agent could not judge
+    profile = rerun_profile(run, report)
+    level = run.inputs.level or "quick"
+    from ..run import lean  # the lean re-run only for checks the agent could not judge
 
-    return run_node(run.env, run.config, rerun_options(run, report, checks)).findings
+    if profile != "auto" and lean.suits(entries, level):
+        return lean.run_checks(run.env, run.config, sorted(checks), profile, run.program,
+                               run.collect_budget())
+    from ..model.record import replace  # records are off the fresh-report prolog path
+    from ..run.runner import run_node  # the runner only where profile or level need it
+
+    opts = replace(options(run, tuple(sorted(checks))), profile=profile)
+    return run_node(run.env, run.config, opts).findings
 
 
-def rerun_options(run: Run, report: AgentReport, checks: set[str]) -> RunOptions:
-    """Options for the checks run on top of the agent's report. The agent's resolved
-    profile replaces ``auto``: detecting it again would collect PCI and host data too,
-    where gpu.processes needs NVML alone."""
-    # Profiles and records are off the fresh-report prolog path.
+def rerun_profile(run: Run, report: AgentReport) -> str:
+    """The profile the re-run checks judge under: the flag's or the config's, else (for
+    ``auto``) the agent's resolved one. Detecting it again would collect PCI and host
+    data too, where gpu.processes needs NVML alone; ``auto`` only when the agent names
+    none this install knows."""
+    # Profiles are off the fresh-report prolog path.
     from ...checks.profiles.profile import UnknownProfileError, load_profile
-    from ..model.record import replace
 
-    opts = options(run, tuple(sorted(checks)))
+    given = run.inputs.profile
+    chosen = session.site_profile(run.config, given) if given else run.config.data["profile"]
     name = report.profile.get("name") if isinstance(report.profile, dict) else None
-    if opts.profile != "auto" or not isinstance(name, str):
-        return opts
+    if chosen != "auto" or not isinstance(name, str):
+        return str(chosen)
     try:
         load_profile(name)
     except UnknownProfileError:
         run.log("agent report names an unknown profile, detecting it", profile=name)
-        return opts
-    return replace(opts, profile=name)
+        return "auto"
+    return name
 
 
 def from_agent(config: Config, report: AgentReport) -> tuple[list[Finding], set[str]]:

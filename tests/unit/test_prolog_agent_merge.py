@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.run.lean import run_checks
 from clusterdiag.agent.run.runner import RunOptions, plan, run_node, sources_for
 from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import simulated_env
 from clusterdiag.agent.slurm.entry import Inputs, Run
 from clusterdiag.agent.slurm.job import JobEnv
 from clusterdiag.agent.slurm.log import Log, format_line
-from clusterdiag.agent.slurm.prolog import JOB_DEPENDENT, check_node, from_agent, rerun_options
+from clusterdiag.agent.slurm.prolog import JOB_DEPENDENT, check_node, from_agent, rerun_profile
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.core.finding import Finding, Status
 from clusterdiag.checks.core.index import ENTRIES
@@ -90,7 +91,7 @@ def test_the_rerun_collects_nvml_alone_with_the_agents_profile(
               JobEnv(None, None, None, None, None), Log("prolog"), time.monotonic() + 8,
               Inputs())
     report = replace(_agent_report([]), profile={"name": profile})
-    opts = rerun_options(run, report, set(JOB_DEPENDENT))
+    opts = RunOptions(patterns=tuple(JOB_DEPENDENT), profile=rerun_profile(run, report))
     assert sources_for(plan(config, opts)[0], opts.profile) == sources
 
 
@@ -115,6 +116,25 @@ def test_the_prolog_runs_the_skipped_check_on_the_node_itself(
     assert {f.component for f in own} == {f"gpu{i}" for i in range(8)}
     assert {f.status for f in own} == {Status.PASS}
     assert any(f.check == "host.disk" and f.status is Status.FAIL for f in outcome.findings)
+
+
+@pytest.mark.parametrize("job_gpus", [None, ["0", "3"]])
+def test_the_lean_rerun_judges_as_the_runner_does(job_gpus: list[str] | None) -> None:
+    """nccl.acs (the unprivileged agent's skip) and gpu.processes, judged by the lean path
+    (their families and their sources' collectors only) and by the whole runner."""
+    config = Config()
+    config.data["checks"]["gpu.processes"] = {"job_gpus": job_gpus, "job_id": "7"}
+    checks = ["gpu.processes", "nccl.acs"]
+    lean = run_checks(simulated_env("dgx-h100", None, config), config, checks, "dgx-h100",
+                      "prolog", 8.0)
+    full = run_node(simulated_env("dgx-h100", None, config), config,
+                    RunOptions(mode="prolog", patterns=tuple(checks), profile="dgx-h100"))
+
+    def seen(findings: list[Finding]) -> list[tuple[str, str, str, str]]:
+        return sorted((f.check, f.component, f.status.value, f.message) for f in findings)
+
+    assert seen(lean) == seen(full.findings)
+    assert {f.check for f in lean} == set(checks)
 
 
 def test_log_lines_are_key_value_and_quote_what_needs_it() -> None:

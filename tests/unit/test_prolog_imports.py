@@ -66,6 +66,16 @@ def test_with_a_fresh_report_the_prolog_reads_it_and_judges_nothing_more(
     assert (paths["fresh"] - paths["bare"]) & NOT_ON_THE_FRESH_PATH == set()
 
 
+def test_a_yaml_config_already_validated_is_read_without_pyyaml(
+        paths: dict[str, set[str]]) -> None:
+    """The prolog's validated copy of a YAML config (agent/settings/config_cache.py) stands
+    in for PyYAML, whose import alone costs as much as the interpreter's start."""
+    if "yaml cached" not in paths:
+        pytest.skip("NVML's library loads here (see the fresh-report test)")
+    assert "yaml" not in paths["yaml cached"]
+    assert ours(paths, "yaml cached") == ours(paths, "fresh")
+
+
 def test_the_prolog_imports_only_the_allowed_modules(paths: dict[str, set[str]]) -> None:
     got = paths["no report"] - paths["bare"]
     added = ours(paths, "no report") - pinned()["no report"]
