@@ -177,13 +177,17 @@ def checks_page() -> str:
 
 def _exposition() -> str:
     """The agent's /metrics for a simulated healthy DGX H100, after one collection with one
-    XID recorded, so that every family the agent serves is present."""
+    XID recorded and one drain in its lifecycle, so that every family the agent serves is
+    present."""
+    import tempfile
     import time
 
     from prometheus_client import generate_latest
 
     from clusterdiag.agent.daemon.metric_labels import MetricSettings
     from clusterdiag.agent.daemon.metrics import AgentView, registry_for
+    from clusterdiag.agent.health import store
+    from clusterdiag.agent.health.lifecycle import Health, Incident
     from clusterdiag.agent.run.collect import SOURCES, collect_snapshot
     from clusterdiag.agent.run.runner import RunOptions, evaluate
     from clusterdiag.agent.settings.config import Config
@@ -193,10 +197,15 @@ def _exposition() -> str:
     env = env_for(NodeSpec("node", "dgx-h100"))
     snap = collect_snapshot(env, list(SOURCES), time.monotonic() + 30, "quick")
     report = evaluate(snap, Config(), RunOptions(profile="dgx-h100"))
-    view = AgentView(snapshot=snap, report=report, xid_counts=Counter({("0", "79"): 1}),
-                     collections=1, last_success=snap.taken_at,
-                     settings=MetricSettings(hostname="node"))
-    return generate_latest(registry_for(lambda: view)).decode()
+    with tempfile.TemporaryDirectory() as state:
+        health = Health()
+        health.drain(Incident("nvlink", "nvlink.links_up", "gpu3", "17/18", snap.taken_at))
+        store.save(Path(state), health)
+        view = AgentView(snapshot=snap, report=report, xid_counts=Counter({("0", "79"): 1}),
+                         collections=1, last_success=snap.taken_at,
+                         settings=MetricSettings(hostname="node"),
+                         health=store.HealthFile(Path(state)))
+        return generate_latest(registry_for(lambda: view)).decode()
 
 
 def metric_families(text: str) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ from ..slurm.trouble import spare_the_node
 
 COMMANDS = {"run": "run", "snapshot": "snapshot", "agent": "agent", "prolog": "slurm",
             "epilog": "slurm", "healthcheck": "slurm", "report": "report", "checks": "checks",
-            "profiles": "profiles", "topo": "topo", "demo": "demo", "qualify": "qualify"}
+            "profiles": "profiles", "topo": "topo", "demo": "demo", "qualify": "qualify",
+            "validate": "validate"}
 """Each command and the module of this package that defines it."""
 SLURM_PROGRAMS = frozenset(name for name, module in COMMANDS.items() if module == "slurm")
 

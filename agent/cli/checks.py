@@ -19,6 +19,7 @@ import click
 from ... import checks
 from ...checks.catalogs.manifest import ACTIVE
 from ...checks.core.params import docs_of
+from ...checks.core.validation import Validation, for_qualify_test
 from ...reports.cluster_checks import CATALOG
 from ..base.errors import UsageError
 from ..settings.config import bounds_text, describe_kinds
@@ -76,7 +77,17 @@ def checks_explain(check_id: str) -> None:
     if spec.actions:
         click.echo(f"actions: {', '.join(a.value for a in spec.actions)}")
     click.echo(f"remedy:  {spec.remedy}")
+    if spec.validation is not None:
+        explain_validation(spec.validation)
     click.echo(f"defined at: {defined_at(spec.func)}")
+
+
+def explain_validation(validation: Validation) -> None:
+    """What returns a node this check drained to service, and why that (its source)."""
+    click.echo(f"return to service: {validation.describe()}")
+    click.echo(textwrap.fill(plain(validation.source), 92, initial_indent=" " * 6,
+                             subsequent_indent=" " * 6, break_on_hyphens=False,
+                             break_long_words=False))
 
 
 def kind_text(schema: Mapping[str, Any]) -> str:
@@ -236,6 +247,8 @@ def explain_active(test: str) -> None:
     elif unit:
         click.echo(f"expected:   no profile gives one: judged against its peers only "
                    f"(qualify.{test} in a site profile, in {unit})")
+    if (validation := for_qualify_test(f"qualify.{test}")) is not None:
+        explain_validation(validation)
     click.echo(f"defined at: {active_defined_at(test)}")
 
 

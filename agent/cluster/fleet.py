@@ -36,6 +36,8 @@ from ...reports.model.node import NodeReport
 from ..daemon import cycle
 from ..daemon.metrics import AgentView, registry_for
 from ..daemon.server import Served, make_app, serve
+from ..health import store as health_store
+from ..health.lifecycle import Health
 from ..run.runner import RunOptions, evaluate
 from ..settings.config import Config
 from ..sim.faults.catalog import FAULTS
@@ -70,6 +72,9 @@ class _Node:
     def snapshot_body(self) -> bytes | None:
         return GARBAGE if self.garbage else json.dumps(
             dict(self.snapshot, node=self.report["node"])).encode()
+
+    def health_body(self) -> bytes:
+        return health_store.body(Health())  # a simulated node is never drained
 
     def metrics_body(self) -> bytes:
         view = AgentView(report=NodeReport.from_dict(self.report), collections=1)

@@ -29,6 +29,8 @@ from ...checks.core.levels import Level, Mode
 from ...reports.model.node import NodeReport
 from ..base.errors import ClusterdiagError, CollectError, ExitCode
 from ..collectors.kept import keep
+from ..health import store as health_store
+from ..health.store import HealthFile
 from ..model import Snapshot
 from ..model.kernel import PreviousBoot
 from ..model.serde import SerdeError
@@ -80,7 +82,7 @@ class Agent:
         self.overrides = overrides
         self._bound_agent = dict(config.section("agent"))  # listen and TLS: fixed at start
         self.notifier = notifier or Notifier({})
-        self.view = AgentView(settings=self._metric_settings())
+        self.view = AgentView(settings=self._metric_settings(), health=HealthFile(state.path))
         self.registry = registry_for(lambda: self.view)
         self.events = state.load_events()
         self.view.xid_counts = Counter(_xid_key(e) for e in self.events.items
@@ -172,6 +174,10 @@ class Agent:
 
     def snapshot_body(self) -> bytes | None:
         return self._snapshot
+
+    def health_body(self) -> bytes:
+        assert self.view.health is not None
+        return health_store.body(self.view.health.current())
 
     def metrics_body(self) -> bytes:
         """Rendered once per change of what it shows: rendering a dgx-h100's ~140 KB costs

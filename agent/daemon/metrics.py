@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import gzip
 import platform
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from ...checks.core.finding import Status, worst
 from ...reports.model.node import NodeReport
 from ..base.inert import shown
+from ..health.lifecycle import Health, State
+from ..health.store import HealthFile
 from ..model import Snapshot
 from ..model.version import VERSION
 from .metric_labels import (
@@ -51,14 +54,21 @@ class AgentView:
     state_write_errors: int = 0
     state_writable: bool = True
     settings: MetricSettings = field(default_factory=MetricSettings)
+    health: HealthFile | None = None  # the lifecycle file (agent/health/store.py)
 
     def version(self) -> tuple[Any, ...]:
         """Changes whenever a scrape would see something different (every field above is
-        only ever replaced or counted up), so the rendered text can be reused until then."""
+        only ever replaced or counted up), so the rendered text can be reused until then;
+        the health file by its stamp, and each second while an incident is on record
+        (``health_seconds_since_incident`` counts up)."""
+        health = None
+        if self.health is not None:
+            current = self.health.current()
+            health = (self.health.stamp(), int(time.time()) if current.incidents else None)
         return (id(self.snapshot), id(self.report), self.collections, self.collection_errors,
                 self.nvml_calls, self.last_success, sum(self.xid_counts.values()),
                 len(self.xid_counts), self.state_write_errors, self.state_writable,
-                self.settings)
+                self.settings, health)
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -91,6 +101,8 @@ class SnapshotCollector(Collector):
             if snap.infiniband:
                 yield from self._ib(snap, view.settings)
         yield self._xids(view)
+        if view.health is not None:
+            yield from _health(view.health.current(), time.time())
 
     def _node_info(self, report: NodeReport, snap: Snapshot | None,
                    settings: MetricSettings) -> Metric:
@@ -256,6 +268,27 @@ class SnapshotCollector(Collector):
                         else:
                             _maybe(errors, [*lab, group, name], value)
         yield from (up, rate, data, errors)
+
+
+def _health(health: Health, now: float) -> Iterator[Metric]:
+    """The node's lifecycle (docs/return-to-service.md): its state one-hot, drains per
+    fault family since the file began, and the time since the latest one."""
+    state = _gauge("health_state", "1 for the node's lifecycle state (healthy, drained, "
+                                   "validating, held), 0 for the others.", ["state"])
+    for value in State:
+        state.add_metric([value.value], 1 if value is health.state else 0)
+    yield state
+    incidents = CounterMetricFamily("clusterdiag_health_incidents",
+                                    "Drains recorded in the node's lifecycle, by fault family.",
+                                    labels=["family"])
+    for family, count in sorted(health.totals.items()):
+        incidents.add_metric([family], count)
+    yield incidents
+    if health.incidents:
+        since = _gauge("health_seconds_since_incident",
+                       "Seconds since the node's latest drain.", [])
+        since.add_metric([], max(0.0, now - health.incidents[-1].at))
+        yield since
 
 
 def _maybe(family: Any, labels: list[str], value: float | int | None) -> None:

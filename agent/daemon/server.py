@@ -1,7 +1,8 @@
 """The agent's HTTP API on aiohttp, shared by the daemon and the simulated Fleet.
 
 Routes (docs/design.md §6): ``GET /healthz``, ``GET /v1/report`` (``?refresh=1`` collects now,
-rate-limited), ``GET /v1/snapshot``, ``GET /metrics``, ``POST /v1/clear/{id}``. Everything
+rate-limited), ``GET /v1/snapshot``, ``GET /v1/health`` (the node's lifecycle,
+docs/return-to-service.md), ``GET /metrics``, ``POST /v1/clear/{id}``. Everything
 but the clear is read-only and served from memory: no request shells out or touches a GPU
 except a rate-limited refresh.
 
@@ -67,6 +68,7 @@ class NodeApi(Protocol):
 
     def report_body(self) -> bytes | None: ...
     def snapshot_body(self) -> bytes | None: ...
+    def health_body(self) -> bytes: ...
     def metrics_body(self) -> bytes: ...
     async def refresh(self) -> None: ...
     async def clear(self, event_id: str) -> list[str]: ...
@@ -164,6 +166,10 @@ async def _snapshot(request: web.Request) -> web.Response:
     return _body(_api(request).snapshot_body())
 
 
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(body=_api(request).health_body(), content_type=JSON)
+
+
 def _body(body: bytes | None) -> web.Response:
     if body is None:
         return web.Response(status=503, text="starting: no report yet\n",
@@ -226,6 +232,7 @@ def make_app(resolve: Resolve, token: Callable[[], str | None],
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/v1/report", _report)
     app.router.add_get("/v1/snapshot", _snapshot)
+    app.router.add_get("/v1/health", _health)
     app.router.add_get("/metrics", _metrics)
     app.router.add_post("/v1/clear/{event_id}", _clear)
     return app

@@ -9,7 +9,8 @@ grammar (docs/slurm.md, "The reason's grammar")::
 
     reason    ::= "clusterdiag:" [" " verb] [" " check " " component] [" " detail]
                   [" " more]
-    verb      ::= "epilog" | "qualify" | "error"    (none for the prolog and health check)
+    verb      ::= "epilog" | "qualify" | "repair" | "error"
+                                                    (none for the prolog and health check)
     check     ::= one word: a check id (nvlink.links_up), qualify's test (rails)
     component ::= one word: gpu3, mlx5_4/1, node
     detail    ::= one line of printable text: the observed figure, else the message
@@ -25,10 +26,14 @@ The verb says what may return the node to service (``Reason.lift``). The prolog'
 health check's reasons (no verb) are lifted once the named check passes again. The
 epilog's saw something during a job (an Xid in the job's window, processes the job left)
 that no later check can see again, and ``qualify``'s come from an active test no health
-check runs: a person lifts those. Our own trouble (``error``) is lifted once clusterdiag
-can judge the node again. The health check names no verb: its reason means what the
-prolog's does, and a word of its own would rewrite the prolog's reason for the same fault
-on every pass and spend the 20 characters ``sinfo -R`` shows.
+check runs: a person lifts those. ``repair`` holds a repeat offender (the same fault
+family drained again and again: agent/health/lifecycle.py), its detail the count,
+``clusterdiag: repair nvlink.error_rate gpu3 (3 drains in 7 d)``: a person repairs the
+node and lets it back through validation (``clusterdiag validate --release``). Our own
+trouble (``error``) is lifted once clusterdiag can judge the node again. The health
+check names no verb: its reason means what the prolog's does, and a word of its own
+would rewrite the prolog's reason for the same fault on every pass and spend the 20
+characters ``sinfo -R`` shows.
 
 The text reaches ``scontrol`` as one argv element (scontrol.py: no shell), and is read
 back by people in ``sinfo``, by our log and by the health check: ``Reason`` keeps every
@@ -68,6 +73,7 @@ class Verb(enum.Enum):
     NONE = ""  # the prolog (own checks or the agent's report) and the health check
     EPILOG = "epilog"
     QUALIFY = "qualify"
+    REPAIR = "repair"  # a repeat offender, held for a person to repair
     ERROR = "error"  # clusterdiag's own trouble under fail_closed: no check named
 
     @classmethod
@@ -132,7 +138,7 @@ class Reason:
 
     @property
     def lift(self) -> Lift:
-        if self.verb in (Verb.EPILOG, Verb.QUALIFY):
+        if self.verb in (Verb.EPILOG, Verb.QUALIFY, Verb.REPAIR):
             return Lift.PERSON
         return Lift.CHECK if self.check is not None and self.verb is Verb.NONE else Lift.CLEAN
 

@@ -19,6 +19,7 @@ from ..profiles.profile import Profile
 from .finding import Action, Finding
 from .levels import Level, Mode, levels_of
 from .params import NoParams, Params, bind, defaults_of, schema_of
+from .validation import Validation, recheck
 
 
 @record(frozen=True)
@@ -72,6 +73,8 @@ class CheckSpec:
     params_type: type[Params] = NoParams
     # Each parameter's type, bounds and choices (checks/core/params.py), as the manifest has it.
     schema: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # What returns a node this check drained to service (checks/core/validation.py).
+    validation: Validation | None = None
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -106,11 +109,14 @@ def check(
     skip_in: Iterable[str] = (),
     actions: Iterable[Action] = (),
     privileged: bool = False,
+    validation: Validation | None = None,
 ) -> Callable[[CheckFunc], CheckFunc]:
     """Register ``func`` as check ``check_id``; its docstring's first line is its summary.
     ``needs`` names Snapshot fields (``SOURCE_FIELDS``); any other name is refused.
     ``params`` is a frozen dataclass of ``Params`` (checks/core/params.py); one that is not,
-    or a parameter of a type no config can say, is refused."""
+    or a parameter of a type no config can say, is refused. ``validation`` is what returns
+    a node it drained to service; without one, the check passing again after the hold-down
+    (checks/core/validation.py ``recheck``)."""
     needs = tuple(needs)
     # The schema as the generated manifest has it, where it has the check: working it out
     # (type hints resolved per parameter) was a tenth of the catalog's import, on every
@@ -144,6 +150,7 @@ def check(
             privileged=privileged,
             params_type=params,
             schema=schema,
+            validation=validation or recheck(check_id),
         )
         return func
 

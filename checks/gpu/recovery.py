@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from ..core.common import gpu_component
 from ..core.finding import Action, Finding, Status
 from ..core.registry import CheckContext, check
+from ..core.validation import XID_RESET
 from .helpers import FIELDS, answering_gpus, missing
 
 # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230) values (nvml.h; 6 and 7 from pynvml
@@ -36,7 +37,7 @@ def recovery_finding(comp: str, value: int, source: str) -> Finding:
     return Finding(status, comp, message, observed, "NONE", action)
 
 
-@check("gpu.recovery_action", needs=("nvml",),
+@check("gpu.recovery_action", validation=XID_RESET, needs=("nvml",),
        remedy="Do what the driver asks: reset the GPU, reboot the node, stop the processes "
               "doing peer-to-peer traffic and query again (drain P2P), or recover the IMEX "
               "domain (GB200/GB300); then re-run the check.",

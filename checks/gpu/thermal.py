@@ -11,6 +11,7 @@ from ..core.finding import Action, Finding, Status
 from ..core.params import Params, param, parameters
 from ..core.rates import sample_interval
 from ..core.registry import CheckContext, check
+from ..core.validation import THERMAL_POWER
 from .helpers import FIELDS, answering_gpus, missing
 
 
@@ -26,7 +27,7 @@ class TemperatureParams(Params):
         "and DCGM compare HBM temperature with that limit")
 
 
-@check("gpu.temperature", needs=("nvml",), params=TemperatureParams,
+@check("gpu.temperature", validation=THERMAL_POWER, needs=("nvml",), params=TemperatureParams,
        remedy="Check the node's cooling: fans and fan policy in the BMC, airflow and "
               "blanking panels, inlet temperature, liquid-cooling flow on DLC systems.",
        actions=(Action.INVESTIGATE,))
@@ -81,7 +82,7 @@ def clock_reason_names(mask: int) -> list[str]:
     return names + ([f"0x{rest:x}"] if rest else [])
 
 
-@check("gpu.clock_events", needs=("nvml",),
+@check("gpu.clock_events", validation=THERMAL_POWER, needs=("nvml",),
        remedy="Hardware thermal slowdown: fix cooling. Power brake: the power supply or "
               "BMC asserted the external brake; check PSUs and the rack's power budget. "
               "Software thermal slowdown: cooling is marginal. A GPU slowed down this way "

@@ -18,6 +18,7 @@ from ..core.common import NODE, gpu_component, nvml_usable
 from ..core.finding import Action, Finding, Status
 from ..core.params import Params, param, parameters
 from ..core.registry import CheckContext, check
+from ..core.validation import XID_RESET
 from .recovery import RECOVERY_ACTIONS, recovery_finding
 
 # The severity word of a 144-150 line ("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (...)",
@@ -64,7 +65,7 @@ class XidParams(Params):
         "list)")
 
 
-@check("gpu.xid", needs=("kernel_log", "nvml"), params=XidParams,
+@check("gpu.xid", validation=XID_RESET, needs=("kernel_log", "nvml"), params=XidParams,
        remedy="Act on NVIDIA's immediate action for the code (its Xid Catalog, "
               "checks/catalogs/xid_catalog.tsv): RESET_GPU / WORKFLOW_XID_48 / "
               "WORKFLOW_NVLINK_ERR: reset the GPU (`nvidia-smi -r -i N`, no processes on it) and "

@@ -24,6 +24,7 @@ from ..core.finding import Action, Finding, Status
 from ..core.params import Params, param, parameters
 from ..core.rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, Rate, counter_rate, sample_interval
 from ..core.registry import CheckContext, check
+from ..core.validation import IB_PORT
 from ..core.window import IB_WINDOW_COUNTERS, window_base
 from .helpers import NODE, no_compute, port_component
 
@@ -206,7 +207,8 @@ class IbErrorRateParams(Params):
         "null disables one side")
 
 
-@check("ib.error_rate", needs=("infiniband",), rate=True, params=IbErrorRateParams,
+@check("ib.error_rate", validation=IB_PORT, needs=("infiniband",), rate=True,
+       params=IbErrorRateParams,
        remedy="Physical errors on a compute port (symbol, receive, integrity errors, link "
               "downs) are nearly always the cable or transceiver: reseat it, swap it, then "
               "the switch port. A saturated counter hides its rate: reset the counters "

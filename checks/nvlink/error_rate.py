@@ -10,6 +10,7 @@ from ..core.finding import Action, Finding, Status
 from ..core.params import Params, param, parameters
 from ..core.rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
 from ..core.registry import CheckContext, check
+from ..core.validation import NVLINK
 from ..core.window import NVLINK_WINDOW_COUNTERS, window_base
 from .helpers import nvlink_gpus
 
@@ -70,7 +71,7 @@ class ErrorRateParams(Params):
         "not carry)")
 
 
-@check("nvlink.error_rate", needs=("nvml",), rate=True, params=ErrorRateParams,
+@check("nvlink.error_rate", validation=NVLINK, needs=("nvml",), rate=True, params=ErrorRateParams,
        remedy="A link whose error counters keep growing is marginal. Reset the GPU to "
               "retrain its links and watch the counters (nvidia-smi nvlink -e). Errors that "
               "come back after a reset are hardware: on NVL72 trays reseat the tray's "

@@ -21,6 +21,7 @@ from ..core.finding import Action, Finding
 from ..core.params import Params, param, parameters
 from ..core.rates import counter_growth, sample_interval
 from ..core.registry import CheckContext, check
+from ..core.validation import NVLINK
 from .helpers import link_errors, links_text, nvlink_gpus, reduced_bw_mode
 
 # NVML_NVLINK_STATE_* (nvml.h; 3 from pynvml 13.615): the states of a link that is up but
@@ -144,7 +145,7 @@ class BerParams(Params):
         "Blackwell floor, 15 x 10^-238 (DcgmGPUHardwareLimits.h)")
 
 
-@check("nvlink.ber", needs=("nvml",), params=BerParams,
+@check("nvlink.ber", validation=NVLINK, needs=("nvml",), params=BerParams,
        remedy="An effective bit error rate above 1e-12 is a link that corrupts data FEC "
               "could not correct: reset the GPU to retrain the link and look again; a link "
               "that comes back above the threshold is its cable cartridge, connector or the "
@@ -195,7 +196,7 @@ def ber(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding.skip(NODE, "no NVLink bit error rates reported (NVLink5 fields)")
 
 
-@check("nvlink.fec_history", needs=("nvml",), rate=True,
+@check("nvlink.fec_history", validation=NVLINK, needs=("nvml",), rate=True,
        remedy="Figures only: no threshold is published for the FEC history bins. Compare a "
               "link's bins with its peers' when nvlink.ber or nvlink.error_rate points at it.",
        actions=(Action.NONE,))

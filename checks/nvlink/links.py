@@ -11,6 +11,7 @@ from ...agent.model.record import record
 from ..core.common import NODE, gpu_component
 from ..core.finding import Action, Finding
 from ..core.registry import CheckContext, check
+from ..core.validation import NVLINK
 from .helpers import link_errors, links_text, nvlink_gpus, reduced_bw_mode
 
 # NVML_NVLINK_VERSION_*: the enum value is not the generation (nvml.h).
@@ -23,7 +24,7 @@ def _version_text(version: int) -> str:
     return f"{version} (NVLink {name})" if name else str(version)
 
 
-@check("nvlink.links_up", needs=("nvml",),
+@check("nvlink.links_up", validation=NVLINK, needs=("nvml",),
        remedy="Reset the GPU (nvidia-smi -r -i N, with no process on it; on NVSwitch boards "
               "Fabric Manager retrains its links) and run the check again. When every GPU "
               "lost links at once, suspect the NVSwitch side or Fabric Manager and reboot "

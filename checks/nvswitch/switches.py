@@ -17,6 +17,7 @@ from ..core.common import NODE
 from ..core.finding import Action, Finding
 from ..core.params import Params, param, parameters
 from ..core.registry import CheckContext, check
+from ..core.validation import NVSWITCH
 
 
 @check("nvswitch.count", needs=("pci",),
@@ -148,7 +149,7 @@ class SxidParams(Params):
         "repeat_threshold")
 
 
-@check("nvswitch.sxid", needs=("kernel_log",), params=SxidParams,
+@check("nvswitch.sxid", validation=NVSWITCH, needs=("kernel_log",), params=SxidParams,
        remedy="Read the SXid in the Fabric Manager user guide (appendix D) and the FM log "
               "(/var/log/fabricmanager.log). A fatal SXid needs the GPUs and NVSwitches "
               "reset: drain the node and reboot it (20034 LTSSM Fault Up: reset the GPU "

@@ -109,12 +109,25 @@ def test_a_reason_not_ours_parses_to_none(text: str | None) -> None:
 def test_a_check_spelled_like_a_verb_cannot_read_back_as_one() -> None:
     """An agent report names the check: ``error`` there must not become our own error,
     which a clean pass lifts."""
-    for word in ("error", "epilog", "qualify"):
+    for word in ("error", "epilog", "qualify", "repair"):
         reason = Reason(Verb.NONE, word, "gpu1", "x")
         read = parse(write(reason))
         assert read == reason
         assert read is not None
         assert (read.verb, read.check, read.lift) == (Verb.NONE, f"{word}?", Lift.CHECK)
+
+
+def test_a_repeat_offender_is_held_for_a_person_and_reads_back() -> None:
+    """A node held for repair names its check, component and the drain count; only a
+    person lifts it (``clusterdiag validate --release``), never a passing check."""
+    reason = Reason(Verb.REPAIR, "nvlink.error_rate", "gpu3", "(3 drains in 7 d)")
+    text = write(reason)
+    assert text == "clusterdiag: repair nvlink.error_rate gpu3 (3 drains in 7 d)"
+    read = parse(text)
+    assert read == reason
+    assert read is not None
+    assert (read.verb, read.check, read.component, read.lift) == (
+        Verb.REPAIR, "nvlink.error_rate", "gpu3", Lift.PERSON)
 
 
 def test_hostile_text_is_one_inert_line_within_the_bound() -> None:

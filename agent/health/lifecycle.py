@@ -1,0 +1,135 @@
+"""A node's health lifecycle: how a drained node comes back only on evidence.
+
+::
+
+    healthy --drain--> drained --start--> validating --pass--> healthy
+                          ^  |                 |
+                          |  +--hold--+        +--fail / could not run--> drained
+                          |           v        |
+                          |         held <-----+--hold
+                          |           |
+                          +-----------+ (never directly: --release--> validating)
+
+``drained`` names the open incident (check, component, evidence, since); ``validating``
+keeps it while the validation its fault class declares runs (checks/core/validation.py);
+``held`` is a repeat offender kept for a person, released only into validation. Any other
+move is refused (``TransitionError``): a node never jumps from held or drained straight
+back to healthy.
+
+Every drain is an incident, counted per fault family with its time, so later work can
+count strikes (N drains of one family in a window) and tell a fleet-wide event from a
+node's own fault. The history is bounded (``MAX_INCIDENTS``, ``MAX_AGE_S``); the running
+total per family is kept apart so it only ever grows (a Prometheus counter).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+MAX_INCIDENTS = 64
+MAX_AGE_S = 30 * 86400.0
+MAX_FAMILIES = 128  # distinct families with a running total (the catalog has fewer)
+
+
+class State(enum.Enum):
+    HEALTHY = "healthy"
+    DRAINED = "drained"
+    VALIDATING = "validating"
+    HELD = "held"  # held for repair: a person releases it into validation
+
+
+ALLOWED: dict[State, frozenset[State]] = {
+    State.HEALTHY: frozenset({State.DRAINED}),
+    State.DRAINED: frozenset({State.VALIDATING, State.HELD}),
+    State.VALIDATING: frozenset({State.HEALTHY, State.DRAINED, State.HELD}),
+    State.HELD: frozenset({State.VALIDATING}),
+}
+
+
+class Result(enum.Enum):
+    """How a validation ended (``clusterdiag validate`` exits 0, 1, 1 and 3 for them)."""
+
+    PASSED = "passed"
+    FAILED = "failed"  # it ran and the node failed it: the figure says by how much
+    WAITING = "waiting"  # the check passes, but its hold-down has not ended yet
+    ERROR = "error"  # it could not run (a tool missing, our error, the budget): never a fail
+
+
+class TransitionError(ValueError):
+    """A move the lifecycle does not allow (healthy -> validating, held -> healthy)."""
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One drain: the fault family it counts under, the check and component that failed,
+    the evidence (the finding's figure or message, one line) and when."""
+
+    family: str
+    check: str
+    component: str
+    evidence: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The latest validation, its detail (the figure, or why it could not run) and when."""
+
+    result: Result
+    detail: str
+    at: float
+
+
+@dataclass
+class Health:
+    state: State = State.HEALTHY
+    since: float = 0.0
+    open: Incident | None = None  # the incident the node is out for (none when healthy)
+    incidents: list[Incident] = field(default_factory=list)  # oldest first, bounded
+    totals: dict[str, int] = field(default_factory=dict)  # family -> drains ever counted
+    last: Outcome | None = None
+
+    def _move(self, to: State, now: float) -> None:
+        if to not in ALLOWED[self.state]:
+            raise TransitionError(f"{self.state.value} -> {to.value} is not allowed "
+                                  f"(from {self.state.value}: "
+                                  f"{', '.join(sorted(s.value for s in ALLOWED[self.state]))})")
+        self.state, self.since = to, now
+
+    def drain(self, incident: Incident) -> None:
+        """The node is taken out for ``incident``, counted under its family."""
+        self._move(State.DRAINED, incident.at)
+        self.open, self.last = incident, None
+        self.incidents.append(incident)
+        if incident.family in self.totals or len(self.totals) < MAX_FAMILIES:
+            self.totals[incident.family] = self.totals.get(incident.family, 0) + 1
+        self.prune(incident.at)
+
+    def start(self, now: float) -> None:
+        """The validation of the open incident begins (from drained, or released from held)."""
+        self._move(State.VALIDATING, now)
+
+    def finish(self, outcome: Outcome) -> None:
+        """The validation's outcome: passed returns the node to service; failed, or could
+        not run, leaves it drained with the incident still open."""
+        self._move(State.HEALTHY if outcome.result is Result.PASSED else State.DRAINED, outcome.at)
+        self.last = outcome
+        if outcome.result is Result.PASSED:
+            self.open = None
+
+    def hold(self, now: float) -> None:
+        """A repeat offender is kept out for a person (``repair`` in its drain reason)."""
+        self._move(State.HELD, now)
+
+    def prune(self, now: float) -> None:
+        """Forget incidents older than ``MAX_AGE_S`` and beyond the newest ``MAX_INCIDENTS``."""
+        young = [i for i in self.incidents if now - i.at <= MAX_AGE_S]
+        self.incidents = young[-MAX_INCIDENTS:]
+
+    def count(self, family: str, window_s: float, now: float) -> int:
+        """Drains of ``family`` within ``window_s`` before ``now``: the strikes."""
+        return sum(1 for i in self.incidents if i.family == family and 0 <= now - i.at
+                   <= window_s)
+
+

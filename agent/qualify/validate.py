@@ -1,0 +1,207 @@
+"""``clusterdiag validate``: the validation a node's open incident calls for, run now.
+
+The incident names its check; the check's declaration (checks/core/validation.py) says
+how the node earns its way back. Every validation first runs that check on the node: a
+fault still there fails it with the check's figure. A ``recheck`` then asks for the
+hold-down since the incident (a service that crash-loops passes between restarts); a
+``qualify`` runs the named node tests through qualify's own machinery (run.py) on this
+node and fails with the test's figure. What could not run (a tool missing, a check that
+errs, our own trouble, the budget) is ``error``: exit 3, the node stays drained, and it
+is never counted as the node's fault.
+
+The lifecycle (agent/health/lifecycle.py) moves drained -> validating before anything
+runs, and validating -> healthy or back to drained after, saved each time, so a
+validation killed half-way is seen as one on the next run. ``release`` lets a node held
+for repair back into validation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...checks.core import index
+from ...checks.core.finding import Finding, Status
+from ...checks.core.levels import Level
+from ...checks.core.validation import QUALIFY_PREFIX, Kind, Validation
+from ...checks.profiles.profile import Profile
+from ..base.errors import CollectError, ExitCode, UsageError
+from ..health import store
+from ..health.incident import validation_for
+from ..health.lifecycle import Health, Incident, Outcome, Result, State
+from ..run import session
+from ..run.runner import run_node
+from ..settings.config import Config
+from .command import load_site_profile
+from .launch import ToolRunner, command_runner
+from .run import QualifyOptions, qualify
+
+EXIT: Mapping[Result, ExitCode] = {Result.PASSED: ExitCode.READY,
+                                   Result.FAILED: ExitCode.FAIL,
+                                   Result.WAITING: ExitCode.FAIL,
+                                   Result.ERROR: ExitCode.COLLECT}
+
+
+@dataclass
+class Request:
+    state_dir: Path
+    node: str | None = None
+    simulate: str | None = None
+    seed: int = 0
+    release: bool = False
+    config_path: Path | None = None
+    clock: Callable[[], float] = time.time
+
+
+@dataclass
+class Answer:
+    """What ``validate`` did: the node's lifecycle after it, and the outcome (None when
+    there was nothing to validate)."""
+
+    health: Health
+    outcome: Outcome | None
+    validation: Validation | None
+    message: str
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.outcome is None:
+            return ExitCode.FAIL if self.health.state is State.HELD else ExitCode.READY
+        return EXIT[self.outcome.result]
+
+
+def validate(request: Request, config: Config) -> Answer:
+    """Validate the node's open incident, saving the lifecycle before and after."""
+    health = store.load(request.state_dir)
+    now = request.clock()
+    if request.release:
+        if health.state is not State.HELD:
+            raise UsageError(f"--release: the node is {health.state.value}, not held for "
+                             "repair")
+        health.start(now)
+    elif health.state is State.HEALTHY:
+        return Answer(health, None, None, "healthy: no open incident to validate")
+    elif health.state is State.HELD:
+        assert health.open is not None
+        return Answer(health, None, None, f"held for repair ({health.open.check} "
+                      f"{health.open.component}): repair it, then validate --release")
+    elif health.state is State.DRAINED:
+        health.start(now)
+    incident = health.open
+    assert incident is not None  # validating: store.from_dict refuses one without
+    _save(request.state_dir, health)
+    validation = validation_for(incident.check)
+    try:
+        outcome = _run(request, config, incident, validation)
+    except CollectError as exc:
+        outcome = Outcome(Result.ERROR, str(exc)[:store.MAX_TEXT], request.clock())
+    health.finish(outcome)
+    _save(request.state_dir, health)
+    return Answer(health, outcome, validation, _say(incident, validation, outcome))
+
+
+def _save(state_dir: Path, health: Health) -> None:
+    try:
+        store.save(state_dir, health)
+    except OSError as exc:
+        raise CollectError(f"state directory {state_dir}: {exc.strerror or exc}") from None
+
+
+def _say(incident: Incident, validation: Validation, outcome: Outcome) -> str:
+    what = f"{incident.check} {incident.component} ({validation.kind.value})"
+    return f"{outcome.result.value}: {what}: {outcome.detail}"
+
+
+def _run(request: Request, config: Config, incident: Incident,
+         validation: Validation) -> Outcome:
+    if not incident.check.startswith(QUALIFY_PREFIX):
+        found = _recheck(request, config, incident.check)
+        if found is not None:
+            return Outcome(found[0], found[1], request.clock())
+    now = request.clock()
+    if validation.kind is Kind.RECHECK:
+        left = incident.at + validation.hold_down_s - now
+        if left > 0:
+            return Outcome(Result.WAITING, f"the check passes; its hold-down of "
+                           f"{validation.hold_down_s:g} s ends in {left:.0f} s", now)
+        return Outcome(Result.PASSED, "the check passes, after its hold-down", now)
+    result, detail = _qualify(request, config, validation.tests)
+    return Outcome(result, detail, request.clock())
+
+
+def _recheck(request: Request, config: Config, check_id: str) -> tuple[Result, str] | None:
+    """The check run on the node now: None when it passes, else the result and why."""
+    entry = index.known().get(check_id)
+    if entry is None:
+        return Result.ERROR, f"{check_id} is not a check of this version's catalog"
+    level = Level.FULL if entry.rate or entry.active else Level.QUICK
+    env = session.source_env(config, None, None, request.simulate, request.node)
+    options = session.run_options(config, level.value, None, None, check_id)
+    findings = [f for f in run_node(env, config, options).findings if f.check == check_id]
+    return _verdict(findings, check_id)
+
+
+def _verdict(findings: list[Finding], what: str) -> tuple[Result, str] | None:
+    """Fails first (the node's fault, with the figure), then what could not be judged."""
+    for status, result in ((Status.FAIL, Result.FAILED), (Status.ERROR, Result.ERROR),
+                           (Status.SKIP, Result.ERROR)):
+        hit = next((f for f in findings if f.status is status), None)
+        if hit is not None:
+            return result, _figure(hit)
+    if not findings:
+        return Result.ERROR, f"{what}: nothing was judged"
+    return None
+
+
+def _figure(finding: Finding) -> str:
+    """The finding in one bounded line with its figure: what it observed against what was
+    expected (``observed {"value":43004.0}; expected {"peers_median":53567.5}``)."""
+    brief = finding.brief()
+    parts = [f"{finding.check} {finding.component} {brief}"]
+    if finding.observed is not None and brief != str(finding.observed).strip():
+        parts.append(f"observed {_compact(finding.observed)}")
+    if finding.expected is not None:
+        parts.append(f"expected {_compact(finding.expected)}")
+    return "; ".join(parts)[:store.MAX_TEXT]
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, dict) and "value" in value:  # qualify's: the figure, not its runs
+        value = value["value"]
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _qualify(request: Request, config: Config, tests: tuple[str, ...]) -> tuple[Result, str]:
+    """The node tests through qualify's machinery, on this node only, judged against the
+    profile's expected figures."""
+    settings: dict[str, Any] = dict(config.section("qualify"))
+    runner: ToolRunner
+    if request.simulate is not None:
+        from ..sim.tools import simulated_cluster  # the simulator only under --simulate
+
+        sims, sim_runner = simulated_cluster(request.simulate, request.seed)
+        node = request.node or next(iter(sims))
+        if node not in sims:
+            raise UsageError(f"--node {node}: not a node of --simulate {request.simulate}")
+        profile: Profile = sims[node].profile
+        runner = sim_runner
+    else:
+        node = session.node_name(config, request.node)
+        name = config.data["profile"]
+        profile = load_site_profile(config, "generic" if name == "auto" else name)
+        runner = command_runner("local")
+    options = QualifyOptions(frozenset(tests), Level(config.data["level"]),
+                             float(settings["budget_s"]), settings)
+    outcome = qualify([node], runner, {node: profile}, options)
+    if not outcome.anything_ran:
+        why = sorted({r.skipped or r.error or "" for r in outcome.runs} - {""})
+        return Result.ERROR, ("; ".join(why[:2]) or "no test could run")[:store.MAX_TEXT]
+    own = outcome.judgement.findings.get(node, [])
+    found = _verdict(own, ", ".join(tests))
+    if found is not None:
+        return found
+    return Result.PASSED, f"{', '.join(tests)} passed"
