@@ -1,6 +1,7 @@
 """The agent's cost on a node: idle CPU at the default interval (30 s) and RSS beside
-node_exporter over the same window, CPU during an XID storm of 8 events/s, and /metrics
-latency (median, p99 over 1,000 requests), from a non-editable install of this checkout.
+node_exporter over the same window, RSS after an hour of collections and its slope, CPU
+during an XID storm of 8 events/s, and /metrics latency (median, p99 over 1,000
+requests), from a non-editable install of this checkout.
 
     .venv/bin/python bench/agent_load.py [--quick] [--json]
 
@@ -20,6 +21,14 @@ process an agent started (NVML worker, XID listener, the commands it ran). The a
 must have written their first report, stay alive, answer every scrape with their series,
 and (storm) record the events; node_exporter must answer every scrape with its own; or
 the benchmark fails.
+
+An hour of collections at the default interval is 120 collections; the agent on
+``--root`` runs them at a 1 s interval instead (--quick: 30 of them), with ``agent.keep_s``
+scaled by the same 1/30 so that it runs the commands it keeps as often per collection as
+at the defaults. Its RSS is sampled after each collection: the figure is the RSS after
+the last one, and a leak shows as the slope over the second half (KiB per collection).
+The floor beside it is this install's interpreter with ``aiohttp.web`` imported (the
+server the agent keeps), measured in the same run.
 """
 
 from __future__ import annotations
@@ -46,6 +55,9 @@ from clusterdiag.agent.sim.node import build, make_root
 from clusterdiag.agent.sim.spec import NodeSpec
 
 DEFAULT_INTERVAL_S = 30
+DEFAULT_KEEP_S = 120.0  # agent.keep_s's default (agent/settings/config.py)
+HOUR_COLLECTIONS = 3600 // DEFAULT_INTERVAL_S
+HOUR_INTERVAL_S = 1.0
 SCRAPE_EVERY_S = 30
 STORM_PER_S = 8
 NODE = "bench-node"
@@ -172,6 +184,68 @@ def storm_spec(path: Path, watch_s: float) -> str:
     return str(path)
 
 
+def rss_floor(python: str) -> float:
+    """RSS (MiB) of this install's interpreter once it has imported aiohttp.web: what the
+    agent stands on before any code of ours."""
+    proc = subprocess.run([python, "-c", "import aiohttp.web, psutil; "
+                           "print(psutil.Process().memory_info().rss)"],
+                          capture_output=True, text=True, check=True)
+    return int(proc.stdout) / 2**20
+
+
+def _started_at(state: Path) -> str | None:
+    try:
+        return str(json.loads((state / "report.json").read_text())["started_at"])
+    except (OSError, ValueError, KeyError):
+        return None  # not there yet, or caught between its rename and our read
+
+
+def hour_of_collections(clusterdiag: str, root: Path, work: Path, count: int
+                        ) -> tuple[list[float], float]:
+    """The agent on ``--root`` at HOUR_INTERVAL_S for ``count`` collections: its RSS (MiB)
+    after each, and its peak over the run."""
+    state = work / "hour"
+    state.mkdir()
+    config = work / "hour-config.json"  # JSON: read without PyYAML (settings/config.py)
+    config.write_text(json.dumps({"agent": {
+        "keep_s": DEFAULT_KEEP_S * HOUR_INTERVAL_S / DEFAULT_INTERVAL_S}}))
+    proc = subprocess.Popen(
+        [clusterdiag, "agent", "--config", str(config), "--root", str(root), "--node", NODE,
+         "--interval", str(HOUR_INTERVAL_S), "--state-dir", str(state), "--listen",
+         "127.0.0.1:0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    after: list[float] = []
+    peak, seen = 0.0, None
+    deadline = time.monotonic() + 180 + count * 10 * HOUR_INTERVAL_S
+    try:
+        while len(after) < count:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                fail(f"agent --root at {HOUR_INTERVAL_S:g} s: {len(after)} of {count} "
+                     f"collections, exit {proc.poll()}")
+            rss = psutil.Process(proc.pid).memory_info().rss / 2**20
+            peak = max(peak, rss)
+            started = _started_at(state)
+            if started is not None and started != seen:
+                seen = started
+                after.append(rss)
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return after, peak
+
+
+def slope_kib(rss_mb: list[float]) -> float:
+    """Least-squares growth over the second half of the run, KiB per collection."""
+    half = rss_mb[len(rss_mb) // 2:]
+    if len(half) < 2:
+        return 0.0
+    fit = statistics.linear_regression(range(len(half)), [r * 1024 for r in half])
+    return fit.slope
+
+
 def _events(state: Path) -> int:
     path = state / "events.json"
     return len(json.loads(path.read_text())["events"]) if path.exists() else 0
@@ -186,6 +260,7 @@ def _exporter_version(program: str) -> str:
 def main() -> None:
     quick = "--quick" in sys.argv[1:]
     idle_s, storm_s, requests = (30, 20, 200) if quick else (120, 60, 1000)
+    hour = 30 if quick else HOUR_COLLECTIONS
     start_s = python_start_s()
     py_rss, py_cpu = python_baseline()
     exporter = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
@@ -226,6 +301,8 @@ def main() -> None:
             finally:
                 stop(storm)
             events = _events(work / "storm")
+            hour_rss, hour_peak = hour_of_collections(install.clusterdiag, root, work, hour)
+            floor_mb = rss_floor(install.python)
             if events < STORM_PER_S * storm_s / 2:
                 fail(f"the storm recorded {events} events")
     finally:
@@ -256,6 +333,15 @@ def main() -> None:
         Figure(f"agent CPU during an XID storm of {STORM_PER_S}/s ({storm_s} s, {events} events "
                "recorded; --simulate)", round(storm_cpu, 2), "% of one core"),
         Figure("agent RSS peak during the storm", round(storm[0].peak_mb, 1), "MB"),
+        Figure(f"agent RSS after {hour} collections (real host path; an hour at the default "
+               f"{DEFAULT_INTERVAL_S} s is {HOUR_COLLECTIONS}, run at {HOUR_INTERVAL_S:g} s)",
+               round(hour_rss[-1], 1), "MB", "<= 40 MB", anchor or "python3 -c pass",
+               hour_rss[-1] / base_mb),
+        Figure(f"agent RSS peak over the {hour} collections", round(hour_peak, 1), "MB"),
+        Figure(f"agent RSS slope over the last {len(hour_rss) - len(hour_rss) // 2} of them",
+               round(slope_kib(hour_rss), 1), "KiB per collection", "~0 (no leak)"),
+        Figure("python3 with aiohttp.web imported (the agent's server; this install)",
+               round(floor_mb, 1), "MB"),
         Figure(f"/metrics latency median ({requests} requests, agent --root)",
                round(median * 1000, 2), "ms", "", "python3 -c pass", median / start_s),
         Figure(f"/metrics latency p99 ({requests} requests, agent --root)",
