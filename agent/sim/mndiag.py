@@ -8,11 +8,12 @@ its source:
   dcgmi (NVIDIA/DCGM dcgmi/CommandLineParser.cpp:132);
 - ``dcgmi mndiag --run mnubergemm --hostList a;b --json``: the document dcgmi/MnDiag.cpp
   builds (HelperJsonBuildOutput and its helpers, :476-686; key names
-  nvvs/include/NvvsJsonStrings.h:20-53) written by jsoncpp's toStyledString (MnDiag.cpp:470,
-  the writer in sim/dcgmi.py), exit 0 whatever the result (HelperDisplayAsJson returns
-  DCGM_ST_OK once printed, :464-474). A GPU mnubergemm printed an ``MNUB [E]`` line for is
-  ``Fail`` with that line's message as its warning, filed as DCGM_FR_UNKNOWN, category
-  DCGM_FR_EC_HARDWARE_OTHER, severity DCGM_ERROR_TRIAGE; the test is named ``MNUBERGEMM``
+  nvvs/include/NvvsJsonStrings.h:20-53, the name under ``NVVS_NAME``, "DCGM Diagnostic", :34)
+  written by jsoncpp's toStyledString (MnDiag.cpp:470, the writer in sim/dcgmi.py), exit 0
+  whatever the result (HelperDisplayAsJson returns DCGM_ST_OK once printed, :464-474). A GPU
+  mnubergemm printed an ``MNUB [E]`` line for is ``Fail`` with that line's message as its
+  warning, filed as DCGM_FR_UNKNOWN, category DCGM_FR_EC_HARDWARE_OTHER, severity
+  DCGM_ERROR_TRIAGE; the test is named ``MNUBERGEMM``
   (modules/mndiag/MnDiagMpiMnubergemmRunner.cpp:65-67, 355-388);
 - ``ssh -o BatchMode=yes ... <tray> true`` and bash's ``exec 3<>"/dev/tcp/$1/$2"``
   (the tray and 5555 as arguments): both print nothing and exit 0 where they succeed;
@@ -91,7 +92,7 @@ def run(nodes: Mapping[str, SimNode], argv: list[str]) -> Printed:
     failed = any(t.mndiag_errors for t in trays)
     status = "Fail" if failed else "Pass"
     document: JsonValue = {
-        "DCGM Multi-Node Diagnostic": "DCGM Multi-Node Diagnostic",
+        "DCGM Diagnostic": "DCGM Multi-Node Diagnostic",  # NVVS_NAME's value (MnDiag.cpp:491)
         "metadata": {"num_hosts": len(trays), "num_entities": sum(len(t.gpus) for t in trays)},
         "hosts": hosts,
         "test_categories": [{"category": "Multi-Node Tests", "tests": [

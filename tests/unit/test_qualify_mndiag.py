@@ -56,10 +56,133 @@ def test_the_document_names_the_failing_gpu_by_host_name(tmp_path: Path) -> None
         "t01", "t02", "t04"}
 
 
+# ``dcgmi mndiag --run mnubergemm --hostList 'ta;tb' --json`` written by hand from
+# dcgmi/MnDiag.cpp (NVIDIA/DCGM @ 72fa3fe), not from the simulator: the name under NVVS_NAME
+# (:491; "DCGM Diagnostic", nvvs/include/NvvsJsonStrings.h:34), metadata (:494-495), hosts and
+# their entities (:506-541), the test (:553-559) and its results with their warnings
+# (:598-626); no mpi_error nor global_errors, the test having a GPU error (:562, :675). Laid out
+# as jsoncpp's toStyledString does (:470): three spaces, " : ", keys in std::map order.
+MNDIAG_CPP = """{
+   "DCGM Diagnostic" : "DCGM Multi-Node Diagnostic",
+   "hosts" : [
+      {
+         "dcgm_version" : "4.4.1",
+         "driver_version" : "570.133.20",
+         "entities" : [
+            {
+               "entity_group" : "GPU",
+               "entity_group_id" : 1,
+               "entity_id" : 0
+            },
+            {
+               "entity_group" : "GPU",
+               "entity_group_id" : 1,
+               "entity_id" : 1
+            }
+         ],
+         "host_id" : 0,
+         "hostname" : "ta",
+         "num_entities" : 2
+      },
+      {
+         "dcgm_version" : "4.4.1",
+         "driver_version" : "570.133.20",
+         "entities" : [
+            {
+               "entity_group" : "GPU",
+               "entity_group_id" : 1,
+               "entity_id" : 0
+            },
+            {
+               "entity_group" : "GPU",
+               "entity_group_id" : 1,
+               "entity_id" : 1
+            }
+         ],
+         "host_id" : 1,
+         "hostname" : "tb",
+         "num_entities" : 2
+      }
+   ],
+   "metadata" : {
+      "num_entities" : 4,
+      "num_hosts" : 2
+   },
+   "test_categories" : [
+      {
+         "category" : "Multi-Node Tests",
+         "tests" : [
+            {
+               "name" : "MNUBERGEMM",
+               "results" : [
+                  {
+                     "entity_group" : "GPU",
+                     "entity_group_id" : 1,
+                     "entity_id" : 0,
+                     "host_id" : 0,
+                     "status" : "Pass"
+                  },
+                  {
+                     "entity_group" : "GPU",
+                     "entity_group_id" : 1,
+                     "entity_id" : 1,
+                     "host_id" : 0,
+                     "status" : "Pass"
+                  },
+                  {
+                     "entity_group" : "GPU",
+                     "entity_group_id" : 1,
+                     "entity_id" : 0,
+                     "host_id" : 1,
+                     "status" : "Pass"
+                  },
+                  {
+                     "entity_group" : "GPU",
+                     "entity_group_id" : 1,
+                     "entity_id" : 1,
+                     "host_id" : 1,
+                     "status" : "Fail",
+                     "warnings" : [
+                        {
+                           "error_category" : 15,
+                           "error_id" : 1,
+                           "error_severity" : 4,
+                           "warning" : "GPU 1: checksum mismatch"
+                        }
+                     ]
+                  }
+               ],
+               "status" : "Fail",
+               "test_summary" : {
+                  "status" : "Fail"
+               }
+            }
+         ]
+      }
+   ]
+}
+"""
+
+
+def test_the_document_as_mndiag_cpp_builds_it() -> None:
+    result = parse(MNDIAG_CPP)
+    assert result is not None
+    assert (result.status, result.errors) == ("Fail", [])
+    assert [(r.host, r.gpu, r.messages) for r in result.failed] == [
+        ("tb", 1, ["GPU 1: checksum mismatch"])]
+    found = mndiag.findings(result, ["ta", "tb"])
+    assert [(f.status, f.component) for f in found["tb"]] == [(Status.FAIL, "gpu1")]
+    assert [(f.status, f.component) for f in found["ta"]] == [(Status.PASS, "node")]
+    # The name alone under its own key (as dcgm_mndiag_schema.json has it) is not what
+    # dcgmi prints, nor is ``dcgmi diag``'s document under the same key.
+    assert parse(MNDIAG_CPP.replace('"DCGM Diagnostic" :', '"DCGM Multi-Node Diagnostic" :')
+                 ) is None
+
+
 def test_an_mpi_error_is_no_gpu_failure() -> None:
     """MnDiag.cpp:560-575 and :676-682: a failed test with no GPU error carries the MPI
     error twice (the test's ``mpi_error`` and ``global_errors``); nothing is a GPU's fault."""
-    document = {"DCGM Multi-Node Diagnostic": "DCGM Multi-Node Diagnostic",
+    document = {"DCGM Diagnostic": "DCGM Multi-Node Diagnostic",
                 "metadata": {"num_hosts": 2, "num_entities": 0},
                 "test_categories": [{"category": "Multi-Node Tests", "tests": [{
                     "name": "MNUBERGEMM", "status": "Fail", "test_summary": {"status": "Fail"},
@@ -75,17 +198,18 @@ def test_an_mpi_error_is_no_gpu_failure() -> None:
 
 
 def test_a_runtime_error_document_and_garbage() -> None:
-    result = parse('{"DCGM Multi-Node Diagnostic": "DCGM Multi-Node Diagnostic", '
+    result = parse('{"DCGM Diagnostic": "DCGM Multi-Node Diagnostic", '
                    '"runtime_error": "Unable to connect to host t07:5555"}')
     assert result is not None
     assert result.errors == ["Unable to connect to host t07:5555"]
     assert parse("Error: unable to establish a connection to the specified host") is None
     assert parse('{"DCGM Diagnostic": {}}') is None
-    hostile = {"DCGM Multi-Node Diagnostic": "x", "hosts": [{"host_id": 0, "hostname": 7}],
+    hostile = {"DCGM Diagnostic": "DCGM Multi-Node Diagnostic",
+               "hosts": [{"host_id": 0, "hostname": 7}],
                "test_categories": [{"tests": [{"results": [
-                   {"host_id": 0, "entity_id": "0", "status": "Fail"},
-                   {"host_id": 5, "entity_id": 1, "status": "Fail"},
-                   {"host_id": 0, "entity_id": 1, "status": "Fail",
+                   {"host_id": 0, "entity_group_id": 1, "entity_id": "0", "status": "Fail"},
+                   {"host_id": 5, "entity_group_id": 1, "entity_id": 1, "status": "Fail"},
+                   {"host_id": 0, "entity_group_id": 1, "entity_id": 1, "status": "Fail",
                     "warnings": [{"warning": "x" * 10_000}]}]}]}]}
     read = parse(json.dumps(hostile))
     assert read is not None

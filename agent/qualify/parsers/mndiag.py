@@ -1,15 +1,20 @@
 """``dcgmi mndiag -j``: DCGM's multi-node diagnostic (mnubergemm) as its JSON document.
 
-The document is built by dcgmi/MnDiag.cpp (NVIDIA/DCGM @ 72fa3fe): the name
-``"DCGM Multi-Node Diagnostic"`` and ``metadata`` (HelperJsonAddMetadata, MnDiag.cpp:488-496),
-``hosts`` with each ``host_id`` and ``hostname`` (HelperJsonAddHosts, :499-543; left out when
-the run itself failed, :478-482), ``test_categories[0].tests`` whose ``results`` carry
-``host_id``, ``entity_id`` and ``status`` per GPU with the ``warnings`` mnubergemm printed for
-it (HelperJsonAddResults, :586-652), an ``mpi_error`` where the test failed with no GPU error
-(:560-575), ``global_errors`` (:655-686) and, where the request never ran, only
-``runtime_error`` (testing/python3/dcgm_mndiag_schema.json, its two ``anyOf`` forms). Key names
-are nvvs/include/NvvsJsonStrings.h:20-53. No real capture of this output exists in the shared
-data set (../shared/data/real/gb200/SOURCES.md lists it as missing).
+The document is built by dcgmi/MnDiag.cpp (NVIDIA/DCGM @ 72fa3fe): the key
+``"DCGM Diagnostic"`` (``NVVS_NAME``, nvvs/include/NvvsJsonStrings.h:34) holding the value
+``"DCGM Multi-Node Diagnostic"`` (``output[NVVS_NAME] = "DCGM Multi-Node Diagnostic"``,
+MnDiag.cpp:491) and ``metadata`` (HelperJsonAddMetadata, :488-496), ``hosts`` with each
+``host_id`` and ``hostname`` (HelperJsonAddHosts, :499-543; left out when the run itself
+failed, :478-482), ``test_categories[0].tests`` whose ``results`` carry ``host_id``,
+``entity_id`` and ``status`` per GPU with the ``warnings`` mnubergemm printed for it
+(HelperJsonAddResults, :586-652), an ``mpi_error`` where the test failed with no GPU error
+(:560-575), ``global_errors`` (:655-686) and, where the request never ran, the name and
+``runtime_error`` (HelperDisplayFailureMessage, :187-193). Key names are
+nvvs/include/NvvsJsonStrings.h:20-53. testing/python3/dcgm_mndiag_schema.json names the first
+key ``"DCGM Multi-Node Diagnostic"`` instead, but nothing validates against it (its one
+reader, test_utils.py ``mndiag_verify_json``, is called nowhere): dcgmi's code is what prints.
+No real capture of this output exists in the shared data set
+(../shared/data/real/gb200/SOURCES.md lists it as missing).
 
 A GPU result ``Fail`` is mnubergemm's own ``MNUB [E]`` line for that GPU
 (modules/mndiag/MnDiagMpiMnubergemmRunner.cpp:179-265, 355-388): the GPU is named. An MPI
@@ -23,7 +28,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-NAME = "DCGM Multi-Node Diagnostic"
+KEY = "DCGM Diagnostic"  # NVVS_NAME (NvvsJsonStrings.h:34)
+NAME = "DCGM Multi-Node Diagnostic"  # its value in dcgmi mndiag's document (MnDiag.cpp:491)
 _MAX_TEXT = 300  # a message from the tool is shown, never more than this
 _MAX_ITEMS = 72 * 4 * 4  # DCGM_MN_DIAG_RESPONSE_HOSTS_MAX hosts x GPUs x tests, with margin
 _STATUSES = ("Pass", "Fail", "Warn", "Skip", "Not Run")  # the schema's enum
@@ -66,7 +72,7 @@ def _document(text: str) -> dict[str, Any] | None:
         document = json.loads(text[start:end + 1])
     except (ValueError, RecursionError):
         return None
-    return document if isinstance(document, dict) and NAME in document else None
+    return document if isinstance(document, dict) and document.get(KEY) == NAME else None
 
 
 def _warnings(entry: dict[str, Any]) -> list[str]:
