@@ -136,19 +136,49 @@ def _fan_out(head: str | None, trays: Sequence[str], argv: Callable[[str], list[
         return dict(zip(trays, answers, strict=True))
 
 
+def _unjudged(said: Mapping[int, set[str]], asked: set[int]) -> list[str]:
+    """Each GPU of the tray with no Pass, Warn or Fail of its own: ``Skip``, ``Not Run`` or
+    no result at all for a GPU its host listed."""
+    return [f"gpu{gpu} {'/'.join(sorted(said.get(gpu, ()))) or 'no result'}"
+            for gpu in sorted(set(said) | asked)
+            if not said.get(gpu, set()) & {"Pass", "Warn", "Fail"}]
+
+
 def findings(result: MnDiag, trays: Iterable[str]) -> dict[str, list[Finding]]:
     """A tray's GPU that mnubergemm failed is a ``fail`` naming the GPU and mnubergemm's
-    words; a tray whose GPUs all passed is a ``pass``. A host the tool named that is not one
-    of the rack's trays is ignored (the host list is ours)."""
+    words; one it warned on is a ``warn``. A GPU skipped, not run or without a result leaves
+    the tray unjudged (a ``skip`` naming the GPUs), never passed: a tray passes only when
+    every GPU it has (those its host listed, and those with a result) passed. A host the
+    tool named that is not one of the rack's trays is ignored (the host list is ours)."""
     wanted = set(trays)
+    said: dict[str, dict[int, set[str]]] = {}
+    words: dict[tuple[str, int], list[str]] = {}
+    for r in result.results:
+        if r.host in wanted:
+            said.setdefault(r.host, {}).setdefault(r.gpu, set()).add(r.status)
+            words.setdefault((r.host, r.gpu), []).extend(r.messages)
     out: dict[str, list[Finding]] = {}
-    for gpu in result.failed:
-        if gpu.host in wanted:
-            out.setdefault(gpu.host, []).append(Finding(
-                Status.FAIL, f"gpu{gpu.gpu}", "dcgmi mndiag (mnubergemm) failed the GPU",
-                "; ".join(gpu.messages) or "Fail", "Pass", Action.DRAIN, "qualify.rack"))
-    passed = {r.host for r in result.results if r.status == "Pass"} & wanted
-    for tray in sorted(passed - set(out)):
-        out[tray] = [Finding(Status.PASS, "node", "dcgmi mndiag (mnubergemm) passed every GPU",
-                             None, None, Action.NONE, "qualify.rack")]
+    listed = {host for host, gpus in result.gpus.items() if gpus}
+    for tray in sorted(wanted & (set(said) | listed)):
+        own = out.setdefault(tray, [])
+        statuses = said.get(tray, {})
+        for gpu, seen in sorted(statuses.items()):
+            observed = "; ".join(words[tray, gpu])
+            if "Fail" in seen:
+                own.append(Finding(
+                    Status.FAIL, f"gpu{gpu}", "dcgmi mndiag (mnubergemm) failed the GPU",
+                    observed or "Fail", "Pass", Action.DRAIN, "qualify.rack"))
+            elif "Warn" in seen:
+                own.append(Finding(
+                    Status.WARN, f"gpu{gpu}", "dcgmi mndiag (mnubergemm) warned on the GPU",
+                    observed or "Warn", "Pass", Action.INVESTIGATE, "qualify.rack"))
+        unjudged = _unjudged(statuses, result.gpus.get(tray, set()))
+        if unjudged:
+            own.append(Finding(
+                Status.SKIP, "node", "dcgmi mndiag (mnubergemm) did not judge every GPU",
+                ", ".join(unjudged), "Pass", Action.NONE, "qualify.rack"))
+        elif not own:
+            own.append(Finding(
+                Status.PASS, "node", "dcgmi mndiag (mnubergemm) passed every GPU",
+                ", ".join(f"gpu{g}" for g in sorted(statuses)), None, Action.NONE, "qualify.rack"))
     return out

@@ -208,12 +208,55 @@ def test_a_runtime_error_document_and_garbage() -> None:
                "hosts": [{"host_id": 0, "hostname": 7}],
                "test_categories": [{"tests": [{"results": [
                    {"host_id": 0, "entity_group_id": 1, "entity_id": "0", "status": "Fail"},
+                   {"host_id": 0, "entity_group_id": 1, "entity_id": 10**40, "status": "Fail"},
                    {"host_id": 5, "entity_group_id": 1, "entity_id": 1, "status": "Fail"},
                    {"host_id": 0, "entity_group_id": 1, "entity_id": 1, "status": "Fail",
                     "warnings": [{"warning": "x" * 10_000}]}]}]}]}
     read = parse(json.dumps(hostile))
     assert read is not None
     assert [(r.host, r.gpu, len(r.messages[0])) for r in read.failed] == [("7", 1, 300)]
+
+
+def _judged(results: list[tuple[int, int, int, str]], gpus: int = 4) -> Any:
+    """Findings on trays t1..t3 from a document in MnDiag.cpp's shape (HelperJsonAddHosts,
+    :506-541, each host listing ``gpus`` GPUs; HelperJsonAddResults, :598-602): each result
+    is (host_id, entity_group_id, entity_id, status)."""
+    hosts = [{"host_id": h, "hostname": f"t{h + 1}", "entities": [
+        {"entity_group_id": 1, "entity_group": "GPU", "entity_id": g} for g in range(gpus)]}
+        for h in range(3)]
+    rows = [{"host_id": h, "entity_group_id": group, "entity_id": index, "status": status,
+             **({"warnings": [{"warning": "slow"}]} if status == "Warn" else {})}
+            for h, group, index, status in results]
+    document = {"DCGM Diagnostic": "DCGM Multi-Node Diagnostic", "hosts": hosts,
+                "test_categories": [{"category": "Multi-Node Tests", "tests": [
+                    {"name": "MNUBERGEMM", "status": "Warn", "results": rows}]}]}
+    result = parse(styled(document))
+    assert result is not None
+    return {t: [(f.status, f.component, f.observed, f.action.value) for f in own]
+            for t, own in mndiag.findings(result, ["t1", "t2", "t3"]).items()}
+
+
+def test_a_tray_passes_only_when_every_gpu_passed() -> None:
+    """One Pass is no pass of the tray: a Warn is a warn, a Skip, a Not Run or a GPU its
+    host listed with no result leaves the tray unjudged (a skip, never a drain)."""
+    found = _judged([(0, 1, 0, "Pass"), (0, 1, 1, "Not Run"), (0, 1, 2, "Warn"),
+                     (0, 1, 3, "Pass"),
+                     *[(1, 1, g, "Pass") for g in range(4)],
+                     (2, 1, 0, "Pass"), (2, 1, 1, "Skip")])
+    assert found["t1"] == [(Status.WARN, "gpu2", "slow", "investigate"),
+                           (Status.SKIP, "node", "gpu1 Not Run", "none")]
+    assert found["t2"] == [(Status.PASS, "node", "gpu0, gpu1, gpu2, gpu3", "none")]
+    assert found["t3"] == [(Status.SKIP, "node",
+                            "gpu1 Skip, gpu2 no result, gpu3 no result", "none")]
+
+
+def test_a_result_for_no_gpu_is_never_a_gpu_finding() -> None:
+    """entity_group_id 1 is DCGM_FE_GPU (dcgmlib/dcgm_fields.h:264); 3 is DCGM_FE_SWITCH
+    (:266): a switch's Fail is not ``gpu5`` of the tray, nor a drain."""
+    found = _judged([(0, 3, 5, "Fail"), (0, 1, 0, "Pass"), (1, 0, 0, "Fail")], gpus=1)
+    assert found == {"t1": [(Status.PASS, "node", "gpu0", "none")],
+                     "t2": [(Status.SKIP, "node", "gpu0 no result", "none")],
+                     "t3": [(Status.SKIP, "node", "gpu0 no result", "none")]}
 
 
 def test_the_version_line_and_its_minimum() -> None:
