@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...agent.model.gpu import Gpu
+from ...agent.model.gpu import Gpu, NvLink
 from ..core.common import NODE, gpu_component, nvml_gpus, unanswered_skip
 from ..core.finding import Finding
 from ..core.registry import CheckContext
@@ -40,6 +40,26 @@ def reduced_bw_mode(ctx: CheckContext) -> str | None:
     if mode is None or mode == 0:
         return None
     return BW_MODE_NAMES.get(mode, f"mode {mode}")
+
+
+# NVML_NVLINK_STATE_* (nvml-py 13.615.71 pynvml.py:897-900, nvml.h): 2 SLEEP, the state of a
+# link asleep ("NvLink is in sleep state"), and 3 ACTIVE_TRAFFIC_DISABLED, a link up with
+# its traffic turned off. Both are links that are up and carry nothing by design.
+IDLE_STATES = {2: "asleep", 3: "traffic disabled"}
+
+
+def idle_reason(link: NvLink) -> str | None:
+    """Why a link that is up is not judged on its traffic or speed, or None: asleep or
+    with its traffic disabled (its NVML state), or active in the low-speed power state
+    (NVML_FI_DEV_NVLINK_GET_POWER_STATE, nvml.h "0=HIGH_SPEED 1=LOW_SPEED"), which runs
+    slower by design. nvlink.links_up and nvlink.speed share this rule, so a link is idle
+    to both or to neither. An inactive link is not idle whatever its power state: nothing
+    NVIDIA publishes says an inactive link in the low-speed power state is healthy."""
+    if link.state in IDLE_STATES:
+        return IDLE_STATES[link.state]
+    if link.active and link.low_power:
+        return "low power"
+    return None
 
 
 def nvlink_gpus(ctx: CheckContext, by_profile: bool = True

@@ -15,27 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...agent.model.gpu import Gpu, NvLink
+from ...agent.model.gpu import Gpu
+from ...agent.model.record import record
 from ..core.common import NODE, gpu_component, previous_gpu
 from ..core.finding import Action, Finding
 from ..core.params import Params, param, parameters
 from ..core.rates import counter_growth, sample_interval
 from ..core.registry import CheckContext, check
 from ..core.validation import NVLINK
-from .helpers import link_errors, links_text, nvlink_gpus, reduced_bw_mode
-
-# NVML_NVLINK_STATE_* (nvml.h; 3 from pynvml 13.615): the states of a link that is up but
-# not carrying traffic at full speed, which a speed verdict must not fail.
-_IDLE_STATES = {2: "asleep", 3: "traffic disabled"}
-
-
-def _idle_reason(link: NvLink) -> str | None:
-    """Why an up link is not judged on its speed: asleep, traffic off or low power."""
-    if link.state in _IDLE_STATES:
-        return _IDLE_STATES[link.state]
-    if link.active and link.low_power:
-        return "low power"
-    return None
+from .helpers import idle_reason, link_errors, links_text, nvlink_gpus, reduced_bw_mode
 
 
 def _idle_note(idle: dict[str, list[int]]) -> str:
@@ -65,6 +53,16 @@ def speed(ctx: CheckContext) -> Iterator[Finding]:
     node (nvmlSystemGetNvlinkBwMode answers HALF, 3QUARTER, MIN or OFF, not FULL), slower
     links are the mode's doing: the GPU warns naming the mode and the speeds read, never
     fails.
+
+    Where the mode was not read, it is not taken for FULL: nvml.h answers
+    nvmlSystemGetNvlinkBwMode NO_PERMISSION to a user other than root, and the agent runs
+    as one (systemd/clusterdiag-agent.service). Every active link of every GPU at one
+    and the same lower speed is what a site-set mode looks like, not links that trained
+    down one by one: each GPU warns, naming the speeds and the unread mode. A slow link
+    beside links at full speed is no mode's doing and still fails. (The root prolog
+    re-runs only checks the agent skipped, and no source says the per-device
+    nvmlDeviceGetNvlinkBwMode answers a user the system call refuses: neither would
+    settle the mode where the agent could not.)
     """
     findings, judged = nvlink_gpus(ctx)
     yield from findings
@@ -73,19 +71,46 @@ def speed(ctx: CheckContext) -> Iterator[Finding]:
         if judged:
             yield Finding.skip(NODE, "profile names no per-link NVLink speed")
         return
-    mode = reduced_bw_mode(ctx)
+    excuse = _slow_excuse(ctx, judged, want)
     for gpu in judged:
-        yield from _gpu_speed(gpu, want, mode)
+        yield from _gpu_speed(gpu, want, excuse)
 
 
-def _gpu_speed(gpu: Gpu, want: int, mode: str | None) -> Iterator[Finding]:
+@record
+class _SlowExcuse:
+    """Why links below full speed warn rather than fail, as the warning words it."""
+
+    message: str
+    note: str  # what the observed value adds
+
+
+def _slow_excuse(ctx: CheckContext, gpus: list[Gpu], want: int) -> _SlowExcuse | None:
+    """The site's reduced bandwidth mode, read; or, with the mode unread, every judged
+    link of every GPU at one speed below ``want``; None where slow links fail."""
+    mode = reduced_bw_mode(ctx)
+    if mode is not None:
+        return _SlowExcuse(f"NVLinks slower under the site's reduced NVLink bandwidth mode "
+                           f"{mode}", f"NVLink bandwidth mode {mode}")
+    nvml = ctx.snapshot.nvml
+    if nvml is None or nvml.nvlink_bw_mode is not None:
+        return None
+    speeds = {link.speed_mbps for gpu in gpus for link in gpu.nvlinks
+              if link.active and idle_reason(link) is None and link.speed_mbps is not None}
+    if len(speeds) == 1 and min(speeds) < want:
+        return _SlowExcuse("NVLinks all at one lower speed with the NVLink bandwidth mode "
+                           "unread: looks like a reduced mode the site set",
+                           "NVLink bandwidth mode not read")
+    return None
+
+
+def _gpu_speed(gpu: Gpu, want: int, excuse: _SlowExcuse | None) -> Iterator[Finding]:
     component = gpu_component(gpu)
     idle: dict[str, list[int]] = {}
     full: list[int] = []
     unread: list[int] = []
     slower: dict[int, int] = {}  # link -> MB/s, below ``want``
     for link in gpu.nvlinks:
-        reason = _idle_reason(link)
+        reason = idle_reason(link)
         if reason is not None:
             idle.setdefault(reason, []).append(link.link)
         elif not link.active:
@@ -94,30 +119,29 @@ def _gpu_speed(gpu: Gpu, want: int, mode: str | None) -> Iterator[Finding]:
             unread.append(link.link)
         elif link.speed_mbps < want:
             slower[link.link] = link.speed_mbps
-            if mode is None:
+            if excuse is None:
                 yield Finding.fail(f"{component}.link{link.link}",
                                    "NVLink below its full speed", f"{link.speed_mbps} MB/s",
                                    f"{want} MB/s", Action.RESET_GPU)
         else:
             full.append(link.link)
-    if slower and mode is None:
+    if slower and excuse is None:
         return
     if unread:
         yield Finding.error(component, "NVLink speed unreadable for some links",
                             {"links": links_text(unread), **link_errors(gpu)})
-    elif slower:
-        observed = f"{_speeds_text(slower, full, want)} (NVLink bandwidth mode {mode})"
+    elif slower and excuse is not None:
+        observed = f"{_speeds_text(slower, full, want)} ({excuse.note})"
         if idle:
             observed += f" (not judged, {_idle_note(idle)})"
-        yield Finding.warn(component, f"NVLinks slower under the site's reduced NVLink "
-                           f"bandwidth mode {mode}", observed, f"{want} MB/s in mode FULL",
+        yield Finding.warn(component, excuse.message, observed, f"{want} MB/s in mode FULL",
                            Action.INVESTIGATE)
     elif full or idle:
         observed = f"{len(full)} links at {want} MB/s"
         if idle:
             observed += f" (not judged, {_idle_note(idle)})"
-        if mode is not None:
-            observed += f" (NVLink bandwidth mode {mode})"
+        if excuse is not None:
+            observed += f" ({excuse.note})"
         yield Finding.passed(component, "NVLinks at full speed", observed, f"{want} MB/s")
     else:
         yield Finding.skip(component, "no active NVLink to judge")

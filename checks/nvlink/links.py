@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from ...agent.model.gpu import Gpu, NvLink
+from ...agent.model.gpu import Gpu
 from ...agent.model.record import record
 from ..core.common import NODE, gpu_component
 from ..core.finding import Action, Finding
 from ..core.registry import CheckContext, check
 from ..core.validation import NVLINK
-from .helpers import link_errors, links_text, nvlink_gpus, reduced_bw_mode
+from .helpers import idle_reason, link_errors, links_text, nvlink_gpus, reduced_bw_mode
 
 # NVML_NVLINK_VERSION_*: the enum value is not the generation (nvml.h).
 NVLINK_VERSION_NAMES = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0",
@@ -35,7 +35,7 @@ def _version_text(version: int) -> str:
        actions=(Action.RESET_GPU, Action.REBOOT, Action.INVESTIGATE))
 def links_up(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU has all its NVLinks up (18 on H100/H200/B200/GB200, 12 on A100 and
-    H100 NVL): active, or asleep in a documented low-power state.
+    H100 NVL): active, or idle in a documented state.
 
     Counts the links NVML reports active per GPU against the profile's ``nvlinks_per_gpu``
     and names the links that are down (or missing) in ``observed``, as ``16/18 (down: 7,
@@ -48,11 +48,12 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
     NVML_NVLINK_STATE_SLEEP ("NVLink is in sleep state"), the power state field
     NVML_FI_DEV_NVLINK_GET_POWER_STATE ("0=HIGH_SPEED 1=LOW_SPEED") and the idle period
     after which links transition to sleep (NVML_FI_DEV_NVLINK_GET_POWER_THRESHOLD, set by
-    nvmlDeviceSetNvLinkDeviceLowPowerThreshold). A link asleep, or inactive while its power
-    state says low power, counts as up and is named in the passing finding. Where the site
-    set a reduced NVLink bandwidth mode (nvmlSystemGetNvlinkBwMode not FULL), links the
-    mode turned off cannot be told from links that failed: the GPU warns naming the mode,
-    never fails.
+    nvmlDeviceSetNvLinkDeviceLowPowerThreshold). A link asleep, with its traffic disabled
+    or active in its low-speed power state counts as up and is named in the passing
+    finding (helpers.idle_reason, nvlink.speed's rule too); an inactive link is down
+    whatever its power state. Where the site set a reduced NVLink bandwidth mode
+    (nvmlSystemGetNvlinkBwMode not FULL), links the mode turned off cannot be told from
+    links that failed: the GPU warns naming the mode, never fails.
     """
     findings, judged = nvlink_gpus(ctx)
     yield from findings
@@ -69,7 +70,7 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
         observed = f"{len(states.up) + len(states.idle)}/{expected}"
         notes = _notes(states.idle, mode)
         if len(states.up) + len(states.idle) >= expected:
-            message = ("all NVLinks up, some in their low-power state" if states.idle
+            message = ("all NVLinks up, some idle" if states.idle
                        else "all NVLinks active")
             yield Finding.passed(component, message, observed + notes, f"{expected}/{expected}")
         elif states.unread and len(states.up) + len(states.idle) + len(
@@ -94,35 +95,18 @@ def links_up(ctx: CheckContext) -> Iterator[Finding]:
                                f"{expected}/{expected}", Action.RESET_GPU)
 
 
-# NVML_NVLINK_STATE_SLEEP (nvml.h): the link state of a link asleep.
-_STATE_SLEEP = 2
-
-
 @record
 class _LinkStates:
     """A GPU's links by state, as link numbers."""
 
     up: list[int]
-    idle: dict[str, list[int]]  # asleep or in low power, by which
+    idle: dict[str, list[int]]  # idle (helpers.idle_reason), by why
     unread: list[int]
     down: list[int]
 
 
-def _idle_reason(link: NvLink) -> str | None:
-    """Why a link that is not active is still up: asleep (NVLink5's link state 2), or
-    inactive while its power state is low (a driver that answers the link state as
-    active/inactive only)."""
-    if link.active:
-        return None
-    if link.state == _STATE_SLEEP:
-        return "asleep"
-    if link.low_power:
-        return "low power"
-    return None
-
-
 def _notes(idle: dict[str, list[int]], mode: str | None) -> str:
-    """What the observed value adds: the links asleep or in low power, and the mode."""
+    """What the observed value adds: the idle links by why, and the mode."""
     parts = [f"{reason}: {links_text(links)}" for reason, links in sorted(idle.items())]
     if mode is not None:
         parts.append(f"NVLink bandwidth mode {mode}")
@@ -138,18 +122,24 @@ def _link_states(gpu: Gpu, expected: int) -> _LinkStates:
     send the operator after links the part does not have."""
     wanted = set(range(expected))
     present = {link.link for link in gpu.nvlinks}
-    up = sorted(link.link for link in gpu.nvlinks if link.active)
+    up: list[int] = []
     idle: dict[str, list[int]] = {}
+    unread: list[int] = []
+    down = wanted - present
     for link in sorted(gpu.nvlinks, key=lambda item: item.link):
-        reason = _idle_reason(link)
-        if reason is not None and link.link in wanted:
-            idle.setdefault(reason, []).append(link.link)
-    asleep = {n for links in idle.values() for n in links}
-    unread = sorted(link.link for link in gpu.nvlinks
-                    if link.active is None and link.link in wanted)
-    down = sorted({link.link for link in gpu.nvlinks if link.active is False
-                   and link.link in wanted and link.link not in asleep} | (wanted - present))
-    return _LinkStates(up, idle, unread, down)
+        reason = idle_reason(link)
+        if reason is not None:
+            if link.link in wanted:
+                idle.setdefault(reason, []).append(link.link)
+        elif link.active:
+            up.append(link.link)
+        elif link.link not in wanted:
+            continue
+        elif link.active is None:
+            unread.append(link.link)
+        else:
+            down.add(link.link)
+    return _LinkStates(up, idle, unread, sorted(down))
 
 
 @check("nvlink.version", needs=("nvml",),

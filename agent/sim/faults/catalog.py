@@ -328,11 +328,11 @@ def _nvlink_speed_reduced(node: SimNode, fault: Mapping[str, Any]) -> None:
 def _nvlink_low_power(node: SimNode, fault: Mapping[str, Any]) -> None:
     """Two idle links in their low-power state, as NVLink5 sends links to sleep after an
     idle period (nvml.h NVML_FI_DEV_NVLINK_GET_POWER_THRESHOLD): link 3 asleep
-    (NVML_NVLINK_STATE_SLEEP), link 4 inactive with its power state low, as a driver that
-    answers the link state as active or inactive only shows a sleeping link. Each
-    answers power state 1 (field 167, "1=LOW_SPEED")."""
+    (NVML_NVLINK_STATE_SLEEP), link 4 up with its traffic disabled
+    (NVML_NVLINK_STATE_ACTIVE_TRAFFIC_DISABLED). Each answers power state 1 (field 167,
+    "1=LOW_SPEED")."""
     gpu = _gpu(node, fault)
-    for number, state in ((3, 2), (4, 0)):
+    for number, state in ((3, 2), (4, 3)):
         gpu.links[number].state = state
         gpu.links[number].nvlink5[167] = 1
 
@@ -344,6 +344,14 @@ def _nvlink_bw_mode_reduced(node: SimNode, fault: Mapping[str, Any]) -> None:
     for gpu in node.gpus:
         for link in gpu.links:
             link.speed_mbps //= 2
+
+
+def _nvlink_bw_mode_unreadable(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The site set HALF and the agent, not root, may not read it: nvml.h answers
+    nvmlSystemGetNvlinkBwMode NO_PERMISSION to a user other than root. Every link answers
+    half its speed."""
+    _nvlink_bw_mode_reduced(node, fault)
+    node.nvlink_bw_mode_error = 4  # NVML_ERROR_NO_PERMISSION
 
 
 def _nvlink_ber_high(node: SimNode, fault: Mapping[str, Any]) -> None:
@@ -545,6 +553,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
               _nvlink_low_power, needs=_NVLINK5, silent=True),
     FaultKind("nvlink_bw_mode_reduced", "nvlink.speed", "warn", "investigate", "gpu0", (),
               _nvlink_bw_mode_reduced, needs=_NVLINK_SPEED),
+    FaultKind("nvlink_bw_mode_unreadable", "nvlink.speed", "warn", "investigate", "gpu0", (),
+              _nvlink_bw_mode_unreadable, needs=_NVLINK_SPEED),
     FaultKind("nvlink_ber_high", "nvlink.ber", "fail", "reset_gpu", "gpu{gpu}.link{link}",
               ("gpu", "link"), _nvlink_ber_high, needs=_NVLINK5),
     FaultKind("nvlink_remote_mismatch", "nvlink.remote", "fail", "investigate",

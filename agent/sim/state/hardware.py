@@ -150,6 +150,7 @@ class SimNode:
     # The NVLink bandwidth mode the site set (nvmlSystemGetNvlinkBwMode,
     # NVML_GPU_NVLINK_BW_MODE_*): FULL (0) unless a site reduced it.
     nvlink_bw_mode: int = 0
+    nvlink_bw_mode_error: int | None = None  # NVML error code the mode's getter raises
     services: dict[str, str] = field(default_factory=dict)  # unit -> ActiveState
     kernel_lines: list[tuple[float, str]] = field(default_factory=list)  # (age s, message)
     cmdline: str = "BOOT_IMAGE=/vmlinuz ro quiet"

@@ -132,6 +132,8 @@ class SimNvml:
         self._need_init()
         if all(gpu.architecture < 9 for gpu in self.node.gpus):
             _raise(NOT_SUPPORTED)
+        if self.node.nvlink_bw_mode_error is not None:
+            _raise(self.node.nvlink_bw_mode_error)
         return self.node.nvlink_bw_mode
 
     def nvmlDeviceGetCount(self) -> int:

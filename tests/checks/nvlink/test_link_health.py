@@ -128,6 +128,46 @@ def test_speed_under_a_reduced_mode_names_it_on_full_speed_links() -> None:
     assert findings[0].observed == "18 links at 53125 MB/s (NVLink bandwidth mode HALF)"
 
 
+def test_speed_with_the_mode_unread_warns_on_a_uniform_slowdown() -> None:
+    """An agent that is not root reads no mode (nvml.h: NO_PERMISSION): every link of every
+    GPU at one lower speed looks like the site's reduced mode, a warning naming the unread
+    mode, not 72 failed links. A mode read as FULL still fails them, and so do links at
+    two lower speeds: one speed for every link is a mode's doing, two are links that
+    trained down."""
+    gpus = gb200_gpus()
+    for gpu in gpus:
+        for link in gpu.nvlinks:
+            link.speed_mbps = 26562
+    gpus[3].nvlinks[0].active, gpus[3].nvlinks[0].state = False, 2  # asleep: not judged
+    snapshot = make_snapshot(GB200, gpus)
+    findings = judge("nvlink.speed", snapshot, GB200)
+    assert {f.status for f in findings} == {Status.WARN}
+    assert [f.component for f in findings] == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    assert findings[0].observed == "18 links at 26562 MB/s (NVLink bandwidth mode not read)"
+    assert "unread" in findings[0].message
+    assert {f.action for f in findings} == {Action.INVESTIGATE}
+    assert snapshot.nvml is not None
+    snapshot.nvml.nvlink_bw_mode = 0  # NVML_GPU_NVLINK_BW_MODE_FULL, read
+    assert len(by_status(judge("nvlink.speed", snapshot, GB200), Status.FAIL)) == 71
+    snapshot.nvml.nvlink_bw_mode = None
+    gpus[2].nvlinks[7].speed_mbps = 13281
+    assert {f.status for f in judge("nvlink.speed", snapshot, GB200)} == {Status.FAIL}
+
+
+def test_collector_and_speed_on_a_mode_the_agent_may_not_read() -> None:
+    """The simulated node refuses the mode as nvml.h says it does a user other than root;
+    the collector files it as unknown and nvlink.speed warns."""
+    node = build(NodeSpec("n1", GB200,
+                          faults=[{"node": "n1", "kind": "nvlink_bw_mode_unreadable"}]))
+    nv = CountingNvml(SimNvml(node))  # type: ignore[arg-type]
+    nv.nvmlInit()
+    readers = [GpuReader(nv, i) for i in range(4)]  # type: ignore[arg-type]
+    gpus = [reader.read() for reader in readers]
+    assert read_bw_mode(nv, readers) == {"mode": None, "error": None}  # type: ignore[arg-type]
+    findings = judge("nvlink.speed", make_snapshot(GB200, gpus), GB200)
+    assert {f.status for f in findings} == {Status.WARN}
+
+
 def test_collector_reads_the_bandwidth_mode_once_per_node_on_nvlink5() -> None:
     node = build(NodeSpec("n1", GB200, faults=[{"node": "n1", "kind": "nvlink_bw_mode_reduced"}]))
     nv = CountingNvml(SimNvml(node))  # type: ignore[arg-type]

@@ -77,31 +77,60 @@ def test_links_up_unreadable_state_is_an_error() -> None:
     assert not by_status(findings, Status.FAIL)
 
 
-def _asleep(platform: str = "gb200-nvl72") -> list[Gpu]:
-    """GB200 GPUs whose gpu1 has link 3 asleep (NVML_NVLINK_STATE_SLEEP) and link 4
-    inactive with its power state low (field 167 = 1), as NVLink5 idles its links."""
+def _idle(platform: str = "gb200-nvl72") -> list[Gpu]:
+    """GB200 GPUs whose gpu1 has link 3 asleep (NVML_NVLINK_STATE_SLEEP), link 4 up with its
+    traffic disabled (NVML_NVLINK_STATE_ACTIVE_TRAFFIC_DISABLED) and link 5 active in its
+    low-speed power state (field 167 = 1)."""
     gpus = [make_gpu(i, platform) for i in range(4)]
-    sleeping, low = gpus[1].nvlinks[3], gpus[1].nvlinks[4]
+    sleeping, no_traffic, low = gpus[1].nvlinks[3], gpus[1].nvlinks[4], gpus[1].nvlinks[5]
     sleeping.active, sleeping.state, sleeping.low_power = False, 2, True
-    low.active, low.state, low.low_power = False, 0, True
+    no_traffic.active, no_traffic.state = False, 3
+    low.low_power = True
     return gpus
 
 
-def test_links_up_passes_links_asleep_or_in_low_power_naming_them() -> None:
-    findings = judge("nvlink.links_up", make_snapshot("gb200-nvl72", _asleep()), "gb200-nvl72")
+def test_links_up_passes_idle_links_naming_them() -> None:
+    findings = judge("nvlink.links_up", make_snapshot("gb200-nvl72", _idle()), "gb200-nvl72")
     assert {f.status for f in findings} == {Status.PASS}
     gpu1 = one([f for f in findings if f.component == "gpu1"])
-    assert gpu1.observed == "18/18 (asleep: 3; low power: 4)"
-    assert gpu1.message == "all NVLinks up, some in their low-power state"
+    assert gpu1.observed == "18/18 (asleep: 3; low power: 5; traffic disabled: 4)"
+    assert gpu1.message == "all NVLinks up, some idle"
+
+
+def test_links_up_and_speed_judge_the_same_links_idle() -> None:
+    """Both checks share one idle rule: a link with its traffic disabled is up to
+    links_up and not judged on speed, never down to one and idle to the other."""
+    snapshot = make_snapshot("gb200-nvl72", _idle())
+    up = one([f for f in judge("nvlink.links_up", snapshot, "gb200-nvl72")
+              if f.component == "gpu1"])
+    fast = one([f for f in judge("nvlink.speed", snapshot, "gb200-nvl72")
+                if f.component == "gpu1"])
+    assert (up.status, fast.status) == (Status.PASS, Status.PASS)
+    assert "asleep: 3; low power: 5; traffic disabled: 4" in str(up.observed)
+    assert "asleep: 3; low power: 5; traffic disabled: 4" in str(fast.observed)
+
+
+def test_links_up_fails_an_inactive_link_whatever_its_power_state() -> None:
+    """Nothing NVIDIA publishes says an inactive link (state 0) in the low-speed power
+    state is healthy: it is down."""
+    gpus = _idle()
+    dead = gpus[1].nvlinks[9]
+    dead.active, dead.state, dead.low_power = False, 0, True
+    bad = one(by_status(judge("nvlink.links_up", make_snapshot("gb200-nvl72", gpus),
+                              "gb200-nvl72"), Status.FAIL))
+    assert bad.component == "gpu1"
+    assert bad.observed == "17/18 (down: 9) (asleep: 3; low power: 5; traffic disabled: 4)"
+    assert bad.action is Action.RESET_GPU
 
 
 def test_links_up_still_fails_a_down_link_beside_a_sleeping_one() -> None:
-    gpus = _asleep()
+    gpus = _idle()
     down = gpus[1].nvlinks[9]
     down.active, down.state, down.low_power = False, 0, False  # inactive, high-speed power
     bad = one(by_status(judge("nvlink.links_up", make_snapshot("gb200-nvl72", gpus),
                               "gb200-nvl72"), Status.FAIL))
-    assert (bad.component, bad.observed) == ("gpu1", "17/18 (down: 9) (asleep: 3; low power: 4)")
+    assert (bad.component, bad.observed) == (
+        "gpu1", "17/18 (down: 9) (asleep: 3; low power: 5; traffic disabled: 4)")
     assert bad.action is Action.RESET_GPU
 
 
