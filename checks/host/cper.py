@@ -205,8 +205,7 @@ def _previous_boot(ctx: CheckContext, log: KernelLog, params: CperParams,
     found = log.previous_boot
     if found is None or not found.records:
         return
-    boot = next((b for b in ((ctx.snapshot.host.boot_time if ctx.snapshot.host else None),
-                             log.boot_time) if b is not None), None)
+    boot = ctx.snapshot.boot_time()
     if boot is not None and ctx.now - boot > params.previous_boot_s:
         return
     newest: dict[tuple[str, str], tuple[str, KernelEvent, CperRecord]] = {}
