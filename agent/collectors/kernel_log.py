@@ -191,6 +191,21 @@ _DEVICE_RE = LazyPattern(r"(?<![0-9a-fA-F:])(?P<bdf>" + _BDF_FN + r")")
 # message holds its lines' texts, one per line, so the check reads severity and location.
 _CPER_RE = LazyPattern(r"\{(?P<seq>\d+)\}\[Hardware Error\]: ?(?P<text>.*)$")
 _CPER_HEAD = "Hardware error from APEI Generic Hardware Error Source"
+# A record of the boot before, which the kernel could not log (a fatal one panics it:
+# ghes.c __ghes_panic), reaches it at the next boot through the firmware's Boot Error
+# Record Table: drivers/acpi/apei/bert.c bert_print_all() prints "BERT: Error records from
+# previous boot:" once (pr_info_once, pr_fmt "BERT: "), then each record with
+# cper_estatus_print(KERN_INFO HW_ERR, ...): the same lines as above with no "{%u}"
+# counter and no header, each record starting with cper.c's "It has been corrected by h/w
+# and requires no further action" (corrected only) or "event severity: %s". It ends with
+# "BERT: Total records found: %d" (or "BERT: [Hardware Error]: Skipped ..."), which any
+# line not of the block also ends. Such a record is a ``cper`` event marked
+# ``previous_boot``; only HW_ERR at the start of a message is taken, so mce's
+# "mce: [Hardware Error]: ..." is never one.
+_BERT_HEAD = "BERT: Error records from previous boot:"
+_BERT_RE = LazyPattern(r"\[Hardware Error\]: ?(?P<text>.*)$")
+_BERT_CORRECTED = "It has been corrected by h/w and requires no further action"
+_BERT_SEVERITY = "event severity:"
 # The lines one record keeps: the header, severity and section lines and a memory or ARM
 # processor section's location come within the first twenty; what follows is register
 # context and vendor hex dumps, dropped so a firmware's long record stays bounded.
@@ -346,6 +361,7 @@ class _Cper:
     lines: list[str]
     texts: list[str]
     stamp: _Stamp
+    previous_boot: bool = False
 
 
 @record
@@ -359,6 +375,16 @@ class _Fallen:
     left: int = _FALLEN_SPAN - 1
 
 
+def _bert_starts(pending: _Cper | None, text: str) -> bool:
+    """Whether a line of the BERT block starts a record: the corrected note, or a
+    severity line that does not follow that note in the record being read."""
+    text = text.strip()
+    if text.startswith(_BERT_CORRECTED):
+        return True
+    return text.startswith(_BERT_SEVERITY) and not (
+        pending is not None and pending.texts == [_BERT_CORRECTED])
+
+
 # Every pattern above needs one of these byte strings, so a line holding none of them cannot
 # match anything and is skipped before any regex runs: most of a real log is such lines.
 # The "fallen off the bus" records all carry "NVRM"; the mce, lockup, NMI, reset, power,
@@ -368,7 +394,7 @@ class _Fallen:
 _NEEDLES: tuple[str, ...] = (
     "NVRM", "SXid", "mce: ", "Machine check", "INFO: task", "soft lockup", "LOCKUP", "NMI",
     "GPU reset executed", "Power fault", "insufficient power", "High Temperature",
-    "High temperature", "mlx5", "AER: ", "PCIe Bus Error", "[Hardware Error]",
+    "High temperature", "mlx5", "AER: ", "PCIe Bus Error", "[Hardware Error]", "BERT: ",
 )
 _BYTE_NEEDLES = tuple(n.encode() for n in _NEEDLES)
 # What every Xid line holds and no other event's line does (the skip when Xids are full).
@@ -397,6 +423,7 @@ class _Parser:
         self.boot_time, self.now, self.log, self.cutoff = boot_time, now, log, cutoff
         self.fallen: _Fallen | None = None
         self.cper: _Cper | None = None
+        self.bert = False  # inside the firmware's block of the previous boot's records
         self._last_index = -2
         # Set while newer blocks already hold the ``MAX_EVENTS`` newest Xids of the window:
         # an older Xid line would be dropped anyway, so it is counted without being parsed.
@@ -408,7 +435,7 @@ class _Parser:
         """Collect the next block's events into ``log``: blocks are read newest first,
         so nothing pending carries over from the block before."""
         self.log, self.clock, self.fallen, self._last_index = log, clock, None, -2
-        self.cper = None
+        self.cper, self.bert = None, False
 
     def feed(self, line: str, index: int | None = None, offset: int = 0) -> None:
         """One line that passed the prefilter; ``index`` is its line number in the source,
@@ -424,6 +451,8 @@ class _Parser:
         if self.clock is not None:
             self.clock.place(offset, stamp)
         if self._continue_fallen(raw, stamp):
+            return
+        if self._bert_line(raw, stamp):
             return
         if "[Hardware Error]" in raw and (m := _CPER_RE.search(stamp.message)):
             self._cper_line(raw, stamp, m)
@@ -460,7 +489,14 @@ class _Parser:
         raw = line.rstrip("\r\n")
         if "[Hardware Error]" not in raw:
             return None
-        m = _CPER_RE.search(_strip_prefix(raw, self.boot_time, self.now).message)
+        message = _strip_prefix(raw, self.boot_time, self.now).message
+        if pending.previous_boot:
+            b = _BERT_RE.match(message)
+            if b is None or _bert_starts(pending, b["text"]):
+                return False
+            self._cper_append(pending, raw, b["text"])
+            return True
+        m = _CPER_RE.search(message)
         if m is None:
             return None
         if m["seq"] != pending.seq or m["text"].startswith(_CPER_HEAD):
@@ -471,10 +507,13 @@ class _Parser:
     def end_cper(self) -> None:
         """The record being read is complete: keep it as one ``cper`` event."""
         pending, self.cper = self.cper, None
-        if pending is not None and self._kept(pending.stamp):
+        # A previous boot's record is printed once, early in this boot: the look-back
+        # window, which follows this boot's lines, does not drop it (host.cper bounds it).
+        if pending is not None and (pending.previous_boot or self._kept(pending.stamp)):
             self.log.events.append(KernelEvent(
                 kind="cper", message="\n".join(pending.texts), raw="\n".join(pending.lines),
-                time=pending.stamp.time, uptime_s=pending.stamp.uptime_s))
+                time=pending.stamp.time, uptime_s=pending.stamp.uptime_s,
+                previous_boot=pending.previous_boot))
 
     def trim(self) -> None:
         """Keep the newest ``MAX_EVENTS`` of each kind when reading with a window."""
@@ -525,6 +564,29 @@ class _Parser:
             self._cper_append(self.cper, raw, text)
         else:
             self.end_cper()
+
+    def _bert_line(self, raw: str, stamp: _Stamp) -> bool:
+        """A line of the firmware's block of the previous boot's records (or its head);
+        True when taken. Any other line ends the block, and the record it was reading."""
+        message = stamp.message
+        if message.startswith(_BERT_HEAD):
+            self.end_cper()
+            self.bert = True
+            return True
+        if not self.bert:
+            return False
+        m = _BERT_RE.match(message)
+        if m is None:
+            self.bert = False
+            self.end_cper()
+            return False
+        text, pending = m["text"], self.cper
+        if pending is not None and pending.previous_boot and not _bert_starts(pending, text):
+            self._cper_append(pending, raw, text)
+        elif _bert_starts(None, text):
+            self.end_cper()
+            self.cper = _Cper("", [raw], [text.strip()], stamp, previous_boot=True)
+        return True
 
     @staticmethod
     def _cper_append(pending: _Cper, raw: str, text: str) -> None:

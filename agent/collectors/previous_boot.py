@@ -94,7 +94,9 @@ def read(runner: CommandRunner, root: Path, now: float,
     if not lines and (said := _said(result.stderr)):
         return PreviousBoot(f"not read: {said}")
     log = parse_lines(lines, now=now, source="journal:previous_boot")
-    kept = [e for e in log.events if e.kind == "cper" and _KEPT_RE.search(e.message)]
+    # A BERT block in that boot reported the boot before it: not this record's boot.
+    kept = [e for e in log.events if e.kind == "cper" and not e.previous_boot
+            and _KEPT_RE.search(e.message)]
     records = [BootRecord(record_id(e.time, e.message), e)
                for e in kept[-MAX_PREVIOUS_BOOT_RECORDS:]]
     return PreviousBoot(f"journalctl -k -b -1: {log.lines_read:,} lines, {len(kept)} fatal "

@@ -26,18 +26,17 @@ from .state import CPER, MAX_MESSAGE_CHARS, Events
 _SAME_BOOT_S = 60.0
 
 
-def events_from(found: PreviousBoot, booted: float | None) -> list[dict[str, Any]]:
-    """The records ``found`` holds as events of the agent's state; ``booted`` is when
-    this boot (the one after them) began."""
+def events_from(found: PreviousBoot, snap: Snapshot) -> list[dict[str, Any]]:
+    """The records ``found`` holds as events of the agent's state, each with the boot
+    they were read in (the one after theirs): its start (``booted``), the kernel's id for
+    it (``boot_id``, /proc/sys/kernel/random/boot_id: "a random string ... generated
+    afresh at each boot", proc(5)) and when it was read (``read_at``, a time within that
+    boot, for when neither was known)."""
+    booted = snap.boot_time()
     return [{"id": r.id, "kind": CPER, "time": float(r.event.time or 0.0),
              "message": r.event.message[:MAX_MESSAGE_CHARS], "booted": booted,
-             "cleared": None} for r in found.records]
-
-
-def boot_time(snap: Snapshot) -> float | None:
-    return next((b for b in ((snap.host.boot_time if snap.host else None),
-                             (snap.kernel_log.boot_time if snap.kernel_log else None))
-                 if b is not None), None)
+             "boot_id": snap.boot_id, "read_at": snap.taken_at, "cleared": None}
+            for r in found.records]
 
 
 def inject(snap: Snapshot, events: Events, read: str | None) -> None:
@@ -54,8 +53,21 @@ def inject(snap: Snapshot, events: Events, read: str | None) -> None:
 
 def resolved(snap: Snapshot, event: dict[str, Any]) -> str | None:
     """Why the record no longer counts (this node booted again after the boot it was
-    read in), or None."""
-    booted, now = event.get("booted"), boot_time(snap)
-    if isinstance(booted, (int, float)) and now is not None and now > booted + _SAME_BOOT_S:
-        return f"a later reboot seen (booted {iso(now)})"
+    read in), or None. The boot id tells it surely; the boot times where an id is
+    missing; a record whose boot is unknown counts for the boot it was read in only (any
+    boot that began after it was read is a later one), and one that does not even say
+    when it was read for none."""
+    recorded, current = event.get("boot_id"), snap.boot_id
+    if isinstance(recorded, str) and current is not None:
+        return None if recorded == current else "a later boot seen (another boot id)"
+    now = snap.boot_time()
+    booted, read_at = event.get("booted"), event.get("read_at")
+    if isinstance(booted, (int, float)):
+        if now is not None and now > booted + _SAME_BOOT_S:
+            return f"a later reboot seen (booted {iso(now)})"
+        return None
+    if not isinstance(read_at, (int, float)):
+        return "the boot it was read in is unknown"
+    if now is not None and now > read_at + _SAME_BOOT_S:
+        return f"a later reboot seen (booted {iso(now)}, after it was read)"
     return None

@@ -529,7 +529,7 @@ class Agent:
         """The previous boot's records as events (boot_records.py), once per start; those
         read at an earlier start of this boot are already there, cleared or not."""
         self._previous_boot = found.read
-        added = [e for e in boot_records.events_from(found, boot_records.boot_time(snap))
+        added = [e for e in boot_records.events_from(found, snap)
                  if self.events.add(e)]
         if added:
             await self._write_events()

@@ -58,9 +58,7 @@ def resolved(snap: Snapshot, event: dict[str, Any]) -> str | None:
     if event.get("kind", XID) != XID:
         return boot_records.resolved(snap, event)
     when = float(event["time"])
-    boot = next((b for b in ((snap.host.boot_time if snap.host else None),
-                             (snap.kernel_log.boot_time if snap.kernel_log else None))
-                 if b is not None), None)
+    boot = snap.boot_time()
     if boot is not None and boot > when:
         return f"reboot seen (booted {iso(boot)})"
     own = _gpu_ids(snap, event.get("gpu_index"))

@@ -65,6 +65,14 @@ class Snapshot:
         result: dict[str, Any] = to_jsonable(self)
         return result
 
+    def boot_time(self) -> float | None:
+        """When this node's current boot began, epoch seconds: /proc/stat's ``btime``
+        (``host``), else the kernel-log reader's; None where neither was read. One place,
+        so the daemon and the checks never disagree on which boot a record belongs to."""
+        return next((b for b in ((self.host.boot_time if self.host else None),
+                                 (self.kernel_log.boot_time if self.kernel_log else None))
+                     if b is not None), None)
+
     @classmethod
     def from_dict(cls, data: Any) -> Snapshot:
         """The snapshot ``data`` describes, in the current schema whatever it was saved in."""

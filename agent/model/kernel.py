@@ -71,6 +71,8 @@ class KernelEvent:
     ``message`` is the text after the timestamp/host prefix; ``device`` is the normalised
     PCI bus id the line names (for ``aer``, the device that reported the error), or the
     GPU UUID for a ``gpu_reset`` acknowledgement that names only a UUID.
+    ``previous_boot`` marks a ``cper`` record the firmware handed over at this boot
+    (ACPI BERT): its error happened in the boot before, whatever its line's time says.
     """
 
     kind: str
@@ -79,6 +81,7 @@ class KernelEvent:
     device: str | None = None
     time: float | None = None
     uptime_s: float | None = None
+    previous_boot: bool = False
 
 
 # The most previous-boot records a snapshot holds: a boot a fatal error ended has one or

@@ -134,10 +134,12 @@ def cper(ctx: CheckContext) -> Iterator[Finding]:
     as a rate over the window against rasdaemon's default page threshold. Counts are
     lower bounds: the kernel rate-limits and de-duplicates these records.
 
-    The agent also reads the previous boot's kernel log at its start, where the journal
-    is persistent: a fatal (fail) or recoverable (warn) record of the boot that ended
-    counts "in the previous boot" for ``previous_boot_s`` after this boot began, until
-    ``clusterdiag agent --clear ID`` clears it. ``run`` and the prolog never read it.
+    A record of the boot that ended counts "in the previous boot" for
+    ``previous_boot_s`` after this boot began: fatal fails, recoverable warns. The
+    firmware hands such records to this boot (ACPI BERT, printed in this boot's kernel
+    log, so ``run`` and the prolog see them too); the agent also reads the previous boot's
+    journal at its start, where it is persistent, and a record found there lasts until
+    ``clusterdiag agent --clear ID`` clears it.
     """
     log = ctx.snapshot.kernel_log
     if log is None:
@@ -151,7 +153,8 @@ def cper(ctx: CheckContext) -> Iterator[Finding]:
     since = ctx.now - params.window_s
     by_severity: dict[str, dict[str, list[tuple[KernelEvent, CperRecord]]]] = {}
     for event in log.events:
-        if event.kind != "cper" or (event.time is not None and event.time < since):
+        if event.kind != "cper" or event.previous_boot or (
+                event.time is not None and event.time < since):
             continue
         read = read_record(event)
         by_severity.setdefault(read.severity, {}).setdefault(
@@ -198,27 +201,35 @@ def _at(when: float | None) -> str:
 
 def _previous_boot(ctx: CheckContext, log: KernelLog, params: CperParams,
                    judged: set[str]) -> Iterator[Finding]:
-    """The previous boot's fatal (fail) and recoverable (warn) records the agent read at
-    its start and no one cleared, for ``previous_boot_s`` after this boot began (always,
-    where the boot time is unknown), on a location this boot's log does not already
-    judge. Only the agent reads them (agent/collectors/previous_boot.py)."""
-    found = log.previous_boot
-    if found is None or not found.records:
+    """The previous boot's fatal (fail) and recoverable (warn) records, for
+    ``previous_boot_s`` after this boot began (always, where the boot time is unknown), on
+    a location this boot's log does not already judge: those the firmware reported at this
+    boot (BERT, in this boot's log: every reader sees them) and those the agent read from
+    the journal at its start and no one cleared (agent/collectors/previous_boot.py)."""
+    kept = [(r.id, r.event) for r in log.previous_boot.records] if log.previous_boot else []
+    # The firmware's own account (BERT) first: a journal record of the same location,
+    # which can be cleared, stands for it.
+    found = [(None, e) for e in log.events if e.kind == "cper" and e.previous_boot] + kept
+    if not found:
         return
-    boot = next((b for b in ((ctx.snapshot.host.boot_time if ctx.snapshot.host else None),
-                             log.boot_time) if b is not None), None)
+    boot = ctx.snapshot.boot_time()
     if boot is not None and ctx.now - boot > params.previous_boot_s:
         return
-    newest: dict[tuple[str, str], tuple[str, KernelEvent, CperRecord]] = {}
-    for kept in found.records:
-        read = read_record(kept.event)
+    newest: dict[tuple[str, str], tuple[str | None, KernelEvent, CperRecord]] = {}
+    for kept_id, kept_event in found:
+        read = read_record(kept_event)
         if read.severity in ("fatal", "recoverable") and read.component not in judged:
-            newest[(read.severity, read.component)] = (kept.id, kept.event, read)
+            newest[(read.severity, read.component)] = (kept_id, kept_event, read)
     for (severity, component), (event_id, event, read) in sorted(newest.items()):
-        observed = {**_observed([(event, read)]), "records": "at least 1", "event": event_id,
-                    "clear_with": f"clusterdiag agent --clear {event_id}"}
-        text = (f"{severity} hardware error record (APEI/CPER) in the previous boot (at "
-                f"{_at(event.time)})")
+        observed: dict[str, object] = {**_observed([(event, read)]), "records": "at least 1"}
+        if event_id is None:
+            observed["reported_by"] = "firmware at this boot (ACPI BERT)"
+            text = (f"{severity} hardware error record (APEI/CPER) in the previous boot "
+                    "(reported by firmware at this boot)")
+        else:
+            observed.update(event=event_id, clear_with=f"clusterdiag agent --clear {event_id}")
+            text = (f"{severity} hardware error record (APEI/CPER) in the previous boot (at "
+                    f"{_at(event.time)})")
         if severity == "fatal":
             yield Finding.fail(component, text, observed, "none", Action.INVESTIGATE)
         elif component not in {c for s, c in newest if s == "fatal"}:

@@ -97,7 +97,7 @@ def _agent_start(profile: str, faults: list[dict[str, object]], config: Config) 
     options = RunOptions(level="full", profile=profile, budget_s=20, mode="agent")
     snap = cycle.collect(env, config, options)
     found = cycle.read_previous_boot(env)
-    events = Events(boot_records.events_from(found, boot_records.boot_time(snap)))
+    events = Events(boot_records.events_from(found, snap))
     return cycle.judge(snap, config, options, None, events, time.time(), None, found.read)
 
 

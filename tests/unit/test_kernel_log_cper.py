@@ -106,3 +106,55 @@ def test_a_record_split_across_two_read_blocks_is_one_event(
     assert [e.kind for e in log.events] == ["cper"]
     assert "module:3" in log.events[0].message
     assert len(log.events[0].raw.splitlines()) == len(FATAL_MEMORY)
+
+
+# drivers/acpi/apei/bert.c bert_print_all(): the header once (pr_fmt "BERT: "), each
+# record through cper_estatus_print(KERN_INFO HW_ERR, ...) with no "{N}" counter, then
+# the total (kernels from 5.17 print it).
+BERT_BLOCK = [
+    "BERT: Error records from previous boot:",
+    "[Hardware Error]: event severity: fatal",
+    "[Hardware Error]:  Error 0, type: fatal",
+    "[Hardware Error]:   section_type: memory error",
+    "[Hardware Error]:   node:0 card:1 module:3 ",
+    "[Hardware Error]: It has been corrected by h/w and requires no further action",
+    "[Hardware Error]: event severity: corrected",
+    "[Hardware Error]:  Error 0, type: corrected",
+    "BERT: Total records found: 2",
+]
+
+
+def test_the_firmwares_records_of_the_previous_boot_are_cper_events_marked_so() -> None:
+    log = parse_lines(dmesg(BERT_BLOCK, 2.1) + dmesg(FATAL_MEMORY, 900.0), now=NOW)
+    assert [(e.kind, e.previous_boot) for e in log.events] == [
+        ("cper", True), ("cper", True), ("cper", False)]
+    fatal, corrected, _ = log.events
+    assert fatal.message.splitlines() == ["event severity: fatal", "Error 0, type: fatal",
+                                          "section_type: memory error",
+                                          "node:0 card:1 module:3"]
+    assert corrected.message.splitlines()[:2] == [
+        "It has been corrected by h/w and requires no further action",
+        "event severity: corrected"]
+    assert fatal.uptime_s == pytest.approx(2.100001)
+
+
+def test_bare_hardware_error_lines_outside_the_bert_block_are_no_record() -> None:
+    lines = ["[Hardware Error]: event severity: fatal", *BERT_BLOCK[:2],
+             "nvme nvme0: I/O 12 QID 3 timeout, aborting",  # needle-less: skipped
+             "mce: [Hardware Error]: Machine check events logged",
+             "[Hardware Error]: event severity: fatal"]
+    log = parse_lines(dmesg(lines, 2.0), now=NOW)
+    assert [(e.kind, e.previous_boot, e.message) for e in log.events] == [
+        ("cper", True, "event severity: fatal"),
+        ("mce", False, "mce: [Hardware Error]: Machine check events logged")]
+
+
+def test_the_look_back_window_keeps_the_previous_boots_records(tmp_path: Path) -> None:
+    boot = NOW - 5 * 3600
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/stat").write_text(f"cpu  1 0 1 1 0 0 0 0 0 0\nbtime {int(boot)}\n")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/kmsg").write_text("".join(
+        f"6,{n},{2_100_000 + n},-;{line}\n" for n, line in enumerate(BERT_BLOCK)))
+    log = kernel_log.read_kmsg(tmp_path, 7200, now=NOW)
+    assert [(e.kind, e.previous_boot) for e in log.events] == [("cper", True)] * 2

@@ -63,6 +63,13 @@ def test_a_fatal_record_is_read_with_its_time_and_a_stable_id(root: Path) -> Non
     assert record.id == previous_boot.read(Runner(stdout=runner.stdout), root, NOW).records[0].id
 
 
+def test_the_firmwares_report_in_that_boot_is_of_the_boot_before_it(root: Path) -> None:
+    bert = ["BERT: Error records from previous boot:",
+            *(line.split("}", 1)[1] for line in FATAL_MEMORY[1:])]
+    found = previous_boot.read(Runner(stdout=journal(bert)), root, NOW)
+    assert found.records == []
+
+
 @pytest.mark.parametrize(("result", "said"), [
     (CommandResult([], None, error="journalctl: not found"), "not read: journalctl: not found"),
     (CommandResult([], None, error="journalctl: no answer within 10 s"),
@@ -127,7 +134,7 @@ def _snapshot(booted: float) -> Snapshot:
 
 def _kept(root: Path) -> list[dict[str, Any]]:
     found = previous_boot.read(Runner(stdout=journal(FATAL_MEMORY)), root, NOW)
-    return boot_records.events_from(found, NOW - 600)
+    return boot_records.events_from(found, _snapshot(NOW - 600))
 
 
 def test_records_are_kept_as_events_only_host_cper_reads(root: Path, tmp_path: Path) -> None:

@@ -406,6 +406,18 @@ def _cper_fatal_previous_boot(node: SimNode, fault: Mapping[str, Any]) -> None:
         (1.0, "Kernel panic - not syncing: GHES: Fatal hardware error!")]
 
 
+def _cper_fatal_bert(node: SimNode, fault: Mapping[str, Any]) -> None:
+    """The same fatal record, which the panic kept out of every log: the firmware hands it
+    to the next boot (ACPI BERT), whose kernel prints it two seconds in, three hours ago,
+    before the look-back window (drivers/acpi/apei/bert.c bert_print_all())."""
+    node.uptime_s = 3 * 3600.0
+    age = node.uptime_s - 2.0
+    block = ["BERT: Error records from previous boot:",
+             *(line.split("}", 1)[1] for line in _cper_memory(0, "fatal", 3)[1:]),
+             "BERT: Total records found: 1"]
+    node.kernel_lines.extend((age, line) for line in block)
+
+
 def _cper_corrected_storm(node: SimNode, fault: Mapping[str, Any]) -> None:
     """Corrected memory error records on module 5, one a minute for the last half hour:
     ~1,440 a day, far past host.cper's 50."""
@@ -602,6 +614,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in (
     FaultKind("cper_fatal_previous_boot", "host.cper", "fail", "investigate",
               "memory.node0.card0.module3", (), _cper_fatal_previous_boot, needs=_NVL,
               agent_start=True),
+    FaultKind("cper_fatal_bert", "host.cper", "fail", "investigate",
+              "memory.node0.card0.module3", (), _cper_fatal_bert, needs=_NVL),
     FaultKind("cper_corrected_storm", "host.cper", "warn", "investigate", "node", (),
               _cper_corrected_storm, needs=_NVL),
     FaultKind("imex_down", "fabric.imex", "warn", "fix_config", "node", (),

@@ -110,3 +110,27 @@ def test_why_the_previous_boot_was_not_read_is_a_note_on_the_pass() -> None:
     finding = one(previous(read="not read: no persistent journal"))
     assert finding.status is Status.PASS
     assert finding.observed["previous_boot"] == "not read: no persistent journal"
+
+
+def bert(record: list[str], booted_s_ago: float = 600.0, **params: Any) -> list[Finding]:
+    """host.cper on this boot's log holding the firmware's report (ACPI BERT) of a record
+    of the boot before, printed a second after this boot began."""
+    lines = ["BERT: Error records from previous boot:",
+             *(line.split("}", 1)[1] for line in record[1:])]
+    log = parse_lines(lines, now=NOW)
+    for event in log.events:
+        event.time = NOW - booted_s_ago + 1
+    log.boot_time, log.lines_read = NOW - booted_s_ago, 100
+    return judge("host.cper", kernel_log=log, **params)
+
+
+def test_fatal_record_the_firmware_reports_at_this_boot_fails_as_the_previous_boots() -> None:
+    finding = one(bert(FATAL_MEMORY))
+    assert (finding.status, finding.component) == (Status.FAIL, "memory.node0.card0.module3")
+    assert finding.message.endswith("in the previous boot (reported by firmware at this boot)")
+    assert "clear_with" not in finding.observed
+
+
+def test_firmware_reported_records_count_for_the_first_hours_after_boot_only() -> None:
+    assert statuses(bert(severity(FATAL_MEMORY, "recoverable"))) == [Status.WARN]
+    assert statuses(bert(FATAL_MEMORY, booted_s_ago=50_000)) == [Status.PASS]
