@@ -38,8 +38,15 @@ def test_topology_conf_man_page_example() -> None:
 
 def test_topology_conf_reads_keys_in_any_case_comments_and_continued_lines() -> None:
     text = ("blockname=b1 \\\n  NODES=n[1-2] # the first\n"
-            "BlockName=b2 Nodes=n3\\#x\n")
-    assert parse_conf(text) == {"b1": ("n1", "n2"), "b2": ("n3#x",)}
+            "BlockName=b2 Nodes=n3\n")
+    assert parse_conf(text) == {"b1": ("n1", "n2"), "b2": ("n3",)}
+
+
+def test_an_escaped_hash_is_kept_and_then_refused_as_no_host_name() -> None:
+    """``\\#`` is a literal '#' (parse_config.c), not a comment: the name it makes is read
+    whole, and a node name with '#' in it is no host name."""
+    with pytest.raises(TopologyError, match="not a host name"):
+        parse_conf("BlockName=b2 Nodes=n3\\#x\n")
 
 
 def test_a_tree_topology_conf_has_no_blocks() -> None:
