@@ -33,8 +33,11 @@ many addresses, each holding only one or two connections. So:
   full) and classified by the request line its client sends next, before the HTTP handler
   sees it: a request for another path beyond that share is answered 503 and closed. So at
   least ``cap // PROBE_SHARE`` connections are always idle (evictable) or serving a probe,
-  and a new probe connection always finds a place. A request line not whole in the first
-  bytes of a request counts as another path.
+  and a new probe connection always finds a place. The first bytes of a request are held
+  until its request line is whole (its CRLF, or ``REQUEST_LINE_MAX`` bytes, beyond which
+  aiohttp refuses the line anyway), however many TCP segments carry it: a probe is never
+  counted as another path for arriving in pieces. While held, the connection is idle
+  (evictable) and aiohttp's keep-alive limit runs as for any request not yet whole.
 
 A TLS handshake must finish within ``HANDSHAKE_S`` (asyncio's default holds an unfinished
 one 60 s). Slow senders are cut by aiohttp's keep-alive limit (server.py); here a
@@ -130,6 +133,7 @@ class _Counted(asyncio.Protocol):
     def __init__(self, inner: asyncio.Protocol, conn: _Conn) -> None:
         self.inner, self.conn = inner, conn
         self.transport: asyncio.Transport | None = None
+        self.head = b""  # a new request's first bytes, until its request line is whole
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if isinstance(transport, asyncio.Transport):
@@ -137,14 +141,21 @@ class _Counted(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        starts = self.conn.idle()
-        if starts and not self.conn.gate._may_start(self.conn, request_path(data)):
+        if not self.conn.idle():  # a request in progress: its bytes go on as they come
+            self.inner.data_received(data)
+            return
+        data = self.head + data
+        if b"\r\n" not in data and len(data) < REQUEST_LINE_MAX:
+            self.head = data  # the request line is not whole yet
+            return
+        self.head = b""
+        if not self.conn.gate._may_start(self.conn, request_path(data)):
             if self.transport is not None:
                 self.transport.write(BUSY)
                 self.transport.close()
             return
         self.inner.data_received(data)
-        if starts and not self.conn.idle():  # a whole request arrived: active now
+        if not self.conn.idle():  # a whole request arrived: active now
             self.conn.gate._touch(self.conn)
 
     def eof_received(self) -> bool | None:
