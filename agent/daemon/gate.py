@@ -1,21 +1,22 @@
 """Admitting connections to the agent's HTTP API, before one costs more than a descriptor.
 
 Every connection holds a descriptor, and the agent reads the hardware through descriptors
-too: ~1,000 idle connections (no token needed to open one) once used up the open-file
-limit, every sysfs read then failed and a healthy node was reported without its GPUs. So
-the agent accepts connections itself and keeps at most ``cap`` open (never more than the
-open-file limit less ``FD_RESERVE`` kept for collections, state files and the NVML worker,
-and at most ``MAX_CONNECTIONS``, or ``MAX_TLS_CONNECTIONS`` with TLS, which bound the
-memory idle connections cost) and at most ``PER_CLIENT`` from one address (the
-many-from-one case: such a connection is closed at once). A TLS connection costs more:
+too: ~1,000 idle connections (no token needed to open one) use up a unit's default
+open-file limit (soft 1,024: systemd-system.conf(5), "DefaultLimitNOFILE= defaults to
+1024:524288"), after which every sysfs read fails and a healthy node would be reported
+without its GPUs. So the agent accepts connections itself and keeps at most ``cap`` open
+(never more than the open-file limit less ``FD_RESERVE`` kept for collections, state files
+and the NVML worker, and at most ``MAX_CONNECTIONS``, or ``MAX_TLS_CONNECTIONS`` with TLS,
+which bound the memory idle connections cost) and at most ``PER_CLIENT`` from one address
+(the many-from-one case: such a connection is closed at once). A TLS connection costs more:
 asyncio's SSLProtocol allocates a read buffer of ``max_size`` bytes for each one, 256 KiB
 by default (CPython 3.11+ Lib/asyncio/sslproto.py, ``max_size = 256 * 1024``,
-``bytearray(self.max_size)`` in ``SSLProtocol.__init__``). The agent's requests and
-answers are small, so a TLS gate lowers it to ``TLS_READ_BUFFER`` for the agent's process
-(a record is at most 16 KiB of plaintext, RFC 8446 §5.1; the buffer is a stream chunk, and
-``_do_read__copied`` reads records until the BIO is empty whatever its size): ~280 KiB
-per idle TLS connection becomes ~65 KiB, so the TLS budget can hold a flood of 1,100
-addresses without evicting (bench/agent_flood.py measures the agent's RSS under it).
+``bytearray(self.max_size)`` in ``SSLProtocol.__init__``). The agent's requests and answers
+are small, so a TLS gate lowers it to ``TLS_READ_BUFFER`` for the agent's process (a record
+is at most 16 KiB of plaintext, RFC 8446 §5.1; the buffer is a stream chunk, and
+``_do_read__copied`` reads records until the BIO is empty whatever its size): ~280 KiB per
+idle TLS connection becomes ~65 KiB, so the TLS budget can hold a flood of 1,100 addresses
+without evicting (bench/agent_flood.py measures the agent's RSS under it).
 
 A full budget must not lock out the prolog's host or Prometheus when a flood comes from
 many addresses, each holding only one or two connections. So:

@@ -209,7 +209,7 @@ async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
                                     sock_read=settings.read_timeout_s)
     # Concurrency is bounded by the pool's workers, not by the connector's limit: aiohttp
     # wakes connector waiters by scanning every waiting host, and with one host per node
-    # that made 10,000 nodes quadratic.
+    # that is quadratic in the nodes.
     connector = aiohttp.TCPConnector(limit=settings.concurrency, limit_per_host=0,
                                      force_close=True, ttl_dns_cache=300)
     nodes = list(urls)
