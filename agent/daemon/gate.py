@@ -1,21 +1,22 @@
 """Admitting connections to the agent's HTTP API, before one costs more than a descriptor.
 
 Every connection holds a descriptor, and the agent reads the hardware through descriptors
-too: ~1,000 idle connections (no token needed to open one) once used up the open-file
-limit, every sysfs read then failed and a healthy node was reported without its GPUs. So
-the agent accepts connections itself and keeps at most ``cap`` open (never more than the
-open-file limit less ``FD_RESERVE`` kept for collections, state files and the NVML worker,
-and at most ``MAX_CONNECTIONS``, or ``MAX_TLS_CONNECTIONS`` with TLS, which bound the
-memory idle connections cost) and at most ``PER_CLIENT`` from one address (the
-many-from-one case: such a connection is closed at once). A TLS connection costs more:
+too: ~1,000 idle connections (no token needed to open one) use up a unit's default
+open-file limit (soft 1,024: systemd-system.conf(5), "DefaultLimitNOFILE= defaults to
+1024:524288"), after which every sysfs read fails and a healthy node would be reported
+without its GPUs. So the agent accepts connections itself and keeps at most ``cap`` open
+(never more than the open-file limit less ``FD_RESERVE`` kept for collections, state files
+and the NVML worker, and at most ``MAX_CONNECTIONS``, or ``MAX_TLS_CONNECTIONS`` with TLS,
+which bound the memory idle connections cost) and at most ``PER_CLIENT`` from one address
+(the many-from-one case: such a connection is closed at once). A TLS connection costs more:
 asyncio's SSLProtocol allocates a read buffer of ``max_size`` bytes for each one, 256 KiB
 by default (CPython 3.11+ Lib/asyncio/sslproto.py, ``max_size = 256 * 1024``,
-``bytearray(self.max_size)`` in ``SSLProtocol.__init__``). The agent's requests and
-answers are small, so a TLS gate lowers it to ``TLS_READ_BUFFER`` for the agent's process
-(a record is at most 16 KiB of plaintext, RFC 8446 §5.1; the buffer is a stream chunk, and
-``_do_read__copied`` reads records until the BIO is empty whatever its size): ~280 KiB
-per idle TLS connection becomes ~65 KiB, so the TLS budget can hold a flood of 1,100
-addresses without evicting (bench/agent_flood.py measures the agent's RSS under it).
+``bytearray(self.max_size)`` in ``SSLProtocol.__init__``). The agent's requests and answers
+are small, so a TLS gate lowers it to ``TLS_READ_BUFFER`` for the agent's process (a record
+is at most 16 KiB of plaintext, RFC 8446 §5.1; the buffer is a stream chunk, and
+``_do_read__copied`` reads records until the BIO is empty whatever its size): ~280 KiB per
+idle TLS connection becomes ~65 KiB, so the TLS budget can hold a flood of 1,100 addresses
+without evicting (bench/agent_flood.py measures the agent's RSS under it).
 
 A full budget must not lock out the prolog's host or Prometheus when a flood comes from
 many addresses, each holding only one or two connections. So:
@@ -33,8 +34,11 @@ many addresses, each holding only one or two connections. So:
   full) and classified by the request line its client sends next, before the HTTP handler
   sees it: a request for another path beyond that share is answered 503 and closed. So at
   least ``cap // PROBE_SHARE`` connections are always idle (evictable) or serving a probe,
-  and a new probe connection always finds a place. A request line not whole in the first
-  bytes of a request counts as another path.
+  and a new probe connection always finds a place. The first bytes of a request are held
+  until its request line is whole (its CRLF, or ``REQUEST_LINE_MAX`` bytes, beyond which
+  aiohttp refuses the line anyway), however many TCP segments carry it: a probe is never
+  counted as another path for arriving in pieces. While held, the connection is idle
+  (evictable) and aiohttp's keep-alive limit runs as for any request not yet whole.
 
 A TLS handshake must finish within ``HANDSHAKE_S`` (asyncio's default holds an unfinished
 one 60 s). Slow senders are cut by aiohttp's keep-alive limit (server.py); here a
@@ -130,6 +134,7 @@ class _Counted(asyncio.Protocol):
     def __init__(self, inner: asyncio.Protocol, conn: _Conn) -> None:
         self.inner, self.conn = inner, conn
         self.transport: asyncio.Transport | None = None
+        self.head = b""  # a new request's first bytes, until its request line is whole
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if isinstance(transport, asyncio.Transport):
@@ -137,14 +142,21 @@ class _Counted(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        starts = self.conn.idle()
-        if starts and not self.conn.gate._may_start(self.conn, request_path(data)):
+        if not self.conn.idle():  # a request in progress: its bytes go on as they come
+            self.inner.data_received(data)
+            return
+        data = self.head + data
+        if b"\r\n" not in data and len(data) < REQUEST_LINE_MAX:
+            self.head = data  # the request line is not whole yet
+            return
+        self.head = b""
+        if not self.conn.gate._may_start(self.conn, request_path(data)):
             if self.transport is not None:
                 self.transport.write(BUSY)
                 self.transport.close()
             return
         self.inner.data_received(data)
-        if starts and not self.conn.idle():  # a whole request arrived: active now
+        if not self.conn.idle():  # a whole request arrived: active now
             self.conn.gate._touch(self.conn)
 
     def eof_received(self) -> bool | None:

@@ -49,13 +49,13 @@ def plan(config: Config, options: RunOptions) -> tuple[list[CheckSpec], list[Fin
 
 def resolve_profile(name: str, snap: Snapshot) -> tuple[Profile, str, str, tuple[str, ...]]:
     """The profile that judges the node; how it was chosen (``config``, ``detected``,
-    ``tied`` where equally specific profiles matched, ``ambiguous`` where none could be
-    told: host.profile warns for both); why; and every profile detection matched, the
-    chosen first (checks/profiles/detect.py)."""
+    ``tied`` where equally specific profiles matched and the base they share judges,
+    ``ambiguous`` where none could be told: host.profile warns for both); why; and every
+    profile detection matched, the chosen first (checks/profiles/detect.py)."""
     if name != "auto":
         return load_profile(name), "config", "set by configuration", ()
     found = detect_profile(snap)
-    source = ("ambiguous" if not found.confident else "tied" if len(found.tied) > 1
+    source = ("tied" if len(found.tied) > 1 else "ambiguous" if not found.confident
               else "detected")
     return load_profile(found.name), source, found.reason, found.matched
 

@@ -18,10 +18,11 @@ def profile_used(ctx: CheckContext) -> Iterator[Finding]:
     if ctx.profile_source == "ambiguous":
         yield Finding.warn("node", "platform ambiguous: judged against no hardware expectations",
                            observed=ctx.profile_reason, expected="one matching profile")
-    elif ctx.profile_source == "tied":
-        yield Finding.warn("node", "profiles match equally: judged against the one that sets "
-                           "the most expectations", observed=ctx.profile_reason,
-                           expected="one most specific profile")
+    elif ctx.profile_source == "tied":  # the reason names the profiles tied
+        shared = ("no hardware expectations" if ctx.profile.name == "generic"
+                  else "the base they share")
+        yield Finding.warn("node", f"profiles match equally: judged against {shared}",
+                           observed=ctx.profile_reason, expected="one most specific profile")
     elif ctx.profile_source == "detected":
         yield Finding.passed("node", "profile detected",
                              observed=f"{ctx.profile.name}: {ctx.profile_reason}")

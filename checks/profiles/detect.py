@@ -9,8 +9,8 @@ or 6 whether or not every GPU enumerates; on HGX B200, whose NVSwitches are no P
 functions, the ConnectX-7 functions they are managed through: VPD SMDL=SW_MNG, counted
 whatever their number, since the marker exists only on such boards) and the GPU model
 (NVML's name, or the PCI device id where NVML cannot answer) — so an OEM HGX H100 with
-a GPU gone is judged as ``hgx-h100-8gpu`` and gpu.count fails naming it, where it used
-to fall to ``generic`` and pass; then the number of GPUs (a B200 whose VPD could not be
+a GPU gone is judged as ``hgx-h100-8gpu`` and gpu.count fails naming it, not as
+``generic``, which would pass it; then the number of GPUs (a B200 whose VPD could not be
 read, by an unprivileged agent, still matches its board by its 8 GPUs). A profile with
 DMI names is a chassis and needs its name. A VM holding some of a board's GPUs and no
 NVSwitch (a one-GPU H200 VM) matches nothing and stays ``generic``, with host.profile's
@@ -20,10 +20,13 @@ Several profiles matching the deciding evidence (a site profile beside the built
 extends, a DGX beside its HGX baseboard when no DMI name decides) narrow to the most
 specific: the one deepest in its ``extends`` chain, so a file added to ``profile_dir``
 never makes detection fall to a less specific profile whose checks skip what its base
-judges (a DGX H100's capture once sent DGX nodes to the NIC-less HGX baseboard: a
-half-rate port passed). Equally deep matches are a tie: the node is judged by the one
-that sets more expectations (``expectations``), and host.profile warns naming them.
-The order of the profiles (files, dicts) never decides: ties fall to the name last.
+judges (a DGX H100's capture judged by the NIC-less HGX baseboard would pass a half-rate
+port). Equally deep matches are a tie, and no evidence says which of them the node is:
+two site profiles extending ``dgx-h100`` may expect InfiniBand and Ethernet. A tie is
+not confident and judges by what the tied profiles agree on, the deepest profile they
+all extend (``dgx-h100`` there, so the captured profile's base still runs its checks),
+else ``generic``; host.profile warns naming them. The order of the profiles (files,
+dicts) never decides.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 from ...agent.model import Snapshot
 from ...agent.model.ib import nvswitch_management
 from ...agent.model.record import record
-from .profile import Profile, expectations, lineage, load_profile, profile_names
+from .profile import Profile, lineage, load_profile, profile_names
 
 
 @record(frozen=True)
@@ -39,9 +42,10 @@ class Detection:
     name: str
     reason: str
     confident: bool
-    # Every profile the deciding evidence matched, most specific first (the chosen one).
+    # The chosen profile, then every other one the deciding evidence matched, most
+    # specific first.
     matched: tuple[str, ...] = ()
-    # The matches as specific as the chosen one, itself first: more than one is a tie.
+    # The most specific matches, by name: more than one is a tie.
     tied: tuple[str, ...] = ()
 
 
@@ -107,24 +111,35 @@ def detect_profile(snap: Snapshot) -> Detection:
 def _most_specific(matches: list[Profile], evidence: str) -> Detection:
     """The most specific of the profiles ``evidence`` matched: the deepest in its
     ``extends`` chain (a site profile over the built-in it extends, a DGX over its HGX
-    baseboard); among equally deep ones, the one that sets more expectations, then the
-    first name, so that neither file nor dict order decides. The reason names what was
-    passed over and, for a tie, the profiles tied."""
-    ranked = sorted(matches, key=lambda p: (-len(lineage(p)), -expectations(p), p.name))
+    baseboard). Equally deep ones are a tie (not confident), judged against the deepest
+    profile they all extend, else ``generic``. The reason names what was passed over
+    and, for a tie, the profiles tied."""
+    ranked = sorted(matches, key=lambda p: (-len(lineage(p)), p.name))
     chosen = ranked[0]
     depth = len(lineage(chosen))
     tied = tuple(p.name for p in ranked if len(lineage(p)) == depth)
     matched = tuple(p.name for p in ranked)
     if len(tied) > 1:
+        base = _shared_base(ranked[:len(tied)])
+        judged = (f"{base}, which they all extend" if base is not None
+                  else "generic, since they extend no profile in common")
         why = (f"; {', '.join(tied)} match equally ({depth} deep in 'extends'): judged "
-               f"against {chosen.name}, which sets the most expectations "
-               f"({expectations(chosen)})")
-    elif len(matched) > 1:
+               f"against {judged}")
+        name = base or "generic"
+        return Detection(name, evidence + why, False,
+                         (name, *(n for n in matched if n != name)), tied)
+    if len(matched) > 1:
         chain = " -> ".join((chosen.name, *lineage(chosen)))
         why = f"; the most specific of {', '.join(matched)} ({chain})"
     else:
         why = ""
     return Detection(chosen.name, evidence + why, True, matched, tied)
+
+
+def _shared_base(profiles: list[Profile]) -> str | None:
+    """The deepest profile every one of ``profiles`` extends, or None."""
+    shared = set.intersection(*(set(lineage(p)) for p in profiles))
+    return next((name for name in lineage(profiles[0]) if name in shared), None)
 
 
 def _baseboards(candidates: list[Profile], switches: int, managed: bool,

@@ -265,21 +265,3 @@ def lineage(profile: Profile) -> tuple[str, ...]:
         except UnknownProfileError:
             break
     return tuple(chain)
-
-
-_NOT_EXPECTATIONS = frozenset({"name", "description", "provisional", "extends"})
-
-
-def expectations(profile: Profile) -> int:
-    """How many of the profile's fields say what a healthy node has (set away from the
-    empty profile's value), counting each ``qualify:`` and ``thresholds:`` entry: a field
-    left unset is a check that skips (ib.rate without ``hca_rate_gbps``), so between two
-    profiles that fit a node alike, the one with more judges more of it."""
-    empty = Profile(name=profile.name)
-    count = 0
-    for f in fields(Profile):
-        value = getattr(profile, f.name)
-        if f.name in _NOT_EXPECTATIONS or value == getattr(empty, f.name):
-            continue
-        count += len(value) if isinstance(value, dict) else 1
-    return count

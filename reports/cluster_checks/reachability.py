@@ -2,7 +2,9 @@
 is one; otherwise the reason, grouped so a hundred dead nodes make one line.
 
 A node that is silent, answers garbage or speaks another schema version is a fail: the
-job must not land on a node nobody could vouch for. A file that is not a node report
+job must not land on a node nobody could vouch for. A node the gather never asked (its
+own deadline passed first) is an error: nothing is known against the node, so it is
+unjudged, not excluded (reports/model/cluster.py). A file that is not a node report
 names the file and no node, since nothing in it says which node it was meant to be.
 A file left out on purpose (``report merge`` given an older report of a node it also has
 a newer one of) is a warn naming the file: nothing is wrong with the node, but the
@@ -29,7 +31,8 @@ class Unreachable:
     reason: str
     node: str | None = None  # None: a file that does not say which node it is
     file: str | None = None
-    status: Status = Status.FAIL  # WARN: a file left out on purpose, the node is reported
+    # WARN: a file left out on purpose, the node is reported; ERROR: a node never asked.
+    status: Status = Status.FAIL
 
 
 def reachability(failures: Sequence[Unreachable], asked: int) -> list[ClusterFinding]:
@@ -44,7 +47,7 @@ def reachability(failures: Sequence[Unreachable], asked: int) -> list[ClusterFin
         findings.append(tagged(CHECK, Finding(
             status, "node" if nodes else "file", reason, observed, "a node report",
             Action.INVESTIGATE), nodes))
-    if not any(f.finding.status is Status.FAIL for f in findings):
+    if not any(f.finding.status in (Status.FAIL, Status.ERROR) for f in findings):
         findings.append(tagged(CHECK, Finding.passed(
             "cluster", "every node answered with a report", asked)))
     return findings

@@ -3,7 +3,9 @@
 
 Whatever the transport, every node asked ends as a summary or as a reason: a node that is
 silent, answers garbage or another schema version becomes cluster.reachability, never a
-crash and never a node that silently drops out of the report.
+crash and never a node that silently drops out of the report. A node the gather never
+asked before its deadline is our own trouble, not the node's: an ``error`` (unjudged),
+never a ``fail`` that would exclude it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ClusterShell.Task import task_self
 from ...agent.base.errors import UsageError
 from ...agent.base.hostname import same_host
 from ...agent.base.tokenfile import read_token
+from ...checks.core.finding import Status
 from ..cluster_checks import Unreachable
 from ..model.summary import BadReport, NodeSummary, summarize
 from .pool import within_deadline
@@ -206,7 +209,7 @@ async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
                                     sock_read=settings.read_timeout_s)
     # Concurrency is bounded by the pool's workers, not by the connector's limit: aiohttp
     # wakes connector waiters by scanning every waiting host, and with one host per node
-    # that made 10,000 nodes quadratic.
+    # that is quadratic in the nodes.
     connector = aiohttp.TCPConnector(limit=settings.concurrency, limit_per_host=0,
                                      force_close=True, ttl_dns_cache=300)
     nodes = list(urls)
@@ -221,12 +224,20 @@ async def _gather_agents(urls: Mapping[str, str], settings: GatherSettings,
 
         pooled = await within_deadline(len(nodes), one, settings.concurrency,
                                        settings.deadline_s)
-    deadline = f"the gather's deadline ({settings.deadline_s:g} s)"
-    return [result if result is not None else Unreachable(
-                f"no answer within {deadline}" if index in pooled.late
-                else f"not asked before {deadline}: raise cluster.deadline_s or "
-                     "cluster.concurrency", node=nodes[index])
+    return [result if result is not None else _unasked(nodes[index], index in pooled.late,
+                                                       settings.deadline_s)
             for index, result in enumerate(pooled.results)]
+
+
+def _unasked(node: str, late: bool, deadline_s: float) -> Unreachable:
+    """A node with no result at the gather's deadline: asked and silent (a fail, as any
+    node that does not answer), or never asked (an error: the deadline is ours)."""
+    if late:
+        return Unreachable(f"no answer within the gather's deadline ({deadline_s:g} s)",
+                           node=node)
+    return Unreachable(f"not asked: clusterdiag's own gather deadline ({deadline_s:g} s); "
+                       "raise cluster.deadline_s or cluster.concurrency", node=node,
+                       status=Status.ERROR)
 
 
 def _run_bounded(coro: Coroutine[Any, Any, T]) -> T:

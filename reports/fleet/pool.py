@@ -4,11 +4,11 @@
 start a node once the deadline has passed, and whatever is still in flight then is
 cancelled. The nodes never started are known by index and reported as not reached.
 
-One task per node waiting on a semaphore held the gather past its deadline at 100,000
-nodes: cancelling the waiters at the deadline removed each from the semaphore's waiter
-deque (CPython Lib/asyncio/locks.py, ``Semaphore.acquire``: ``self._waiters.remove(fut)``),
-a linear search each, quadratic in all, and every waiting task held its coroutine's
-memory. Here only ``concurrency`` tasks ever exist.
+Only ``concurrency`` tasks ever exist, never one task per node waiting on a semaphore:
+cancelling such waiters at the deadline removes each from the semaphore's waiter deque
+(CPython Lib/asyncio/locks.py, ``Semaphore.acquire``: ``self._waiters.remove(fut)``), a
+linear search each, quadratic in all, enough to hold 100,000 nodes' gather past its
+deadline, and every waiting task holds its coroutine's memory.
 """
 
 from __future__ import annotations

@@ -90,14 +90,29 @@ class ClusterReport:
         return self._by_node.get(node, [])
 
     def node_verdict(self, summary: NodeSummary) -> Status:
-        """The node's own verdict made worse by any cross-node finding that names it."""
-        return worst([summary.verdict if summary.answered else Status.FAIL,
-                      *(c.finding.status for c in self.cluster_findings_for(summary.node))])
+        """The node's own verdict made worse by any cross-node finding that names it; a
+        node with no report is what cluster.reachability says of it (a fail when it was
+        asked, an error when it never was), a fail where nothing says."""
+        cross = [c.finding.status for c in self.cluster_findings_for(summary.node)]
+        if not summary.answered:
+            return worst(cross) if cross else Status.FAIL
+        return worst([summary.verdict, *cross])
 
     @property
     def bad_nodes(self) -> list[str]:
-        """Nodes with a fail, or an error (a node we could not judge is not ready)."""
-        return [s.node for s in self.nodes if self.node_verdict(s) in NOT_READY]
+        """Nodes with a fail, or an error (a node we could not judge is not ready), but
+        not the :attr:`unjudged`."""
+        unjudged = set(self.unjudged)
+        return [s.node for s in self.nodes
+                if self.node_verdict(s) in NOT_READY and s.node not in unjudged]
+
+    @property
+    def unjudged(self) -> list[str]:
+        """Nodes the gather never asked (its own deadline passed first): no report and an
+        error, nothing known against them. Not ready, so the cluster is not ready, but
+        never excluded: the trouble is clusterdiag's, not the node's."""
+        return [s.node for s in self.nodes
+                if not s.answered and self.node_verdict(s) is Status.ERROR]
 
     @property
     def ready_nodes(self) -> list[str]:
@@ -116,7 +131,7 @@ class ClusterReport:
     def ready(self) -> bool:
         if self.need is not None:  # the job runs on the ready nodes; the rest are excluded
             return len(self.ready_nodes) >= self.need
-        return not self.bad_nodes and not self.cluster_blockers
+        return not self.bad_nodes and not self.unjudged and not self.cluster_blockers
 
     @property
     def verdict(self) -> Status:
@@ -173,6 +188,7 @@ class ClusterReport:
                        "gpus": gpus, "gpus_ready": gpus_ready,
                        "findings": self.finding_counts()},
             "bad_nodes": fold(self.bad_nodes),
+            "unjudged_nodes": fold(self.unjudged),
             "unreachable": fold(self.unreachable),
             "groups": [g.to_dict() for g in self.groups()],
             "cluster_findings": [c.to_dict() for c in self.findings],

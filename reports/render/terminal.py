@@ -79,6 +79,8 @@ def render_terminal(report: ClusterReport, colour: bool = False, width: int = 12
         console.print(Text(f"  sbatch --exclude={bad} ...", style="dim"))
     if report.unreachable:
         console.print(f"unreachable ({len(report.unreachable)}): {fold(report.unreachable)}")
+    if report.unjudged:
+        console.print(f"unjudged, not asked ({len(report.unjudged)}): {fold(report.unjudged)}")
     for blocker in report.cluster_blockers:
         console.print(Text(shown(f"cluster: {blocker.finding.component}: "
                                  f"{blocker.finding.message}"), style="bold red"))

@@ -75,8 +75,8 @@ def test_two_captures_alike_warn_naming_both_and_still_catch_the_port(
     code, out = _run(config, _spec(tmp_path, "broken.yaml", HALF_RATE), "json")
     assert code == 1
     report = json.loads(out)
-    assert report["profile"]["name"] == "rack1"  # as full as rack2: the first name
-    assert report["profile"]["matched"] == ["rack1", "rack2", "dgx-h100"]
+    assert report["profile"]["name"] == "dgx-h100"  # the tie judges by the base both extend
+    assert report["profile"]["matched"] == ["dgx-h100", "rack1", "rack2"]
     problems = {(f["check"], f["status"]) for f in report["findings"]
                 if f["status"] in ("fail", "warn", "error")}
     assert problems == {("ib.rate", "fail"), ("host.profile", "warn")}

@@ -2,13 +2,14 @@
 makes detection fall to a less specific profile. Every built-in profile a node can be is
 held beside a site profile extending each built-in, registered in shuffled orders: the
 node's own built-in's site profile judges it, and equally specific matches are a tie that
-host.profile warns about, judged by the profile that sets more expectations."""
+host.profile warns about, judged by the base the tied profiles share."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,8 @@ from clusterdiag.checks.profiles.profile import (
     Profile,
     add_site_profiles,
     builtin_names,
-    expectations,
     lineage,
+    load_profile,
 )
 
 # Each built-in profile a node can be, and the simulated node that is one: an OEM server on
@@ -111,26 +112,51 @@ def test_a_dgx_capture_keeps_judging_the_dgx_with_its_nic_checks(
                                                             "host.profile": Status.PASS}
 
 
-def test_equally_specific_matches_warn_naming_both_and_the_fuller_one_judges(
+def test_equally_specific_matches_warn_naming_both_and_their_shared_base_judges(
         tmp_path: Path, snapshots: dict[str, Snapshot], site: None) -> None:
-    """Two site profiles extending dgx-h100: neither is more specific. The one that sets
-    more expectations judges the node (its name sorting last, so that no order decides),
-    and host.profile warns naming both."""
+    """Two site profiles extending dgx-h100, one for an Ethernet fabric, one for
+    InfiniBand: neither is more specific and nothing says which the node is. The tie is
+    not confident; dgx-h100, which both extend, judges the healthy InfiniBand node (never
+    the Ethernet twin, which would fail its ports), and host.profile warns naming both,
+    whatever the order they were registered in."""
     profiles = _site_profiles(tmp_path, {
         "a-roce": "extends: dgx-h100\nhca_link_layer: Ethernet\n",
         "z-captured": "extends: dgx-h100\ndriver_versions: ['590.48.01']\n"
                       "nic_firmware: ['28.41.1000']\n"})
-    assert expectations(profiles["z-captured"]) == expectations(profiles["a-roce"]) + 2
     for seed in range(4):
         _register(profiles, seed)
         found = detect_profile(snapshots["dgx-h100"])
-        assert (found.name, found.tied) == ("z-captured", ("z-captured", "a-roce")), seed
-        assert found.matched == ("z-captured", "a-roce", "dgx-h100")
+        assert (found.name, found.confident) == ("dgx-h100", False), seed
+        assert found.tied == ("a-roce", "z-captured")
+        assert found.matched == ("dgx-h100", "a-roce", "z-captured")
+        assert "a-roce, z-captured match equally" in found.reason
+    report = evaluate(snapshots["dgx-h100"], Config(),
+                      RunOptions(patterns=("host.profile", "ib.link_layer")))
+    assert report.profile["name"] == "dgx-h100"
+    statuses = {f.check: f.status for f in report.findings}
+    assert statuses == {"host.profile": Status.WARN, "ib.link_layer": Status.PASS}
+    (warning,) = [f for f in report.findings if f.check == "host.profile"]
+    assert warning.message == "profiles match equally: judged against the base they share"
+    assert "a-roce, z-captured match equally" in str(warning.observed)
+
+
+def test_a_tie_of_profiles_with_no_base_in_common_falls_to_generic(
+        snapshots: dict[str, Snapshot], site: None) -> None:
+    """Equally deep matches whose chains share no profile: nothing they agree on but
+    the generic profile, which judges the node, and host.profile says so."""
+    dgx = load_profile("dgx-h100")
+    _register({"ours-root": replace(dgx, name="ours-root", extends=None),
+               "ours": replace(dgx, name="ours", extends="ours-root"),
+               "ours-site": replace(dgx, name="ours-site", extends="ours"),
+               "theirs": replace(dgx, name="theirs", extends="dgx-h100")}, 0)
+    found = detect_profile(snapshots["dgx-h100"])
+    assert (found.name, found.confident, found.tied) == ("generic", False,
+                                                         ("ours-site", "theirs"))
     report = evaluate(snapshots["dgx-h100"], Config(), RunOptions(patterns=("host.profile",)))
     (finding,) = report.findings
-    assert finding.status == Status.WARN
-    assert "z-captured, a-roce match equally" in str(finding.observed)
-    assert report.profile["name"] == "z-captured"
+    assert (finding.status, finding.message) == (
+        Status.WARN, "profiles match equally: judged against no hardware expectations")
+    assert "ours-site, theirs match equally" in str(finding.observed)
 
 
 def test_the_dmi_name_outranks_a_deeper_profile_matched_by_weaker_evidence(

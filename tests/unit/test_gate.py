@@ -146,6 +146,31 @@ def test_healthz_and_metrics_keep_a_share_of_the_budget() -> None:
     asyncio.run(main())
 
 
+def test_a_probe_whose_request_line_comes_in_two_writes_keeps_its_share() -> None:
+    """The request line split across TCP segments is classified once whole: a /healthz
+    sent in two writes during a flood is served, and the connection stays idle (evictable)
+    while its line is not whole."""
+    async def main() -> None:
+        with rig(cap=8) as r:
+            for i in range(7):
+                peer = (await r.connect(f"10.0.0.{i}"))[1]
+                peer.sendall(REQUEST % b"/v1/report")
+            await settle()
+            _, probe = await r.connect("10.0.1.2")
+            whole = REQUEST % b"/healthz"
+            probe.sendall(whole[:8])  # "GET /hea"
+            await settle()
+            assert r.protocols[-1].got == b""
+            assert list(r.gate._open.values())[-1].idle()  # evictable while it waits
+            probe.sendall(whole[8:])
+            await settle()
+            assert r.protocols[-1].got == whole
+            assert not closed(probe)
+            assert r.gate.turned_away == 0
+
+    asyncio.run(main())
+
+
 @contextlib.asynccontextmanager
 async def slow_server(release: asyncio.Event) -> AsyncIterator[tuple[Gate, int]]:
     async def slow(request: web.Request) -> web.Response:

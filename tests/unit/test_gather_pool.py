@@ -1,5 +1,6 @@
-"""The gather's deadline: no node is started after it, none is left running past it, and a
-node not answered by then is reported as not reached (cluster.reachability), never judged.
+"""The gather's deadline: no node is started after it, none is left running past it; a
+node asked and silent by then fails cluster.reachability, and one never asked is an error
+(the deadline is ours), unjudged and never excluded.
 
 The pool's clock is a fake one that the work itself moves, so what starts and what does not
 is decided by the test, not by how fast the machine is.
@@ -13,8 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from clusterdiag.checks.core.finding import Status
+from clusterdiag.reports.cluster_checks import ClusterSettings, Unreachable, judge
 from clusterdiag.reports.fleet.gather import GatherSettings, gather_agent
 from clusterdiag.reports.fleet.pool import within_deadline
+from clusterdiag.reports.render.terminal import render_terminal
 
 
 class FakeClock:
@@ -87,14 +91,38 @@ def silent_agent() -> Iterator[str]:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}"
 
 
-def test_nodes_not_asked_by_the_deadline_are_not_reached(silent_agent: str) -> None:
+def test_nodes_not_asked_by_the_deadline_are_unjudged_not_failed(silent_agent: str) -> None:
+    """The nodes asked and silent at the deadline fail; those never asked are an error
+    (the deadline is ours): unjudged, not excluded, and the cluster is not ready."""
     urls = {f"n{i}": silent_agent for i in range(40)}
     settings = GatherSettings(concurrency=2, read_timeout_s=60, retries=0, deadline_s=0.5)
     summaries, failures = gather_agent(urls, settings)
     assert summaries == []
-    reasons = {f.node: f.reason for f in failures}
+    reasons = {f.node: (f.status, f.reason) for f in failures}
     assert sorted(reasons) == sorted(urls)
-    assert reasons["n0"] == reasons["n1"] == "no answer within the gather's deadline (0.5 s)"
-    assert {reasons[f"n{i}"] for i in range(2, 40)} == {
-        "not asked before the gather's deadline (0.5 s): raise cluster.deadline_s or "
-        "cluster.concurrency"}
+    assert reasons["n0"] == reasons["n1"] == (
+        Status.FAIL, "no answer within the gather's deadline (0.5 s)")
+    assert {reasons[f"n{i}"] for i in range(2, 40)} == {(
+        Status.ERROR, "not asked: clusterdiag's own gather deadline (0.5 s); raise "
+        "cluster.deadline_s or cluster.concurrency")}
+    report = judge(summaries, failures, ClusterSettings(), via="agent")
+    assert report.bad_nodes == ["n0", "n1"]
+    assert set(report.unjudged) == {f"n{i}" for i in range(2, 40)}
+    data = report.to_dict()
+    assert (data["bad_nodes"], data["unjudged_nodes"]) == ("n[0-1]", "n[2-39]")
+    assert not report.ready
+
+
+def test_a_cluster_with_nodes_never_asked_is_not_ready_and_excludes_none() -> None:
+    """Every node asked answered; the rest were never asked: nothing to exclude, but the
+    verdict is an error, not READY, and no pass says every node answered."""
+    failures = [Unreachable("not asked: clusterdiag's own gather deadline (1 s); raise "
+                            "cluster.deadline_s or cluster.concurrency", node=f"n{i}",
+                            status=Status.ERROR) for i in (4, 5)]
+    report = judge([], failures, ClusterSettings(), via="agent")
+    assert (report.bad_nodes, report.unjudged) == ([], ["n4", "n5"])
+    assert (report.ready, report.verdict) == (False, Status.ERROR)
+    reach = [c for c in report.findings if c.finding.check == "cluster.reachability"]
+    assert [(c.finding.status, c.nodes) for c in reach] == [(Status.ERROR, ("n4", "n5"))]
+    assert "NOT READY" in render_terminal(report)
+    assert "unjudged, not asked (2): n[4-5]" in render_terminal(report)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import generate_latest
 
+from clusterdiag.agent.base.inert import shown
 from clusterdiag.agent.cli.options import FORMATS
 from clusterdiag.agent.cluster.judge import one_node_report
 from clusterdiag.agent.daemon.metrics import AgentView, registry_for
@@ -27,10 +28,12 @@ from clusterdiag.reports.render.md import render_md
 from clusterdiag.reports.render.table import render_table
 from clusterdiag.reports.render.terminal import render_terminal
 
-# ESC with a colour, BEL, NUL, CR, a C1 CSI, DEL, and each Unicode bidirectional control.
+# ESC with a colour, BEL, NUL, CR, a C1 CSI, DEL, each Unicode bidirectional control, and
+# the line and paragraph separators (U+2028 Zl, U+2029 Zp: line breaks to many readers).
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
-HOSTILE = "\x1b[31mred\x07bel\x00nul\rcr\x9bcsi\x7fdel" + BIDI + "end"
-RAW = {*"\x1b\x07\x00\r\x9b\x7f", *BIDI}
+SEPARATORS = "\u2028\u2029"
+HOSTILE = "\x1b[31mred\x07bel\x00nul\rcr\x9bcsi\x7fdel" + BIDI + SEPARATORS + "end"
+RAW = {*"\x1b\x07\x00\r\x9b\x7f", *BIDI, *SEPARATORS}
 
 
 def _node_report(node: str) -> NodeReport:
@@ -99,3 +102,9 @@ def test_metrics_label_values_are_inert() -> None:
     text = generate_latest(registry_for(lambda: view)).decode()
     assert 'node="gpu001\\\\x1b[31mred' in text  # shown as its escape, then label-escaped
     assert _raw(text) == []
+
+
+def test_line_and_paragraph_separators_are_shown_as_escapes() -> None:
+    """U+2028 and U+2029 end a line for str.splitlines, JavaScript and many editors: a
+    message carrying one would show as two lines, the second looking like our own."""
+    assert shown("a\u2028b\u2029c") == "a\\u2028b\\u2029c"
