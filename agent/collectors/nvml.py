@@ -6,6 +6,9 @@ descriptor except its result pipe (so it never holds Slurm's stdout/stderr open)
 each GPU in its own thread and streams one JSON line per finished GPU. The parent reads
 until the deadline, then SIGKILLs the worker and names the GPUs that never answered,
 each with whether the miss was the GPU's hang or our own deadline (nvml_budget.py).
+The worker also reads the files that answer some of NVML's questions for it (each GPU's
+identity in the driver's procfs, its current PCIe link in sysfs: gpu_files.py), so a
+driver blocking in them is covered by the same deadline.
 """
 
 from __future__ import annotations
@@ -52,19 +55,22 @@ _P2P_RESERVE_S = 0.5  # time kept before the deadline to read P2P among answerin
 
 
 def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
-             deadline: float | None = None, dev: Path | None = None,
+             deadline: float | None = None, root: Path | None = None,
              fec_history: bool = False) -> None:
     """Everything NVML says about this node, streamed through ``emit`` as it arrives.
 
     A GPU still busy shortly before ``deadline`` is left to hang; the pairs among the GPUs
-    that answered still get their P2P status. When nvmlInit fails, the GPU device files
-    under ``dev`` are tried: one we may not open is our confinement, not the GPU.
-    ``fec_history`` adds each NVLink5 link's FEC bins to the per-link batch."""
+    that answered still get their P2P status. ``root`` is the node's filesystem: each
+    GPU's identity and current PCIe link are read from its files there where they say
+    what NVML would (gpu_files.py), and when nvmlInit fails its GPU device files are
+    tried: one we may not open is our confinement, not the GPU. Without ``root`` NVML is
+    asked everything. ``fec_history`` adds each NVLink5 link's FEC bins to the per-link
+    batch."""
     nv = CountingNvml(nv_module)
     info = NvmlInfo()
     ok = read_system(nv, info)
-    if not ok and info.library_error != "NoPermission" and dev is not None:
-        denied = denied_devices(dev)
+    if not ok and info.library_error != "NoPermission" and root is not None:
+        denied = denied_devices(root / "dev")
         if denied:
             info.errors["devices"] = denied
     emit({"t": "system", "data": to_jsonable(info)})
@@ -73,7 +79,7 @@ def read_all(nv_module: NvmlApi, emit: Callable[[dict[str, Any]], None],
         return
     lock = threading.Lock()
     facts = NodeFacts()  # what one GPU's answer says for all of them
-    readers = [GpuReader(nv, i, fec_history, facts) for i in range(info.device_count)]
+    readers = [GpuReader(nv, i, fec_history, facts, root) for i in range(info.device_count)]
 
     def work(reader: GpuReader) -> None:
         try:
@@ -217,8 +223,7 @@ def start(env: SourceEnv, deadline: float | None = None) -> PendingNvml:
         return pending
     module = env.nvml()  # imported in the parent, so the child imports nothing
     fec = FEC_HISTORY_CHECK in env.params  # planned at level full only
-    pid, read_fd = fork_worker(lambda emit: read_all(module, emit, deadline,
-                                                     env.root / "dev", fec))
+    pid, read_fd = fork_worker(lambda emit: read_all(module, emit, deadline, env.root, fec))
     return PendingNvml(pid=pid, fd=read_fd, started=time.monotonic())
 
 

@@ -4,16 +4,18 @@ This module only talks to a pynvml-like module object (real pynvml or the simula
 and returns plain data. It runs inside the isolated worker (nvml.py), where a hung call
 can be abandoned; nothing here knows about deadlines.
 
-Call budget (per GPU, H100): handle, name, UUID, minor number, serial, PCI info, board
+Call budget (per GPU, H100: these 24 and 3.5 of P2P pairs): handle, PCI info, serial, board
 part, VBIOS, InfoROM version and validity, architecture, memory, temperature, slowdown
-threshold, clock events, SM clock, its maximum, its application clock, P-state, current
-PCIe gen and width, persistence, MIG, processes, remapper histogram, fabric info, SRAM
-status, unrepairable flag, and ONE field-value batch for every counter, the slowdown
-times and every per-link value (_fields). A fabric-info version the driver or binding
-refuses is asked once per node, not per GPU (NodeFacts). None of the getters has a
-field id of the same meaning in nvml.h (NVML_FI_DEV_TEMPERATURE_*_TLIMIT are margins to
-the limit, not the threshold in degrees), so each stays its own call. Max PCIe gen/width
-come from sysfs (the PCI source), not NVML: the same numbers, two calls fewer per GPU. A
+threshold, clock events, SM clock, its maximum, its application clock, P-state,
+persistence, MIG, processes, remapper histogram, fabric info, SRAM status, unrepairable
+flag, and ONE field-value batch for every counter, the slowdown times and every per-link
+value (_fields). A fabric-info version the driver or binding refuses is asked once per
+node, not per GPU (NodeFacts). None of the getters has a field id of the same meaning in
+nvml.h (NVML_FI_DEV_TEMPERATURE_*_TLIMIT are margins to the limit, not the threshold in
+degrees), so each stays its own call. The name, UUID and minor number come from the
+driver's procfs file and the current PCIe gen and width from sysfs, by the BDF the PCI
+info gave (gpu_files.py: the same values, five calls fewer; NVML is asked for any the
+files do not give); the maximum PCIe gen/width come from sysfs too (the PCI source). A
 GPU with NVLink-C2C to a Grace CPU costs two more: its C2C mode and one batch of its C2C
 links. The node adds the P2P status of each GPU pair and, where a GPU has NVLink5 links,
 the NVLink bandwidth mode the site may have set (one call).
@@ -27,6 +29,7 @@ import threading
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..model import nvlink_ber
@@ -34,6 +37,7 @@ from ..model.gpu import C2cLink, FabricClique, FabricInfo, Gpu, GpuProcess, NvLi
 from ..model.pci import pci_address
 from ..model.record import MISSING, fields
 from ..model.serde import SerdeError, from_jsonable, to_jsonable
+from .gpu_files import CurrentLink, DriverIdentity, read_current_link, read_identity
 from .nvml_budget import CallClock
 
 if TYPE_CHECKING:
@@ -215,8 +219,9 @@ class GpuReader:
     """Reads one GPU; each failed value lands in ``unsupported`` or ``errors``."""
 
     def __init__(self, nv: NvmlApi, index: int, fec_history: bool = False,
-                 facts: NodeFacts | None = None) -> None:
+                 facts: NodeFacts | None = None, root: Path | None = None) -> None:
         self.nv = nv
+        self.root = root  # the files under it spare NVML calls (gpu_files.py); None: ask all
         self.gpu = Gpu(index=index)
         self.handle: Any = None
         self.fec_history = fec_history  # read the FEC bins too (level full)
@@ -247,13 +252,16 @@ class GpuReader:
             g.responsive = g.lost is None
             return g
         h = self.handle
-        g.name = self.call("name", "nvmlDeviceGetName", h)
-        g.uuid = self.call("uuid", "nvmlDeviceGetUUID", h)
-        g.minor_number = self.call("minor_number", "nvmlDeviceGetMinorNumber", h)
-        g.serial = self.call("serial", "nvmlDeviceGetSerial", h)
         pci = self.call("pci_bdf", "nvmlDeviceGetPciInfo", h)
         if pci is not None:
             g.pci_bdf = pci_address(pci.domain, pci.bus, pci.device)
+        known = (read_identity(self.root, g.pci_bdf) if self.root and g.pci_bdf
+                 else DriverIdentity())
+        g.name = self._unless_known(known.name, "name", "nvmlDeviceGetName")
+        g.uuid = self._unless_known(known.uuid, "uuid", "nvmlDeviceGetUUID")
+        g.minor_number = self._unless_known(known.minor_number, "minor_number",
+                                            "nvmlDeviceGetMinorNumber")
+        g.serial = self.call("serial", "nvmlDeviceGetSerial", h)
         g.board_part_number = self.call("board_part_number", "nvmlDeviceGetBoardPartNumber", h)
         g.vbios = self.call("vbios", "nvmlDeviceGetVbiosVersion", h)
         g.inforom_image = self.call("inforom_image", "nvmlDeviceGetInforomImageVersion", h)
@@ -274,10 +282,12 @@ class GpuReader:
         g.sm_app_clock_mhz = self.call("sm_app_clock_mhz", "nvmlDeviceGetApplicationsClock",
                                        h, NVML_CLOCK_SM)
         g.performance_state = self.call("performance_state", "nvmlDeviceGetPerformanceState", h)
-        g.pcie_gen_current = self.call("pcie_gen_current",
-                                       "nvmlDeviceGetCurrPcieLinkGeneration", h)
-        g.pcie_width_current = self.call("pcie_width_current",
-                                         "nvmlDeviceGetCurrPcieLinkWidth", h)
+        link = (read_current_link(self.root, g.pci_bdf) if self.root and g.pci_bdf
+                else CurrentLink())
+        g.pcie_gen_current = self._unless_known(link.gen, "pcie_gen_current",
+                                                "nvmlDeviceGetCurrPcieLinkGeneration")
+        g.pcie_width_current = self._unless_known(link.width, "pcie_width_current",
+                                                  "nvmlDeviceGetCurrPcieLinkWidth")
         persistence = self.call("persistence_mode", "nvmlDeviceGetPersistenceMode", h)
         g.persistence_mode = None if persistence is None else bool(persistence)
         mig = self.call("mig_enabled", "nvmlDeviceGetMigMode", h)  # and mig_pending
@@ -295,6 +305,10 @@ class GpuReader:
         self._fields()
         g.responsive = g.lost is None
         return g
+
+    def _unless_known(self, known: Any, key: str, func: str) -> Any:
+        """``known`` (what a file said, gpu_files.py), or NVML's answer where it said none."""
+        return known if known is not None else self.call(key, func, self.handle)
 
     def _inforom_validity(self) -> None:
         try:

@@ -36,8 +36,9 @@ _AER_FILES = {"correctable": "aer_dev_correctable", "nonfatal": "aer_dev_nonfata
               "fatal": "aer_dev_fatal"}
 
 
-def _speed_gts(text: str | None) -> float | None:
-    # "16.0 GT/s PCIe" / "32 GT/s" / "Unknown"
+def link_speed_gts(text: str | None) -> float | None:
+    """A ``*_link_speed`` file's rate in GT/s: "16.0 GT/s PCIe", "32 GT/s"; None for
+    "Unknown" (or "Unknown speed", as older kernels wrote it)."""
     if not text:
         return None
     try:
@@ -87,7 +88,7 @@ def _read_fixed(base: str, counter: FileCounter, vendor_read: Read | None) -> Fi
     speed, _ = read_text(f"{base}/max_link_speed", counter)
     return Fixed(vendor, why, read_int(f"{base}/device", counter, 16)[0],
                  read_int(f"{base}/class", counter, 16)[0],
-                 read_int(f"{base}/numa_node", counter, 10)[0], _speed_gts(speed),
+                 read_int(f"{base}/numa_node", counter, 10)[0], link_speed_gts(speed),
                  read_int(f"{base}/max_link_width", counter, 10)[0],
                  read_text(f"{base}/local_cpulist", counter)[0], path, path_why)
 
@@ -118,7 +119,7 @@ def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool,
     dev.numa_node, dev.local_cpulist = fixed.numa_node, fixed.local_cpulist
     dev.max_link_speed_gts, dev.max_link_width = fixed.max_link_speed_gts, fixed.max_link_width
     text, _ = read_text(f"{base}/current_link_speed", counter)
-    dev.current_link_speed_gts = _speed_gts(text)
+    dev.current_link_speed_gts = link_speed_gts(text)
     dev.current_link_width, _ = read_int(f"{base}/current_link_width", counter, 10)
     if with_aer:  # counters: only where rates or facts read them (SourceEnv.counters)
         for kind, name in _AER_FILES.items():

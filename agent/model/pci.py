@@ -10,6 +10,14 @@ NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3
 GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 """A PCIe generation's transfer rate per lane (GT/s), as sysfs's ``*_link_speed`` gives it."""
+_GEN_BY_GTS = {gts: gen for gen, gts in GEN_GTS.items()}
+
+
+def gen_from_gts(gts: float | None) -> int | None:
+    """The PCIe generation whose rate is ``gts`` GT/s, or None for a rate no generation has."""
+    if gts is None:
+        return None
+    return _GEN_BY_GTS.get(round(float(gts), 1))
 
 
 @record

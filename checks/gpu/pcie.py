@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu
-from ...agent.model.pci import normalize_bdf
+from ...agent.model.pci import gen_from_gts, normalize_bdf
 from ...agent.model.record import record
 from ..core.common import NODE, gpu_component, previous_gpu
 from ..core.finding import Action, Finding
@@ -15,15 +15,6 @@ from ..core.params import Params, param, parameters
 from ..core.rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
 from ..core.registry import CheckContext, check
 from .helpers import FIELDS, answering_gpus, missing
-
-# Link speed in GT/s -> PCIe generation.
-_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-
-
-def gen_from_gts(gts: float | None) -> int | None:
-    if gts is None:
-        return None
-    return _GEN_BY_GTS.get(round(float(gts), 1))
 
 
 @record(frozen=True)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import shutil
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +17,9 @@ import pytest
 from clusterdiag.agent.collectors import nvml_read
 from clusterdiag.agent.collectors.nvml import read_all
 from clusterdiag.agent.collectors.nvml_read import NodeFacts
-from clusterdiag.agent.sim.node import build
+from clusterdiag.agent.sim.node import build, make_root
 from clusterdiag.agent.sim.spec import NodeSpec
+from clusterdiag.agent.sim.state.hardware import SimNode
 from clusterdiag.agent.sim.state.layout import LAYOUTS
 from clusterdiag.agent.sim.writers.nvml import build_module
 from tests.conftest import REPO
@@ -24,9 +27,9 @@ from tests.conftest import REPO
 # Each profile's NVML calls per GPU for one read (bench/nvml_calls.py prints the same
 # figure): a change that makes a call more on every GPU fails here.
 CALLS_PER_GPU = {
-    "dgx-a100": 31.125, "dgx-b200": 34.25, "dgx-h100": 33.125, "dgx-h200": 33.125,
-    "gb200-nvl72": 35.0, "gb300-nvl72": 35.0, "h100-nvl": 57.125, "hgx-b300-8gpu": 34.25,
-    "hgx-h100-pcie": 33.125,
+    "dgx-a100": 26.125, "dgx-b200": 29.25, "dgx-h100": 28.125, "dgx-h200": 28.125,
+    "gb200-nvl72": 30.0, "gb300-nvl72": 30.0, "h100-nvl": 52.125, "hgx-b300-8gpu": 29.25,
+    "hgx-h100-pcie": 28.125,
 }
 # Every simulated profile read by the reader as it was before the fabric-info versions and
 # the field batches were shared (tests/fixtures/nvml_read/), since joined by the node's
@@ -56,12 +59,21 @@ class Tally:
         return counted
 
 
-def read(profile: str, fec_history: bool = False) -> tuple[dict[str, Any], Tally]:
-    """``read_all`` of a simulated ``profile`` (the node the fixture was read from): what
-    it emitted, and the calls it made."""
-    module = Tally(build_module(build(NodeSpec(f"{profile}-bench", profile))))
+def read(profile: str, fec_history: bool = False, root: Path | None = None,
+         node: SimNode | None = None) -> tuple[dict[str, Any], Tally]:
+    """``read_all`` of a simulated ``profile`` (the node the fixture was read from), with
+    the node's files under ``root`` as the agent reads them (its own tree by default):
+    what it emitted, and the calls it made."""
+    node = node or build(NodeSpec(f"{profile}-bench", profile))
+    module = Tally(build_module(node))
     lines: list[dict[str, Any]] = []
-    read_all(module, lines.append, fec_history=fec_history)  # type: ignore[arg-type]
+    tree = make_root(node) if root is None else None
+    try:
+        read_all(module, lines.append, root=root or tree,  # type: ignore[arg-type]
+                 fec_history=fec_history)
+    finally:
+        if tree is not None:
+            shutil.rmtree(tree)
     assert lines[-1] == {"t": "end", "calls": sum(module.calls.values())}
     gpus = sorted((line["data"] for line in lines if line["t"] == "gpu"),
                   key=lambda gpu: gpu["index"])
@@ -97,10 +109,44 @@ def test_calls_per_gpu_stay_within_the_profile_limit(profile: str) -> None:
 @pytest.mark.parametrize("fec_history", [False, True], ids=["quick", "fec_history"])
 def test_every_value_reads_as_before_the_calls_were_folded(profile: str,
                                                            fec_history: bool) -> None:
-    with gzip.open(BEFORE, "rt") as file:
-        before = json.load(file)[f"{profile}{' fec_history' if fec_history else ''}"]
+    before = fixture(f"{profile}{' fec_history' if fec_history else ''}")
     got, _ = read(profile, fec_history)
     assert differences(before, got) == []
+
+
+# What the node's files answer in NVML's place (agent/collectors/gpu_files.py).
+ANSWERED_BY_FILES = ("nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetMinorNumber",
+                     "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth")
+
+
+def fixture(profile: str) -> dict[str, Any]:
+    with gzip.open(BEFORE, "rt") as file:
+        return dict(json.load(file)[profile])
+
+
+@pytest.mark.parametrize("profile", sorted(LAYOUTS))
+def test_identity_and_current_link_are_read_from_the_nodes_files(profile: str) -> None:
+    _, module = read(profile)
+    assert {name: module.calls[name] for name in ANSWERED_BY_FILES if module.calls[name]} == {}
+
+
+def test_where_the_files_do_not_answer_nvml_is_asked_and_reads_the_same() -> None:
+    node = build(NodeSpec("dgx-h100-bench", "dgx-h100"))
+    _, planned = read("dgx-h100", node=node)
+    root = make_root(node)
+    try:
+        shutil.rmtree(root / "proc/driver/nvidia/gpus")
+        for gpu in node.gpus:
+            (root / "sys/bus/pci/devices" / gpu.bdf / "current_link_speed").write_text(
+                "Unknown\n")
+            (root / "sys/bus/pci/devices" / gpu.bdf / "current_link_width").write_text("0\n")
+        got, module = read("dgx-h100", root=root, node=node)
+    finally:
+        shutil.rmtree(root)
+    assert differences(fixture("dgx-h100"), got) == []
+    assert {name: module.calls[name] for name in ANSWERED_BY_FILES} == dict.fromkeys(
+        ANSWERED_BY_FILES, len(node.gpus))
+    assert sum(module.calls.values()) == sum(planned.calls.values()) + 5 * len(node.gpus)
 
 
 def test_one_batch_per_gpu_holds_counters_slowdown_times_and_links() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...read.sources import NcclVersions
-from ..state.hardware import SimNode
+from ..state.hardware import SimGpu, SimNode
 from .pci_tree import ACS_CTRL_OFFSET
 
 LIBRARY = "libnccl.so.2"
@@ -65,7 +65,7 @@ def write_nccl_tree(node: SimNode, root: Path) -> None:
            "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
     for gpu in node.gpus:
         _write(root / "proc/driver/nvidia/gpus" / gpu.bdf / "information",
-               f"Model: \t\t {gpu.name}\nBus Location: \t {gpu.bdf}\n")
+               gpu_information(gpu, node.driver_version))
     if "nvidia_peermem" in node.modules:
         _write(root / "sys/module/nvidia_peermem/version", f"{node.driver_version}\n")
     memlock = "unlimited" if sim.memlock_conf_kib is None else str(sim.memlock_conf_kib)
@@ -79,6 +79,34 @@ def write_nccl_tree(node: SimNode, root: Path) -> None:
         _write_iommu(node, root)
     for index in sim.acs_gpus:
         _set_acs(root, node.gpus[index].bdf, 0x1D)  # SrcValid ReqRedir CmpltRedir UpstreamFwd
+
+
+# The DMA mask the driver reports for a GPU that addresses 47 bits.
+_DMA_BITS = 47
+
+
+def gpu_information(gpu: SimGpu, driver_version: str) -> str:
+    """``/proc/driver/nvidia/gpus/<bdf>/information`` as the driver writes it, line by line
+    (NVIDIA/open-gpu-kernel-modules 595.45.04, kernel-open/nvidia/nv-procfs.c:124-180,
+    ``nv_procfs_read_gpu_info``; no BAR lines, which only a DEBUG build prints). Its
+    values are the ones the simulated NVML answers: the name, the UUID, the minor number
+    (nvmlDeviceGetMinorNumber: the GPU's index) and the VBIOS, which the driver prints
+    with ``%02x`` (src/nvidia/arch/nvalloc/unix/src/osinit.c:601), so in lower case. A GSP
+    driver's firmware is its own version."""
+    domain, bus, rest = gpu.bdf.split(":")
+    slot, function = rest.split(".")
+    return (f"Model: \t\t {gpu.name}\n"
+            f"IRQ:   \t\t {gpu.index + 100}\n"
+            f"GPU UUID: \t {gpu.uuid}\n"
+            f"Video BIOS: \t {gpu.vbios.lower()}\n"
+            "Bus Type: \t PCIe\n"
+            f"DMA Size: \t {_DMA_BITS} bits\n"
+            f"DMA Mask: \t 0x{(1 << _DMA_BITS) - 1:x}\n"
+            f"Bus Location: \t {int(domain, 16):04x}:{int(bus, 16):02x}:{int(slot, 16):02x}."
+            f"{int(function, 16):x}\n"
+            f"Device Minor: \t {gpu.index}\n"
+            f"GPU Firmware: \t {driver_version}\n"
+            "GPU Excluded:\t No\n")
 
 
 def _write_iommu(node: SimNode, root: Path) -> None:
