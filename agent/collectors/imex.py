@@ -20,9 +20,15 @@ Where each comes from:
   each with ``status``, ``host``, ``hostName`` (with -H), ``version`` and ``connections``
   (NVIDIA/ai-cloud-validation isvctl/configs/providers/aws/scripts/network/
   imex_domain_test.py @ 505d262, confirmed there against live 580.95.05 domains). No real
-  JSON capture was found, so the text form is parsed as well, as a real 570.172 capture of
-  18 trays prints it (shared/data/real/gb200/imex-ctl-N__p6e-gb200-18node-UP...): a tool
-  that ignores ``-j`` is still read.
+  JSON capture was found, so the text form is parsed as well: a tool that ignores ``-j``
+  is still read. Its node lines are held to two published outputs: IMEX 570.00's
+  ``Node #0   - 10.136.206.48   - READY``, with no version part (a GH200 MNNVL domain,
+  jgehrcke/jpsnips-nv @ 2d4acc3, MIT: shared/data/real/gb200/imex-ctl-status-and-daemon-
+  log__GH200-MNNVL-1node-2node__jpsnips-nv.txt), and an 18-tray 570.172 listing ending
+  ``- Version: 570.172`` (shared/data/real/gb200/imex-ctl-N__p6e-gb200-18node-UP...), a
+  documentation example whose source is UNATTRIBUTED in that folder's SOURCES.md and which
+  its own header says one of two published copies of was hand-edited. A ``Node #`` line of
+  neither form refuses the whole output, rather than leave a tray out of a DOWN domain.
 
 Which entry of the nodes file is this tray: the IMEX daemon itself finds its own entry by
 matching the entries against its network interfaces' addresses (570's daemon log "No
@@ -69,8 +75,11 @@ DOMAIN_STATES = IMEX_DOMAIN_STATES
 _HOST = re.compile(IMEX_HOST)
 _TOKEN = re.compile(IMEX_STATUS)
 _VERSION = re.compile(r"[0-9][0-9.]{0,31}")
-# "Node #0   - 172.31.48.81    - READY                - Version: 570.172" (570.172 capture).
-_TEXT_NODE = re.compile(r"Node #(\d{1,4})\s+-\s+(\S+)\s+-\s+(\S+)\s+-\s+Version:\s*(\S*)\s*")
+# "Node #0   - 172.31.48.81    - READY                - Version: 570.172" (the 570.172
+# example below); IMEX 570.00 prints no version part: "Node #0   - 10.136.206.48   - READY"
+# (jgehrcke/jpsnips-nv @ 2d4acc3, repros/imex-1node-fabric-hdl-import101/README.md).
+_TEXT_NODE = re.compile(
+    r"Node #(\d{1,4})\s+-\s+(\S+)\s+-\s+(\S+)(?:\s+-\s+Version:\s*(\S*))?\s*")
 _TEXT_STATE = re.compile(r"Domain State:\s*(\S+)\s*")
 
 Run = Callable[[list[str], float], CommandResult | None]
@@ -220,6 +229,8 @@ def _parse_text(output: str) -> ImexDomain:
         if (node := _TEXT_NODE.fullmatch(line)) is not None:
             index, host, peer_status, version = node.groups()
             nodes.append(_peer(int(index), host, peer_status, version or None, None))
+        elif line.startswith("Node #"):  # a tray left out would go unnamed in a DOWN domain
+            raise ImexOutputError(f"node line not understood: {line[:80]!r}")
         elif (state := _TEXT_STATE.fullmatch(line)) is not None:
             status = state.group(1)
     if status is None:

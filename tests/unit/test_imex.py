@@ -1,5 +1,7 @@
 """IMEX state on a tray (agent/collectors/imex.py) and the simulated nvidia-imex-ctl
-(agent/sim/writers/imex.py), held to the real 570.172 capture of an 18-tray domain."""
+(agent/sim/writers/imex.py), held to a published 570.172 listing of an 18-tray domain
+(UNATTRIBUTED, possibly hand-edited: shared/data/real/gb200/SOURCES.md) and to IMEX
+570.00's real output of a one- and a two-node GH200 domain."""
 
 from __future__ import annotations
 
@@ -42,6 +44,34 @@ def test_the_real_570_text_parses_to_an_up_domain_of_eighteen_ready_trays() -> N
     assert {n.status for n in domain.nodes} == {"READY"}
     assert {n.version for n in domain.nodes} == {"570.172"}
     assert (domain.nodes[0].host, domain.nodes[17].host) == ("172.31.48.81", "172.31.56.47")
+
+
+GH200 = "imex-ctl-status-and-daemon-log__GH200-MNNVL-1node-2node__jpsnips-nv.txt"
+
+
+def test_the_real_570_00_text_without_versions_names_every_node() -> None:
+    """IMEX 570.00 prints no version part; both of the capture's listings are read whole."""
+    text = real_file("gb200", "gb200", GH200).read_text()
+    listings = re.findall(r"^Nodes:\n(?:.*\n)*?Domain State: \w+$", text, re.MULTILINE)
+    domains = [imex.parse_domain(listing) for listing in listings]
+    assert [[(n.index, n.host, n.status, n.version) for n in d.nodes] for d in domains] == [
+        [(0, "10.136.206.48", "READY", None)],
+        [(0, "10.136.206.47", "READY", None), (1, "10.136.206.48", "READY", None)]]
+    assert {d.status for d in domains} == {"UP"}
+
+
+def test_a_node_line_without_a_version_is_read_and_an_unknown_one_refused() -> None:
+    """The line as IMEX 570.00 prints it (jgehrcke/jpsnips-nv @ 2d4acc3,
+    repros/imex-1node-fabric-hdl-import101/README.md, MIT, (c) 2025 Jan-Philip Gehrcke);
+    a node line of no known form refuses the output rather than leave the node out."""
+    domain = imex.parse_domain("Nodes:\nNode #0   - 10.136.206.48   - READY\n"
+                               "Node #1   - 10.136.206.49   - UNAVAILABLE\n"
+                               "Domain State: DOWN\n")
+    assert [(n.host, n.status) for n in domain.nodes] == [("10.136.206.48", "READY"),
+                                                          ("10.136.206.49", "UNAVAILABLE")]
+    for line in ("Node #1 - 10.136.206.49", "Node #1 - 10.0.0.2 - READY - Build: 7"):
+        with pytest.raises(imex.ImexOutputError, match="node line"):
+            imex.parse_domain(f"{line}\nDomain State: DOWN\n")
 
 
 def test_the_stand_in_prints_the_real_text_line_by_line() -> None:
