@@ -9,6 +9,7 @@ import json
 import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -198,6 +199,30 @@ def test_imex_ctl_gets_only_what_is_left_of_the_budget(tmp_path: Path) -> None:
     _collect(_tree(tmp_path), runner, budget_s=5.0)
     (limit,) = [t for argv, t in runner.calls if argv[0] == "nvidia-imex-ctl"]
     assert limit < 5.0
+
+
+def test_a_hanging_imex_ctl_leaves_the_clock_its_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-imex-ctl that hangs for all it is given runs after the clock probe, so the
+    host source's budget is not spent before the clock is read."""
+    now = [1000.0]
+    monkeypatch.setattr(host, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def runner(argv: list[str], timeout_s: float) -> CommandResult:
+        if argv[0] == "nvidia-imex-ctl":
+            now[0] += timeout_s
+            return CommandResult(argv, None, error="nvidia-imex-ctl: no answer")
+        if argv[0] == "timedatectl":
+            return CommandResult(argv, 0, "yes\n")
+        return Recorder(CommandResult(argv, 0, ""))(argv, timeout_s)
+
+    env = SourceEnv(node="n1", root=_tree(tmp_path), runner=runner, params=PARAMS)
+    info = host.collect(env, SourceStats(), now[0] + 10.0)
+    assert info.clock is not None
+    assert (info.clock.method, info.clock.synchronized) == ("timedatectl", True)
+    assert info.imex is not None
+    assert "no answer" in info.imex.unknown["domain"]
+    assert now[0] <= 1010.0 - host.FINISH_RESERVE_S
 
 
 def test_no_command_where_imex_is_not_judged_or_not_running(tmp_path: Path) -> None:
