@@ -469,7 +469,8 @@ def _imex(ctx: _Ctx) -> ImexState | None:
     unit = _unit_id(str(params.get("unit", "nvidia-imex.service")))
     running = any(_unit_id(s.name) == unit and s.active in ("active", "reloading")
                   for s in ctx.info.services)
-    return imex.read(ctx.path, ctx.files, ctx.run, running, ctx.info.hostname)
+    return imex.read(ctx.path, ctx.files, ctx.run, running, ctx.info.hostname,
+                     ctx.env.simulated)
 
 
 def _clock_timedatectl(stdout: str) -> bool | None:

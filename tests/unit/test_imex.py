@@ -5,8 +5,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import socket
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +21,7 @@ from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.host import ImexState
 from clusterdiag.agent.read.sources import CommandResult, SourceEnv
 from clusterdiag.agent.read.sysfs import FileCounter
-from clusterdiag.agent.sim.node import build
+from clusterdiag.agent.sim.node import build, env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state.hardware import SimNode
 from clusterdiag.agent.sim.writers.imex import domain_hosts, imex_ctl
@@ -233,6 +236,60 @@ def test_no_command_where_imex_is_not_judged_or_not_running(tmp_path: Path) -> N
     state = imex.read(lambda p: root / p.lstrip("/"), FileCounter(), runner, False)
     assert state.domain is None
     assert not [argv for argv, _ in runner.calls if argv[0] == "nvidia-imex-ctl"]
+
+
+def _registration(root: Path) -> Path:
+    (root / imex.DRA_PLUGIN_DIR.lstrip("/")).mkdir(parents=True)
+    where = root / imex.DRA_REGISTRATION.lstrip("/")
+    where.parent.mkdir(parents=True)
+    return where
+
+
+def _read(root: Path, simulated: bool = False) -> ImexState:
+    return imex.read(lambda p: root / p.lstrip("/"), FileCounter(), Recorder(
+        CommandResult(["nvidia-imex-ctl"], 0, "")), False, simulated=simulated)
+
+
+def test_a_dra_plugin_is_live_only_where_its_registration_socket_accepts() -> None:
+    """The folder alone outlives the driver; a socket file outlives a killed plugin (bound,
+    then closed: refused); only a listening socket is a live plugin. A short temporary
+    directory, since a unix socket's path is limited to 108 bytes (unix(7))."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        where = _registration(root)
+        folder_only = _read(root)
+        assert (folder_only.dra_plugin, folder_only.dra_live) == (True, False)
+        assert folder_only.unknown["dra_live"] == f"{imex.DRA_REGISTRATION}: missing"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(str(where))
+            server.listen(1)
+            assert _read(root).dra_live
+        stale = _read(root)  # the file stays, nothing listens
+        assert not stale.dra_live
+        assert "refused" in stale.unknown["dra_live"].lower()
+
+
+def test_socket_refusal_names_why_and_a_simulated_file_stands_for_a_socket(
+        tmp_path: Path) -> None:
+    where = _registration(tmp_path)
+    where.write_text("")
+    assert imex.socket_refusal(where) == "not a socket"
+    assert imex.socket_refusal(tmp_path / "absent.sock") == "missing"
+    assert not _read(tmp_path).dra_live
+    assert _read(tmp_path, simulated=True).dra_live
+
+
+def test_the_simulated_dra_driver_runs_and_an_uninstalled_one_is_not_live() -> None:
+    env = env_for(NodeSpec("nvl1-tray01", "gb200-nvl72", rack="nvl1",
+                           faults=[{"node": "nvl1-tray01", "kind": "imex_host_under_dra"}]))
+    env = dataclasses.replace(env, params=PARAMS)
+    state = host.collect(env, SourceStats(), time.monotonic() + 60).imex
+    assert state is not None
+    assert (state.dra_plugin, state.dra_live) == (True, True)
+    (env.root / imex.DRA_REGISTRATION.lstrip("/")).unlink()
+    state = host.collect(env, SourceStats(), time.monotonic() + 60).imex
+    assert state is not None
+    assert (state.dra_plugin, state.dra_live) == (True, False)
 
 
 def test_own_entries_are_the_local_addresses_and_the_host_name() -> None:
