@@ -8,7 +8,18 @@ Where each comes from:
   (kubernetes-sigs/dra-driver-nvidia-gpu cmd/compute-domain-kubelet-plugin/main.go @ 89aa5bb:
   ``DriverPluginPath`` joins ``kubeletplugin.KubeletPluginsDir``, ``/var/lib/kubelet/plugins``,
   with ``DriverName = "compute-domain.nvidia.com"``; ``RunPlugin`` calls ``os.MkdirAll`` on
-  it). Its presence says the driver manages IMEX on this node.
+  it), and nothing removes it when the driver is uninstalled, so a site that moved from
+  the DRA driver to a host IMEX service keeps it: it says the driver was installed once.
+- Whether the plugin runs is its kubelet registration socket: the kubeletplugin helper
+  listens on ``<driver name>-reg.sock`` in ``KubeletRegistryDir``,
+  ``/var/lib/kubelet/plugins_registry`` (vendor/k8s.io/dynamic-resource-allocation/
+  kubeletplugin/draplugin.go @ 9593204: ``KubeletRegistryDir``, and ``Start``:
+  ``o.driverName + uidPart + "-reg.sock"``; the compute-domain plugin sets no rolling-update
+  uid and probes the same path in its own health check, cmd/compute-domain-kubelet-plugin/
+  health.go: ``path.Join(...kubeletRegistrarDirectoryPath, DriverName+"-reg.sock")``). A
+  socket file outlives a killed plugin, so the plugin counts as live only when the socket
+  accepts a connection; a simulated tree, which holds no listener, stands for a live plugin
+  with the file alone.
 - The nodes file ``/etc/nvidia-imex/nodes_config.cfg`` holds one IP address or host name
   per line (IMEX guide, config.html: ``IMEX_NODE_CONFIG_FILE``; 580's daemon log "Treating
   node config entry ... as a host name", shared/data/real/gb200 dra-driver#1465).
@@ -20,9 +31,15 @@ Where each comes from:
   each with ``status``, ``host``, ``hostName`` (with -H), ``version`` and ``connections``
   (NVIDIA/ai-cloud-validation isvctl/configs/providers/aws/scripts/network/
   imex_domain_test.py @ 505d262, confirmed there against live 580.95.05 domains). No real
-  JSON capture was found, so the text form is parsed as well, as a real 570.172 capture of
-  18 trays prints it (shared/data/real/gb200/imex-ctl-N__p6e-gb200-18node-UP...): a tool
-  that ignores ``-j`` is still read.
+  JSON capture was found, so the text form is parsed as well: a tool that ignores ``-j``
+  is still read. Its node lines are held to two published outputs: IMEX 570.00's
+  ``Node #0   - 10.136.206.48   - READY``, with no version part (a GH200 MNNVL domain,
+  jgehrcke/jpsnips-nv @ 2d4acc3, MIT: shared/data/real/gb200/imex-ctl-status-and-daemon-
+  log__GH200-MNNVL-1node-2node__jpsnips-nv.txt), and an 18-tray 570.172 listing ending
+  ``- Version: 570.172`` (shared/data/real/gb200/imex-ctl-N__p6e-gb200-18node-UP...), a
+  documentation example whose source is UNATTRIBUTED in that folder's SOURCES.md and which
+  its own header says one of two published copies of was hand-edited. A ``Node #`` line of
+  neither form refuses the whole output, rather than leave a tray out of a DOWN domain.
 
 Which entry of the nodes file is this tray: the IMEX daemon itself finds its own entry by
 matching the entries against its network interfaces' addresses (570's daemon log "No
@@ -46,15 +63,20 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
+import socket
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from ..model.host import IMEX_DOMAIN_STATES, IMEX_HOST, IMEX_STATUS, ImexDomain, ImexPeer, ImexState
 from ..read.sources import CommandResult
-from ..read.sysfs import FileCounter, list_dir, read_text
+from ..read.sysfs import FileCounter, list_dir, read_reason, read_text
 
 DRA_PLUGIN_DIR = "/var/lib/kubelet/plugins/compute-domain.nvidia.com"
+DRA_REGISTRATION = "/var/lib/kubelet/plugins_registry/compute-domain.nvidia.com-reg.sock"
+CONNECT_TIMEOUT_S = 0.5  # a live plugin's gRPC server accepts at once
 NODES_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
 CHANNELS_DIR = "/dev/nvidia-caps-imex-channels"
 FIB_TRIE = "/proc/net/fib_trie"
@@ -69,8 +91,11 @@ DOMAIN_STATES = IMEX_DOMAIN_STATES
 _HOST = re.compile(IMEX_HOST)
 _TOKEN = re.compile(IMEX_STATUS)
 _VERSION = re.compile(r"[0-9][0-9.]{0,31}")
-# "Node #0   - 172.31.48.81    - READY                - Version: 570.172" (570.172 capture).
-_TEXT_NODE = re.compile(r"Node #(\d{1,4})\s+-\s+(\S+)\s+-\s+(\S+)\s+-\s+Version:\s*(\S*)\s*")
+# "Node #0   - 172.31.48.81    - READY                - Version: 570.172" (the 570.172
+# example below); IMEX 570.00 prints no version part: "Node #0   - 10.136.206.48   - READY"
+# (jgehrcke/jpsnips-nv @ 2d4acc3, repros/imex-1node-fabric-hdl-import101/README.md).
+_TEXT_NODE = re.compile(
+    r"Node #(\d{1,4})\s+-\s+(\S+)\s+-\s+(\S+)(?:\s+-\s+Version:\s*(\S*))?\s*")
 _TEXT_STATE = re.compile(r"Domain State:\s*(\S+)\s*")
 
 Run = Callable[[list[str], float], CommandResult | None]
@@ -81,11 +106,18 @@ class ImexOutputError(ValueError):
 
 
 def read(path: Callable[[str], Path], files: FileCounter, run: Run,
-         service_active: bool, hostname: str = "") -> ImexState:
+         service_active: bool, hostname: str = "", simulated: bool = False) -> ImexState:
     """The tray's IMEX state; ``run(argv, limit_s)`` runs a command within the deadline
-    (None when no time is left), ``service_active`` says whether nvidia-imex runs and
-    ``hostname`` is this node's name."""
+    (None when no time is left), ``service_active`` says whether nvidia-imex runs,
+    ``hostname`` is this node's name and ``simulated`` says the tree is the simulator's."""
     state = ImexState(dra_plugin=path(DRA_PLUGIN_DIR).is_dir())
+    if state.dra_plugin:
+        registration = path(DRA_REGISTRATION)
+        why = ((None if registration.exists() else "missing") if simulated
+               else socket_refusal(registration))
+        state.dra_live = why is None
+        if why is not None:
+            state.unknown["dra_live"] = f"{DRA_REGISTRATION}: {why}"
     state.nodes_config = _nodes_config(path, files, state.unknown)
     if state.nodes_config is not None:
         state.own = own_entries(state.nodes_config, _local_addresses(path, files), hostname)
@@ -97,6 +129,26 @@ def read(path: Callable[[str], Path], files: FileCounter, run: Run,
     if service_active:
         state.domain = _domain(run, state.unknown)
     return state
+
+
+def socket_refusal(where: Path, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
+    """None when ``where`` is a unix socket that accepts a connection, else why not
+    (missing, not a socket, refused: a plugin that died, permission denied, too slow)."""
+    try:
+        mode = os.stat(where).st_mode
+    except OSError as exc:
+        return read_reason(exc)
+    if not stat.S_ISSOCK(mode):
+        return "not a socket"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(timeout_s)
+        try:
+            client.connect(os.fspath(where))
+        except TimeoutError:
+            return f"no answer within {timeout_s:g} s"
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+    return None
 
 
 def _nodes_config(path: Callable[[str], Path], files: FileCounter,
@@ -220,6 +272,8 @@ def _parse_text(output: str) -> ImexDomain:
         if (node := _TEXT_NODE.fullmatch(line)) is not None:
             index, host, peer_status, version = node.groups()
             nodes.append(_peer(int(index), host, peer_status, version or None, None))
+        elif line.startswith("Node #"):  # a tray left out would go unnamed in a DOWN domain
+            raise ImexOutputError(f"node line not understood: {line[:80]!r}")
         elif (state := _TEXT_STATE.fullmatch(line)) is not None:
             status = state.group(1)
     if status is None:

@@ -92,11 +92,13 @@ class ImexDomain:
 @record
 class ImexState:
     """What the tray shows of IMEX: whether the NVIDIA DRA driver's ComputeDomain kubelet
-    plugin is installed (then the driver runs IMEX), the nodes file's entries, the IMEX
+    plugin was installed (its folder, which outlives it) and runs (its registration socket
+    accepts a connection: then the driver runs IMEX), the nodes file's entries, the IMEX
     channel devices, and the domain's state; each None with its reason in ``unknown``
     where it could not be read."""
 
     dra_plugin: bool = False
+    dra_live: bool = False
     nodes_config: list[str] | None = None
     channels: list[str] | None = None
     domain: ImexDomain | None = None

@@ -12,7 +12,12 @@ Who runs the IMEX daemon decides what a healthy tray shows (the profile's ``imex
   prerequisites: "The IMEX systemd service disabled", NVIDIA/cloud-native-docs#453). A
   running host service is then the fault.
 - ``per_job``: started for each job, so outside a job only the channel devices are judged.
-- ``auto``: ``dra`` where the DRA driver's kubelet plugin is installed, else ``host``.
+- ``auto``: ``dra`` where the DRA driver's kubelet plugin runs (its registration socket
+  accepts a connection: agent/collectors/imex.py), else ``host``. The plugin's folder
+  alone is no proof: nothing removes it when the driver is uninstalled, so a site that
+  moved from the DRA driver to the host service keeps it. There the tray is judged as
+  ``host`` and warns that the mode is ambiguous; only a live plugin, or an explicit
+  ``imex_mode: dra``, fails a running host service.
 
 Nothing here fails a tray for another tray's trouble: a domain DOWN or DEGRADED warns on
 each tray and names the nodes that are not READY, so one missing tray never fails the
@@ -33,6 +38,8 @@ from ..profiles.profile import IMEX_MODES
 from .helpers import NODE, host_info, service
 
 CHANNEL = "channel0"
+STALE_DRA = ("DRA plugin folder present but no live plugin: the host IMEX service may be "
+             "intended; set imex_mode")
 UNDER_DRA = ("host nvidia-imex service runs where the DRA driver manages IMEX: stop and "
              "disable the host nvidia-imex service; the DRA driver runs IMEX per "
              "ComputeDomain")
@@ -73,7 +80,10 @@ def imex(ctx: CheckContext) -> Iterator[Finding]:
     state = host.imex
     mode = profile.imex_mode
     if mode == "auto":
-        mode = "dra" if state is not None and state.dra_plugin else "host"
+        mode = "dra" if state is not None and state.dra_live else "host"
+        if state is not None and state.dra_plugin and not state.dra_live:
+            yield Finding.warn(NODE, STALE_DRA, state.unknown.get("dra_live"),
+                               "imex_mode host or dra", Action.FIX_CONFIG)
     if mode == "per_job":
         yield from _channels(state, passing=True)
         return

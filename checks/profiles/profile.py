@@ -68,7 +68,7 @@ class Profile:
     # sites, and the DRA driver with its HostManagedIMEXDaemon gate), ``dra`` (the DRA
     # driver's ComputeDomains start it; a host service is then the fault), ``per_job``
     # (started for each job: outside one only the channel devices are judged), or
-    # ``auto``: ``dra`` where the DRA driver's kubelet plugin is installed, else ``host``.
+    # ``auto``: ``dra`` where the DRA driver's kubelet plugin runs, else ``host``.
     imex_mode: str = "auto"
     # networking
     compute_hcas: int | None = None

@@ -463,12 +463,42 @@ def test_imex_domain_fails_the_missing_tray_alone_mapped_by_its_own_address() ->
 
 
 def test_imex_domain_maps_a_peer_by_host_name_when_no_tray_claims_it() -> None:
-    hosts = ("t1.rack.example", "t2.rack.example")
-    nodes = [imex_tray("t1", "", {"t2.rack.example": "UNAVAILABLE"}, hosts=hosts),
-             tray("t2")]
+    hosts = ("t1.rack.example", "t2.rack.example", "t3.rack.example")
+    nodes = [imex_tray(name, "", {"t2.rack.example": "UNAVAILABLE"}, hosts=hosts)
+             for name in ("t1", "t3")] + [tray("t2")]
     (found,) = imex_domain(nodes)
     assert found.finding.status is Status.FAIL
     assert found.nodes == ("t2",)
+
+
+def test_imex_domain_a_name_in_another_trays_report_never_fails_a_ready_tray() -> None:
+    """One tray lists an extra peer 10.9.9.9 named t2, not READY, while every tray lists
+    t2 (10.0.0.2) READY and t2's own view is UP: t2 is not failed."""
+    nodes = [imex_tray(f"t{i}", f"10.0.0.{i}") for i in (1, 2, 3)]
+    nodes[0].facts.imex.peers.append(ImexPeerView(3, "10.9.9.9", "t2", "UNAVAILABLE"))
+    nodes[0].facts.imex.status = "DEGRADED"
+    found = imex_domain(nodes)
+    assert statuses(found) == {Status.WARN}
+    assert [c.nodes for c in found] == [()]
+    assert found[0].finding.observed == {"#3 10.9.9.9 (t2)": {"UNAVAILABLE": "t1"}}
+
+
+def test_imex_domain_a_tray_listing_itself_ready_is_never_failed_by_others() -> None:
+    nodes = [imex_tray("t1", "10.0.0.1", {"10.0.0.3": "UNAVAILABLE"}),
+             imex_tray("t2", "10.0.0.2", {"10.0.0.3": "UNAVAILABLE"}),
+             imex_tray("t3", "10.0.0.3")]
+    (found,) = imex_domain(nodes)
+    assert (found.finding.status, found.nodes) == (Status.WARN, ())
+    assert found.finding.observed == {"t3 (#2 10.0.0.3)": {"READY": "t3",
+                                                           "UNAVAILABLE": "t[1-2]"}}
+
+
+def test_imex_domain_one_voter_alone_fails_no_tray() -> None:
+    nodes = [imex_tray("t1", "10.0.0.1", {"10.0.0.2": "UNAVAILABLE"},
+                       hosts=("10.0.0.1", "10.0.0.2")), tray("t2")]
+    nodes[1].facts.imex = ImexView(None, [], ["10.0.0.2"])  # its daemon is down
+    (found,) = imex_domain(nodes)
+    assert (found.finding.status, found.nodes) == (Status.WARN, ())
 
 
 def test_imex_domain_names_an_unmappable_peer_by_address_and_fails_no_one() -> None:

@@ -1,12 +1,18 @@
 """IMEX state on a tray (agent/collectors/imex.py) and the simulated nvidia-imex-ctl
-(agent/sim/writers/imex.py), held to the real 570.172 capture of an 18-tray domain."""
+(agent/sim/writers/imex.py), held to a published 570.172 listing of an 18-tray domain
+(UNATTRIBUTED, possibly hand-edited: shared/data/real/gb200/SOURCES.md) and to IMEX
+570.00's real output of a one- and a two-node GH200 domain."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import socket
+import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +21,7 @@ from clusterdiag.agent.model import SourceStats
 from clusterdiag.agent.model.host import ImexState
 from clusterdiag.agent.read.sources import CommandResult, SourceEnv
 from clusterdiag.agent.read.sysfs import FileCounter
-from clusterdiag.agent.sim.node import build
+from clusterdiag.agent.sim.node import build, env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.state.hardware import SimNode
 from clusterdiag.agent.sim.writers.imex import domain_hosts, imex_ctl
@@ -42,6 +48,34 @@ def test_the_real_570_text_parses_to_an_up_domain_of_eighteen_ready_trays() -> N
     assert {n.status for n in domain.nodes} == {"READY"}
     assert {n.version for n in domain.nodes} == {"570.172"}
     assert (domain.nodes[0].host, domain.nodes[17].host) == ("172.31.48.81", "172.31.56.47")
+
+
+GH200 = "imex-ctl-status-and-daemon-log__GH200-MNNVL-1node-2node__jpsnips-nv.txt"
+
+
+def test_the_real_570_00_text_without_versions_names_every_node() -> None:
+    """IMEX 570.00 prints no version part; both of the capture's listings are read whole."""
+    text = real_file("gb200", "gb200", GH200).read_text()
+    listings = re.findall(r"^Nodes:\n(?:.*\n)*?Domain State: \w+$", text, re.MULTILINE)
+    domains = [imex.parse_domain(listing) for listing in listings]
+    assert [[(n.index, n.host, n.status, n.version) for n in d.nodes] for d in domains] == [
+        [(0, "10.136.206.48", "READY", None)],
+        [(0, "10.136.206.47", "READY", None), (1, "10.136.206.48", "READY", None)]]
+    assert {d.status for d in domains} == {"UP"}
+
+
+def test_a_node_line_without_a_version_is_read_and_an_unknown_one_refused() -> None:
+    """The line as IMEX 570.00 prints it (jgehrcke/jpsnips-nv @ 2d4acc3,
+    repros/imex-1node-fabric-hdl-import101/README.md, MIT, (c) 2025 Jan-Philip Gehrcke);
+    a node line of no known form refuses the output rather than leave the node out."""
+    domain = imex.parse_domain("Nodes:\nNode #0   - 10.136.206.48   - READY\n"
+                               "Node #1   - 10.136.206.49   - UNAVAILABLE\n"
+                               "Domain State: DOWN\n")
+    assert [(n.host, n.status) for n in domain.nodes] == [("10.136.206.48", "READY"),
+                                                          ("10.136.206.49", "UNAVAILABLE")]
+    for line in ("Node #1 - 10.136.206.49", "Node #1 - 10.0.0.2 - READY - Build: 7"):
+        with pytest.raises(imex.ImexOutputError, match="node line"):
+            imex.parse_domain(f"{line}\nDomain State: DOWN\n")
 
 
 def test_the_stand_in_prints_the_real_text_line_by_line() -> None:
@@ -170,6 +204,30 @@ def test_imex_ctl_gets_only_what_is_left_of_the_budget(tmp_path: Path) -> None:
     assert limit < 5.0
 
 
+def test_a_hanging_imex_ctl_leaves_the_clock_its_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-imex-ctl that hangs for all it is given runs after the clock probe, so the
+    host source's budget is not spent before the clock is read."""
+    now = [1000.0]
+    monkeypatch.setattr(host, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    def runner(argv: list[str], timeout_s: float) -> CommandResult:
+        if argv[0] == "nvidia-imex-ctl":
+            now[0] += timeout_s
+            return CommandResult(argv, None, error="nvidia-imex-ctl: no answer")
+        if argv[0] == "timedatectl":
+            return CommandResult(argv, 0, "yes\n")
+        return Recorder(CommandResult(argv, 0, ""))(argv, timeout_s)
+
+    env = SourceEnv(node="n1", root=_tree(tmp_path), runner=runner, params=PARAMS)
+    info = host.collect(env, SourceStats(), now[0] + 10.0)
+    assert info.clock is not None
+    assert (info.clock.method, info.clock.synchronized) == ("timedatectl", True)
+    assert info.imex is not None
+    assert "no answer" in info.imex.unknown["domain"]
+    assert now[0] <= 1010.0 - host.FINISH_RESERVE_S
+
+
 def test_no_command_where_imex_is_not_judged_or_not_running(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     runner = Recorder(CommandResult(["nvidia-imex-ctl"], 0, "Domain State: UP\n"))
@@ -178,6 +236,60 @@ def test_no_command_where_imex_is_not_judged_or_not_running(tmp_path: Path) -> N
     state = imex.read(lambda p: root / p.lstrip("/"), FileCounter(), runner, False)
     assert state.domain is None
     assert not [argv for argv, _ in runner.calls if argv[0] == "nvidia-imex-ctl"]
+
+
+def _registration(root: Path) -> Path:
+    (root / imex.DRA_PLUGIN_DIR.lstrip("/")).mkdir(parents=True)
+    where = root / imex.DRA_REGISTRATION.lstrip("/")
+    where.parent.mkdir(parents=True)
+    return where
+
+
+def _read(root: Path, simulated: bool = False) -> ImexState:
+    return imex.read(lambda p: root / p.lstrip("/"), FileCounter(), Recorder(
+        CommandResult(["nvidia-imex-ctl"], 0, "")), False, simulated=simulated)
+
+
+def test_a_dra_plugin_is_live_only_where_its_registration_socket_accepts() -> None:
+    """The folder alone outlives the driver; a socket file outlives a killed plugin (bound,
+    then closed: refused); only a listening socket is a live plugin. A short temporary
+    directory, since a unix socket's path is limited to 108 bytes (unix(7))."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        where = _registration(root)
+        folder_only = _read(root)
+        assert (folder_only.dra_plugin, folder_only.dra_live) == (True, False)
+        assert folder_only.unknown["dra_live"] == f"{imex.DRA_REGISTRATION}: missing"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(str(where))
+            server.listen(1)
+            assert _read(root).dra_live
+        stale = _read(root)  # the file stays, nothing listens
+        assert not stale.dra_live
+        assert "refused" in stale.unknown["dra_live"].lower()
+
+
+def test_socket_refusal_names_why_and_a_simulated_file_stands_for_a_socket(
+        tmp_path: Path) -> None:
+    where = _registration(tmp_path)
+    where.write_text("")
+    assert imex.socket_refusal(where) == "not a socket"
+    assert imex.socket_refusal(tmp_path / "absent.sock") == "missing"
+    assert not _read(tmp_path).dra_live
+    assert _read(tmp_path, simulated=True).dra_live
+
+
+def test_the_simulated_dra_driver_runs_and_an_uninstalled_one_is_not_live() -> None:
+    env = env_for(NodeSpec("nvl1-tray01", "gb200-nvl72", rack="nvl1",
+                           faults=[{"node": "nvl1-tray01", "kind": "imex_host_under_dra"}]))
+    env = dataclasses.replace(env, params=PARAMS)
+    state = host.collect(env, SourceStats(), time.monotonic() + 60).imex
+    assert state is not None
+    assert (state.dra_plugin, state.dra_live) == (True, True)
+    (env.root / imex.DRA_REGISTRATION.lstrip("/")).unlink()
+    state = host.collect(env, SourceStats(), time.monotonic() + 60).imex
+    assert state is not None
+    assert (state.dra_plugin, state.dra_live) == (True, False)
 
 
 def test_own_entries_are_the_local_addresses_and_the_host_name() -> None:

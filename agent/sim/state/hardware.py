@@ -178,7 +178,7 @@ class SimNode:
     mndiag_errors: dict[int, str] = field(default_factory=dict)
     imex_channel: bool = True  # /dev/nvidia-caps-imex-channels/channel0 (NVL72 trays)
     # IMEX as fabric.imex reads it (writers/imex.py): the DRA driver's ComputeDomain
-    # kubelet plugin installed, and the indexes of the domain's trays whose daemon is gone.
+    # kubelet plugin running, and the indexes of the domain's trays whose daemon is gone.
     dra_plugin: bool = False
     imex_missing: set[int] = field(default_factory=set)
     # How long ago the node booted (/proc/stat btime, kmsg times).

@@ -1,9 +1,11 @@
 """IMEX on a simulated NVL72 tray: its domain's 18 addresses, the nodes file that lists
 them, and ``nvidia-imex-ctl -N`` in both its forms.
 
-The text form is laid out as the real 570.172 capture of an 18-tray GB200 domain prints it
-(shared/data/real/gb200/imex-ctl-N__p6e-gb200-18node-UP__UNATTRIBUTED-aws-doc.txt; its
-licence keeps it out of tests/fixtures, tests/unit/test_imex.py reads it from there): the
+The text form is laid out as a published 570.172 listing of an 18-tray GB200 domain prints
+it (shared/data/real/gb200/imex-ctl-N__p6e-gb200-18node-UP__UNATTRIBUTED-aws-doc.txt: a
+documentation example, UNATTRIBUTED in that folder's SOURCES.md and possibly hand-edited
+per its header; its unknown licence keeps it out of tests/fixtures, tests/unit/test_imex.py
+reads it from there): the
 connectivity legend, a M/D/YYYY timestamp, ``Nodes:`` with one padded line per node, the
 ``Nodes From\\To`` matrix of 4-wide cells, ``Domain State:``. The JSON form (``-j``) follows
 the shape NVIDIA's ai-cloud-validation documents from live 580 domains

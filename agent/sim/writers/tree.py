@@ -82,7 +82,9 @@ def _write_host(node: SimNode, root: Path) -> None:
 
 def _write_imex(node: SimNode, root: Path) -> None:
     """The tray's IMEX nodes file and channel device (a plain file standing for the
-    character device), and the DRA driver's kubelet plugin folder where it is installed.
+    character device), and the DRA driver's kubelet plugin folder and registration socket
+    where it runs (a plain file standing for the socket: the collector takes its presence
+    in a simulated tree for a live plugin).
     The channel is always there: ``imex_channel`` is what a job's container sees
     (qualify's rack test), not the host's /dev."""
     _write(root / "etc/nvidia-imex/nodes_config.cfg", nodes_config(node))
@@ -91,6 +93,8 @@ def _write_imex(node: SimNode, root: Path) -> None:
     if node.dra_plugin:
         (root / "var/lib/kubelet/plugins/compute-domain.nvidia.com").mkdir(parents=True,
                                                                          exist_ok=True)
+        _write(root / "var/lib/kubelet/plugins_registry/compute-domain.nvidia.com-reg.sock",
+               "")
 
 
 def write_kmsg(node: SimNode, root: Path) -> None:

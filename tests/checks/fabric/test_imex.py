@@ -26,11 +26,15 @@ def domain(status: str = "UP", missing: tuple[int, ...] = ()) -> ImexDomain:
                                for i, h in enumerate(HOSTS)])
 
 
-def tray(service: str = "active", *, plugin: bool = False, channels: bool = True,
-         nodes: bool = True, state: ImexDomain | None = None) -> Snapshot:
+def tray(service: str = "active", *, plugin: bool = False, live: bool | None = None,
+         channels: bool = True, nodes: bool = True,
+         state: ImexDomain | None = None) -> Snapshot:
+    """A tray; ``plugin`` is the DRA plugin's folder, ``live`` its registration socket
+    answering (by default, wherever the folder is)."""
     snap = make_snapshot("gb200-nvl72", services={IMEX: service})
     assert snap.host is not None
-    snap.host.imex = ImexState(dra_plugin=plugin, nodes_config=HOSTS if nodes else None,
+    snap.host.imex = ImexState(dra_plugin=plugin, dra_live=plugin if live is None else live,
+                               nodes_config=HOSTS if nodes else None,
                                channels=["channel0"] if channels else None,
                                domain=state if state is not None else domain())
     return snap
@@ -47,6 +51,24 @@ def test_a_host_service_under_the_dra_driver_fails_with_the_remedy() -> None:
         assert (finding.status, finding.action) == (Status.FAIL, Action.FIX_CONFIG)
         assert "stop and disable the host nvidia-imex service; the DRA driver runs IMEX " \
                "per ComputeDomain" in finding.message
+
+
+def test_a_dra_plugin_folder_without_a_live_plugin_never_fails_a_host_service() -> None:
+    """The folder outlives an uninstalled driver: in auto the tray is judged as the host
+    runs IMEX, and warns that the mode is ambiguous; an explicit dra still fails."""
+    snap = tray(plugin=True, live=False)
+    assert snap.host is not None
+    assert snap.host.imex is not None
+    snap.host.imex.unknown["dra_live"] = "/var/lib/kubelet/plugins_registry/" \
+                                         "compute-domain.nvidia.com-reg.sock: missing"
+    warned, judged = judge(snap)
+    assert (warned.status, warned.action) == (Status.WARN, Action.FIX_CONFIG)
+    assert warned.message == ("DRA plugin folder present but no live plugin: the host IMEX "
+                              "service may be intended; set imex_mode")
+    assert "reg.sock: missing" in str(warned.observed)
+    assert (judged.status, judged.message) == (Status.PASS, "IMEX service running, domain UP")
+    assert one(judge(snap, "dra")).status is Status.FAIL
+    assert one(judge(snap, "host")).status is Status.PASS
 
 
 @pytest.mark.parametrize("service", ["inactive", "failed", "not-found"])
