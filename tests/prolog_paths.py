@@ -1,5 +1,6 @@
 """What the Slurm programs load, measured: the launcher alone, the prolog with a fresh agent
-report and without one, each in a fresh interpreter that sees our code as a plain install
+report, with one that skipped a privileged check (the re-run's lean path) and without one,
+each in a fresh interpreter that sees our code as a plain install
 does. tests/unit/test_prolog_imports.py holds them to the sets pinned in
 tests/fixtures/prolog_imports.json, which ``python -m dev.regenerate`` rewrites (``generated``)
 so that a change of either path shows as a diff in review."""
@@ -20,7 +21,7 @@ from clusterdiag.agent.read import nvml_library
 from tests.conftest import REPO
 
 PINNED = REPO / "tests/fixtures/prolog_imports.json"
-PATHS = ("launcher", "fresh", "no report")
+PATHS = ("launcher", "fresh", "lean", "no report")
 
 # Each probe prints the modules loaded as a Python literal: importing json to write them
 # would count json as loaded.
@@ -60,20 +61,27 @@ def _modules(env: dict[str, str], code: str, *args: str) -> set[str]:
     return set(ast.literal_eval(proc.stdout.splitlines()[-1]))
 
 
-def _fresh_report(state: Path, node: str) -> None:
+# What the unprivileged agent says of nccl.acs: it cannot read PCIe extended config space.
+ACS_SKIPPED = {"check": "nccl.acs", "status": "skip", "component": "node",
+               "message": "PCIe extended config space not readable"}
+
+
+def _fresh_report(state: Path, node: str, findings: list[dict[str, str]]) -> None:
     state.mkdir()
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     (state / "report.json").write_text(json.dumps({
         "node": node, "profile": {"name": "dgx-h100"}, "version": "0.1.0",
         "started_at": started, "duration_s": 1.0, "level": "quick", "mode": "agent",
-        "findings": []}))
+        "findings": findings}))
 
 
 def measure() -> dict[str, set[str]]:
     """Every module (ours, the standard library's, third parties') each path has loaded when
     it ends, a bare interpreter's included (``bare``): the launcher alone, the prolog with a
     fresh agent report (where NVML's library is missing: that is the path it pins; absent
-    elsewhere) and without one (its widest path: every quick check on an empty tree)."""
+    elsewhere), with one that skipped nccl.acs (re-run with gpu.processes on the lean path,
+    on an empty tree; absent where NVML's library loads too) and without one (its widest
+    path: every quick check on an empty tree)."""
     with tempfile.TemporaryDirectory(prefix="clusterdiag-paths-") as work:
         tmp = Path(work)
         (tmp / "links").mkdir()
@@ -81,7 +89,7 @@ def measure() -> dict[str, set[str]]:
         found = {"bare": _modules(env, _BARE), "launcher": _modules(env, _LAUNCHER)}
         config = tmp / "config.yaml"
         if nvml_library.missing():
-            _fresh_report(tmp / "state", "n1")
+            _fresh_report(tmp / "state", "n1", [])
             config.write_text(json.dumps({"agent": {"state_dir": str(tmp / "state")},
                                           "prolog": {"drain": False}}))
             cache = str(tmp / "cache")
@@ -92,6 +100,10 @@ def measure() -> dict[str, set[str]]:
             _modules(env, _PROLOG, str(tmp), str(config), cache, "--node", "n1")
             found["yaml cached"] = _modules(env, _PROLOG, str(tmp), str(config), cache,
                                             "--node", "n1")
+            _fresh_report(tmp / "skipped", "n1", [ACS_SKIPPED])
+            config.write_text(json.dumps({"agent": {"state_dir": str(tmp / "skipped")},
+                                          "prolog": {"drain": False}}))
+            found["lean"] = _modules(env, _PROLOG, str(tmp), str(config), cache, "--node", "n1")
         config.write_text(json.dumps({"agent": {"state_dir": str(tmp / "nothing")},
                                       "prolog": {"drain": False}}))
         found["no report"] = _modules(env, _PROLOG, str(tmp), str(config), str(tmp / "cache"))
@@ -112,10 +124,11 @@ def pinned() -> dict[str, frozenset[str]]:
 
 def generated(measured: dict[str, set[str]] | None = None) -> dict[Path, str]:
     """The pin file as today's code loads it. Where NVML's library loads (a GPU node) the
-    fresh-report path is not the one pinned: its committed set is kept."""
+    fresh-report and lean paths are not the ones pinned: their committed sets are kept."""
     measured = measured if measured is not None else measure()
     sets = {path: sorted(ours(measured, path)) for path in PATHS if path in measured}
-    if "fresh" not in sets and PINNED.is_file():
-        sets["fresh"] = sorted(pinned()["fresh"])
+    for path in ("fresh", "lean"):
+        if path not in sets and PINNED.is_file():
+            sets[path] = sorted(pinned()[path])
     body = json.dumps({path: sets[path] for path in PATHS}, indent=1) + "\n"
     return {PINNED: body}

@@ -10,20 +10,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.safefile import open_regular_fd
 from ..model.record import field, record
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 @record
@@ -72,6 +72,8 @@ def run_command(argv: list[str], timeout_s: float,
     program = find_program(argv[0])
     if program is None:
         return CommandResult(argv, None, error=f"{argv[0]}: not found")
+    import subprocess  # only the sources that run a tool: the prolog's PCI and NVML do not
+
     try:
         with _RUNNING_LOCK:  # never seen as an orphan by another thread's reap_orphans
             proc = subprocess.Popen(
@@ -94,6 +96,8 @@ def run_command(argv: list[str], timeout_s: float,
 
 def _communicate(proc: subprocess.Popen[str], argv: list[str], timeout_s: float
                  ) -> CommandResult:
+    import subprocess  # loaded by run_command, the only caller: a dict lookup here
+
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -161,6 +165,9 @@ def _read_bounded(proc: subprocess.Popen[bytes], argv: list[str], timeout_s: flo
     (one that called setsid keeps no session of ours) holding a pipe open would otherwise
     make a finished run look hung. Such leftovers are killed (``kill_strays``) and counted
     in ``stray``; the program's own exit status and output are the result."""
+    import selectors  # loaded with subprocess, by run_command, the only caller
+    import subprocess  # loaded by run_command, the only caller
+
     deadline = time.monotonic() + timeout_s
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
     size = 0
@@ -334,6 +341,8 @@ def _not_elf(path: str) -> str | None:
 
 def _probe_versions(paths: list[str], timeout_s: float) -> NcclVersions:
     """Load each library in one child process and ask it (see _NCCL_PROBE)."""
+    import subprocess  # only the NCCL source probes libraries
+
     try:
         proc = subprocess.run([sys.executable, "-I", "-c", _NCCL_PROBE, *paths],
                               capture_output=True, text=True, timeout=timeout_s,
@@ -359,6 +368,8 @@ def python_site_dirs() -> list[str]:
 def host_name() -> str:
     """The host's name, where no name was given (the Slurm programs are given
     SLURMD_NODENAME)."""
+    import socket  # only where no name was given: the Slurm programs have theirs
+
     return socket.gethostname()
 
 

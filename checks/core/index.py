@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 FAMILIES = ("fabric", "gpu", "host", "ib", "nccl", "nvlink", "nvswitch")
 """The catalog's table of contents: a family not listed here does not exist. A family is a
-package of ``checks/``, a module per concern, whose ``__init__`` imports them all."""
+package of ``checks/``, a module per concern, whose ``__init__`` lists them (``MODULES``)
+and imports none: ``specs`` imports only the modules of the checks it is asked for, and
+``load_all`` every module of every family."""
 PACKAGE = __package__.rpartition(".")[0]
 """``clusterdiag.checks``: the families are its subpackages."""
 
@@ -37,12 +39,13 @@ PACKAGE = __package__.rpartition(".")[0]
 class Entry:
     """One check as the manifest describes it (the fields of ``CheckSpec`` a plan reads)."""
 
-    __slots__ = ("active", "family", "id", "needs", "params", "privileged", "rate", "schema",
-                 "skip_in")
+    __slots__ = ("active", "family", "id", "module", "needs", "params", "privileged", "rate",
+                 "schema", "skip_in")
 
     def __init__(self, check_id: str, fields: Mapping[str, Any]) -> None:
         self.id: str = check_id
         self.family: str = fields["family"]
+        self.module: str = fields["module"]
         self.needs: tuple[str, ...] = tuple(fields["needs"])
         self.rate: bool = fields["rate"]
         self.active: bool = fields["active"]
@@ -70,12 +73,20 @@ def family_of(module: str) -> str:
     return module.rsplit(".", 1)[-1]
 
 
+def module_of(module: str) -> str:
+    """A check's module as the manifest names it: its path under ``checks/`` (``gpu.memory``
+    for ``checks/gpu/memory.py``), the one ``specs`` imports; for a check defined elsewhere
+    (a test's), its own module's name."""
+    return module.removeprefix(f"{PACKAGE}.")
+
+
 def fields_of(spec: CheckSpec) -> dict[str, Any]:
     """A registered check as the manifest writes it: the schema worked out from the
     parameter class, never the one the registry took from the manifest."""
     from .params import schema_of  # loaded with the registry, which holds every spec
 
-    return {"family": family_of(spec.func.__module__), "needs": spec.needs,
+    return {"family": family_of(spec.func.__module__),
+            "module": module_of(spec.func.__module__), "needs": spec.needs,
             "rate": spec.rate, "active": spec.active,
             "skip_in": tuple(sorted(mode.value for mode in spec.skip_in)),
             "privileged": spec.privileged, "params": dict(spec.params),
@@ -155,16 +166,19 @@ def nvml_down_skip(check_id: str, down: str) -> Finding:
 
 
 def specs(entries: Iterable[Entry]) -> list[CheckSpec]:
-    """The registered specs of ``entries``, importing only their families."""
+    """The registered specs of ``entries``, importing only their modules: the prolog
+    re-running nccl.acs loads ``checks/nccl/pcie.py``, not the NCCL family's other six."""
     wanted = list(entries)
-    for family in sorted({e.family for e in wanted} & set(FAMILIES)):
-        importlib.import_module(f"{PACKAGE}.{family}")
-    from .registry import REGISTRY  # the families' modules, just imported, registered there
+    for module in sorted({e.module for e in wanted if e.family in FAMILIES}):
+        importlib.import_module(f"{PACKAGE}.{module}")
+    from .registry import REGISTRY  # the modules just imported registered there
 
     return [REGISTRY[e.id] for e in wanted]
 
 
 def load_all() -> None:
-    """Import every family, registering all its checks."""
+    """Import every module of every family, registering all its checks."""
     for family in FAMILIES:
-        importlib.import_module(f"{PACKAGE}.{family}")
+        package = importlib.import_module(f"{PACKAGE}.{family}")
+        for module in package.MODULES:
+            importlib.import_module(f"{PACKAGE}.{family}.{module}")

@@ -18,9 +18,9 @@ previous sample, it is ignored (the interval is judged), never trusted.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ...agent.model.record import record
 from .rates import Rate, counter_rate, sample_interval
 from .registry import CheckContext
 
@@ -30,7 +30,7 @@ IB_WINDOW_COUNTERS = ("link_downed", "link_error_recovery")
 NVLINK_WINDOW_COUNTERS = ("replay", "recovery", "recovery_failed")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class WindowBase:
     """The window's start: when it was taken and the counters then."""
 

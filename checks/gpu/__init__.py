@@ -5,12 +5,11 @@ Each check judges what the NVML, PCI and kernel-log collectors put in the snapsh
 nothing else. A value NVML does not support on a part (``gpu.unsupported``: NotSupported,
 FunctionNotFound, NoPermission...) is a ``skip`` with the reason, never a fail; a GPU that
 does not answer is judged once, by ``gpu.responsive``, and skipped by the others.
-Importing the package registers every gpu.* check.
+``MODULES`` lists the modules that register checks; the package imports none of them:
+checks/core/index.py imports the module of each check a run plans, or all of them.
 """
 
 from __future__ import annotations
 
-from . import identity, memory, modes, pcie, presence, processes, recovery, thermal, xid
-
-__all__ = ["identity", "memory", "modes", "pcie", "presence", "processes", "recovery",
-           "thermal", "xid"]
+MODULES = ("identity", "memory", "modes", "pcie", "presence", "processes", "recovery",
+           "thermal", "xid")

@@ -14,12 +14,11 @@ Only compute devices (``IbDevice.role``, decided when judging by ``core/rails`` 
 snapshot's facts, the profile and config) are judged as NCCL rails. Storage and
 management ports are never counted as failed compute rails; ``ib.port_state`` still warns
 when one is down, because storage that cannot be reached hurts jobs too.
-Importing the package registers every ib.* and roce.* check.
+``MODULES`` lists the modules that register checks; the package imports none of them:
+checks/core/index.py imports the module of each check a run plans, or all of them.
 """
 
 from __future__ import annotations
 
-from . import counters, firmware, inventory, kernel_errors, pcie, ports, roce, subnet_manager
-
-__all__ = ["counters", "firmware", "inventory", "kernel_errors", "pcie", "ports", "roce",
-           "subnet_manager"]
+MODULES = ("counters", "firmware", "inventory", "kernel_errors", "pcie", "ports", "roce",
+           "subnet_manager")

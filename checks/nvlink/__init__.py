@@ -7,11 +7,10 @@ The NVLink checks judge what NVML reported per GPU and per link. A GPU without N
 (a PCIe card, or a profile that expects none) skips every one of them: an NVLink verdict
 on a PCIe GPU is the false positive users complain about most (DCGM #49, NVSentinel
 #1481). A GPU in MIG mode skips too: MIG turns GPU peer-to-peer off, NVLink included.
-Importing the package registers every nvlink.* check.
+``MODULES`` lists the modules that register checks; the package imports none of them:
+checks/core/index.py imports the module of each check a run plans, or all of them.
 """
 
 from __future__ import annotations
 
-from . import error_rate, link_health, links, topology
-
-__all__ = ["error_rate", "link_health", "links", "topology"]
+MODULES = ("error_rate", "link_health", "links", "topology")

@@ -7,8 +7,8 @@ import pytest
 from clusterdiag.agent.model.ib import IbDevice
 from clusterdiag.agent.model.kernel import KernelLog, SxidEvent
 from clusterdiag.agent.model.pci import NVIDIA_VENDOR, PciDevice
+from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.core.finding import Action, Status
-from clusterdiag.checks.core.registry import REGISTRY
 from clusterdiag.checks.nvswitch import switches as nvswitch_checks
 from tests.checks.nvlink.factory import NOW, judge, make_snapshot, nvswitch, one
 

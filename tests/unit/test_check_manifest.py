@@ -3,6 +3,8 @@ prolog plans and the config is validated from it without importing the catalog."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.core import generate, index
 from clusterdiag.checks.profiles.profile import load_builtin, read_builtin_files
@@ -49,6 +51,38 @@ def test_specs_imports_only_the_families_it_is_asked_for() -> None:
     families = {m.rsplit(".", 1)[-1] for m in json.loads(proc.stdout)}
     assert "host" in families
     assert {"gpu", "nvlink", "ib", "nccl", "fabric"} & families == set()
+
+
+def test_specs_imports_the_checks_own_module_not_its_family() -> None:
+    """nccl.acs, re-run by every prolog on a node whose agent is unprivileged, loads
+    checks/nccl/pcie.py and what it imports, none of its family's other modules."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from clusterdiag.checks.core import index; "
+            "index.specs([index.ENTRIES['nccl.acs']]); "
+            "print(json.dumps(sorted(m for m in sys.modules "
+            "if m.startswith('clusterdiag.checks.nccl'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert json.loads(proc.stdout) == ["clusterdiag.checks.nccl", "clusterdiag.checks.nccl.helpers",
+                                       "clusterdiag.checks.nccl.pcie"]
+
+
+def test_each_family_lists_every_module_that_registers_a_check() -> None:
+    """A family's package imports none of its modules: ``load_all`` (and so the registry,
+    the generator and ``checks list``) finds them by its ``MODULES`` alone."""
+    import importlib
+
+    for family in index.FAMILIES:
+        package = importlib.import_module(f"{index.PACKAGE}.{family}")
+        folder = Path(package.__file__ or "").parent
+        with_checks = {path.stem for path in folder.glob("*.py")
+                       if "\n@check(" in path.read_text(encoding="utf-8")}
+        assert set(package.MODULES) == with_checks, family
+        assert {entry.module for entry in index.ENTRIES.values()
+                if entry.family == family} == {f"{family}.{m}" for m in package.MODULES}
 
 
 def test_the_plan_skips_with_the_reasons_a_person_reads() -> None:

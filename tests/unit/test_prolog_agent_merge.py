@@ -13,7 +13,8 @@ import pytest
 from clusterdiag.agent.run.lean import run_checks
 from clusterdiag.agent.run.runner import RunOptions, plan, run_node, sources_for
 from clusterdiag.agent.settings.config import Config
-from clusterdiag.agent.sim.node import simulated_env
+from clusterdiag.agent.sim.node import env_for, simulated_env
+from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.slurm.entry import Inputs, Run
 from clusterdiag.agent.slurm.job import JobEnv
 from clusterdiag.agent.slurm.log import Log, format_line
@@ -118,16 +119,25 @@ def test_the_prolog_runs_the_skipped_check_on_the_node_itself(
     assert any(f.check == "host.disk" and f.status is Status.FAIL for f in outcome.findings)
 
 
-@pytest.mark.parametrize("job_gpus", [None, ["0", "3"]])
-def test_the_lean_rerun_judges_as_the_runner_does(job_gpus: list[str] | None) -> None:
+# A process left on GPU 3 by no job, and ACS redirection on GPU 5's switch: each fails
+# the check it stands for (agent/sim/faults/catalog.py).
+FAULTS = [{"node": "n1", "kind": "leftover_process", "gpu": 3},
+          {"node": "n1", "kind": "acs_enabled", "gpu": 5}]
+
+
+@pytest.mark.parametrize(("job_gpus", "faults"), [
+    (None, []), (["0", "3"], []), (["0", "3"], FAULTS), (None, FAULTS), (["0", "1"], FAULTS)])
+def test_the_lean_rerun_judges_as_the_runner_does(job_gpus: list[str] | None,
+                                                  faults: list[dict[str, object]]) -> None:
     """nccl.acs (the unprivileged agent's skip) and gpu.processes, judged by the lean path
-    (their families and their sources' collectors only) and by the whole runner."""
+    (their checks' modules and their sources' collectors only) and by the whole runner,
+    on a healthy node and on one where both fail."""
     config = Config()
     config.data["checks"]["gpu.processes"] = {"job_gpus": job_gpus, "job_id": "7"}
     checks = ["gpu.processes", "nccl.acs"]
-    lean = run_checks(simulated_env("dgx-h100", None, config), config, checks, "dgx-h100",
-                      "prolog", 8.0)
-    full = run_node(simulated_env("dgx-h100", None, config), config,
+    lean = run_checks(env_for(NodeSpec("n1", "dgx-h100", faults=faults)), config, checks,
+                      "dgx-h100", "prolog", 8.0)
+    full = run_node(env_for(NodeSpec("n1", "dgx-h100", faults=faults)), config,
                     RunOptions(mode="prolog", patterns=tuple(checks), profile="dgx-h100"))
 
     def seen(findings: list[Finding]) -> list[tuple[str, str, str, str]]:
@@ -135,6 +145,9 @@ def test_the_lean_rerun_judges_as_the_runner_does(job_gpus: list[str] | None) ->
 
     assert seen(lean) == seen(full.findings)
     assert {f.check for f in lean} == set(checks)
+    failed = {f.check for f in lean if f.status is Status.FAIL}
+    on_job = faults and (job_gpus is None or "3" in job_gpus)
+    assert failed == ({"nccl.acs"} if faults else set()) | ({"gpu.processes"} if on_job else set())
 
 
 def test_log_lines_are_key_value_and_quote_what_needs_it() -> None:

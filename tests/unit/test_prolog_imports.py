@@ -76,6 +76,36 @@ def test_a_yaml_config_already_validated_is_read_without_pyyaml(
     assert ours(paths, "yaml cached") == ours(paths, "fresh")
 
 
+# What the lean re-run of nccl.acs and gpu.processes may load of the check families: the two
+# checks' modules and the helpers they import, no other check's module.
+LEAN_FAMILY_MODULES = frozenset({
+    "clusterdiag.checks.gpu", "clusterdiag.checks.gpu.helpers",
+    "clusterdiag.checks.gpu.processes", "clusterdiag.checks.nccl",
+    "clusterdiag.checks.nccl.helpers", "clusterdiag.checks.nccl.pcie"})
+FAMILY_PACKAGES = tuple(f"clusterdiag.checks.{family}" for family in
+                        ("fabric", "gpu", "host", "ib", "nccl", "nvlink", "nvswitch"))
+
+
+def test_the_lean_rerun_imports_its_checks_modules_and_runs_no_tool(
+        paths: dict[str, set[str]]) -> None:
+    """The unprivileged agent's report skips nccl.acs: the prolog re-runs it with
+    gpu.processes (agent/run/lean.py) on every node for every job, importing those two
+    checks' modules, not their families, and no module for running tools: neither the PCI
+    nor the NVML source runs one."""
+    if "lean" not in paths:
+        pytest.skip("NVML's library loads here (see the fresh-report test)")
+    got, want = ours(paths, "lean"), pinned()["lean"]
+    assert got == want, _pinned_message("lean re-run", got, want)
+    families = {m for m in got if m.startswith(FAMILY_PACKAGES)}
+    assert families == LEAN_FAMILY_MODULES
+    assert {m for m in got if m.startswith("clusterdiag.agent.collectors.")} <= {
+        "clusterdiag.agent.collectors.pci", "clusterdiag.agent.collectors.nvml",
+        "clusterdiag.agent.collectors.nvml_budget", "clusterdiag.agent.collectors.nvml_read",
+        "clusterdiag.agent.collectors.kept"}
+    assert (paths["lean"] - paths["bare"]) & {
+        "subprocess", "socket", "selectors", "yaml", "pynvml", "click"} == set()
+
+
 def test_the_prolog_imports_only_the_allowed_modules(paths: dict[str, set[str]]) -> None:
     got = paths["no report"] - paths["bare"]
     added = ours(paths, "no report") - pinned()["no report"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from clusterdiag.checks import REGISTRY
 from clusterdiag.checks import fabric as fabric_checks
 from clusterdiag.checks.core.finding import Action
-from clusterdiag.checks.core.registry import REGISTRY
 
 
 def test_catalog_declares_the_contract() -> None:

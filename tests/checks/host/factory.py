@@ -9,9 +9,9 @@ from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.host import HostInfo
 from clusterdiag.agent.model.kernel import KernelLog
 from clusterdiag.agent.model.pci import PciDevice
+from clusterdiag.checks import REGISTRY
 from clusterdiag.checks import host as host_checks
 from clusterdiag.checks.core.finding import Finding, Status
-from clusterdiag.checks.core.registry import REGISTRY
 from tests.checks.harness import run_check
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "host"

@@ -12,8 +12,8 @@ from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.host import HostInfo
 from clusterdiag.agent.model.kernel import KernelLog
 from clusterdiag.agent.read.sources import CommandResult, SourceEnv
+from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.core.finding import Status
-from clusterdiag.checks.core.registry import REGISTRY
 from tests.checks.host.factory import FIXTURES, HOST_CHECKS, NOW, judge, one, statuses
 
 

@@ -6,8 +6,8 @@ import dataclasses
 
 from clusterdiag.agent.model import Snapshot
 from clusterdiag.agent.model.ib import IbDevice
+from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.core.finding import Action, Status
-from clusterdiag.checks.core.registry import REGISTRY
 from clusterdiag.checks.host import versions as versions_checks
 from clusterdiag.checks.profiles.profile import Profile, load_profile
 from tests.checks.harness import run_check

@@ -9,9 +9,9 @@ import pytest
 
 from clusterdiag.agent.model import Snapshot, SourceStats
 from clusterdiag.agent.model.gpu import Gpu, NvmlInfo
+from clusterdiag.checks import REGISTRY
 from clusterdiag.checks import nvlink as nvlink_checks
 from clusterdiag.checks.core.finding import Status
-from clusterdiag.checks.core.registry import REGISTRY
 from tests.checks.nvlink.factory import (
     BY_NVML,
     GB200_JUDGED,

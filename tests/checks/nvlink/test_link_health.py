@@ -14,8 +14,8 @@ from clusterdiag.agent.model.gpu import Gpu
 from clusterdiag.agent.sim.node import build
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.agent.sim.writers.nvml import SimNvml
+from clusterdiag.checks import REGISTRY
 from clusterdiag.checks.core.finding import Action, Status
-from clusterdiag.checks.core.registry import REGISTRY
 from tests.checks.nvlink.factory import NOW, by_status, judge, make_gpu, make_snapshot, one
 
 GB200 = "gb200-nvl72"
