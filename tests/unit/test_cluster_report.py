@@ -19,9 +19,10 @@ from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
 from clusterdiag.checks.core.finding import Finding, Status
 from clusterdiag.reports.cluster_checks import ClusterSettings, Unreachable, judge
+from clusterdiag.reports.fleet import merge
 from clusterdiag.reports.fleet.merge import expand, merge_files, read_report
 from clusterdiag.reports.model.cluster import ClusterReport
-from clusterdiag.reports.model.summary import BadReport, summarize
+from clusterdiag.reports.model.summary import BadReport, NodeSummary, summarize
 from clusterdiag.reports.render.html import render_html
 from clusterdiag.reports.render.md import render_md
 from clusterdiag.reports.render.terminal import render_terminal
@@ -130,6 +131,22 @@ def test_findings_left_to_their_defaults_fold_the_same() -> None:
     del quiet["check"], quiet["action"]
     assert (summarize(sparse).counts, summarize(sparse).problems) == (whole.counts,
                                                                      whole.problems)
+
+
+def test_merge_reads_a_report_without_allocating_the_bound(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A read asks for the file's size, not MAX_BYTES: CPython allocates what is asked."""
+    path = tmp_path / "n1.json"
+    path.write_text(json.dumps(report("n1")))
+    assert merge._read_regular("/proc/self/status").startswith(b"Name:")  # no st_size
+    monkeypatch.setattr(merge, "MAX_BYTES", 1 << 62)  # no machine could allocate it
+    assert isinstance(read_report(str(path)), NodeSummary)
+    monkeypatch.setattr(merge, "MAX_BYTES", 100)
+    assert len(merge._read_regular(str(path))) == 101
+    refused = read_report(str(path))
+    assert isinstance(refused, Unreachable)
+    assert "larger than" in refused.reason
 
 
 def test_merge_goes_on_past_bad_files(tmp_path: Path) -> None:
