@@ -1,6 +1,9 @@
-"""Gathering node reports over HTTP from many simulated agents on loopback: the wall time
-of ``gather_agent`` (default concurrency 256, bearer token, real aiohttp client) at 100,
-1,000 and 10,000 agents, and how it grows. Goal at 1,000: <= 10 s.
+"""Gathering node reports over HTTP from many simulated agents on loopback, against the
+least any gather can cost: the wall time of ``gather_agent`` (default concurrency 256,
+bearer token, real aiohttp client) at 100, 1,000 and 10,000 agents, beside bare aiohttp
+GETs of the same reports at the same concurrency with the same token and a ``json.loads``
+of each body (the anchor), and how the time grows. Goal at 1,000 and 10,000: <= 1.3x the
+anchor.
 
     .venv/bin/python bench/gather_scale.py [--quick] [--json]
     .venv/bin/python bench/gather_scale.py --deadline [--json]
@@ -14,22 +17,26 @@ as not reached.
 The agents are a Fleet (agent/cluster/fleet.py) in another process: every node on its own
 127.0.x.y address, one process serving all of them, so the gatherer's figures are its own
 and not shared with the servers' CPU in one interpreter. Each node answers a real DGX H100
-report (~50 KB of JSON).
+report (~60 KB of JSON). The gatherer runs in a process of a plain (non-editable) install:
+the anchor and the gather alternate there (PAIRS), each over every node, and the ratio is
+the median of the pairs' ratios, so load on the machine colours both sides of each.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
-import time
+import tempfile
+from pathlib import Path
+from typing import Any
 
-from common import Figure, emit, fail, growth, module_note
-
-from clusterdiag.reports.cluster_checks import ClusterSettings, judge
-from clusterdiag.reports.fleet.gather import GatherSettings, gather_agent
+from common import Figure, emit, fail, growth, install_note, module_note, plain_install
 
 TOKEN = "bench-token"
+PAIRS = 3
+ANCHOR = "bare aiohttp GETs + json.loads, same concurrency and token"
 DEADLINE_NODES = 100_000
 DEADLINE_S = 40.0
 SILENT = """
@@ -47,6 +54,46 @@ with socket.socket() as listener:
 print(json.dumps({"took": took, "summaries": len(summaries), "failures": len(failures),
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+# The gatherer: PAIRS times the anchor then the gather, each over every node; then the
+# cluster checks on the last gather's summaries, timed alone. The anchor asks as a plain aiohttp
+# client would, the pool's way (``concurrency`` workers over one list of nodes; one
+# connection per node, as each node is asked once).
+GATHER = """
+import asyncio, json, sys, time
+import aiohttp
+from clusterdiag.reports.cluster_checks import ClusterSettings, judge
+from clusterdiag.reports.fleet.gather import GatherSettings, gather_agent
+with open(sys.argv[1]) as handle:
+    urls = json.load(handle)
+settings, pairs = GatherSettings(token=sys.argv[2]), int(sys.argv[3])
+
+async def bare():
+    headers = {"Authorization": f"Bearer {settings.token}"}
+    connector = aiohttp.TCPConnector(limit=settings.concurrency, limit_per_host=0,
+                                     force_close=True)
+    todo, parsed = iter(urls.values()), [0]
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def worker():
+            for url in todo:
+                async with session.get(f"{url.rstrip('/')}/v1/report", headers=headers) as resp:
+                    parsed[0] += isinstance(json.loads(await resp.read()), dict)
+        await asyncio.gather(*(worker() for _ in range(min(settings.concurrency, len(urls)))))
+    return parsed[0]
+
+out = {"bare": [], "gather": []}
+for _ in range(pairs):
+    started = time.perf_counter()
+    out["parsed"] = asyncio.run(bare())
+    out["bare"].append(time.perf_counter() - started)
+    started = time.perf_counter()
+    summaries, failures = gather_agent(urls, settings)
+    out["gather"].append(time.perf_counter() - started)
+started = time.perf_counter()
+judge(summaries, failures, ClusterSettings(), via="agent")
+out["judged"] = time.perf_counter() - started
+out["summaries"], out["failures"] = len(summaries), len(failures)
+print(json.dumps(out))
+"""
 SERVER = """
 import json, sys
 from clusterdiag.agent.cluster.fleet import Fleet
@@ -58,25 +105,28 @@ with Fleet(spec, token=sys.argv[2]) as fleet:
 """
 
 
-def gather(count: int) -> tuple[float, float, int]:
+def gather(python: str, work: Path, count: int) -> dict[str, Any]:
+    """The gatherer's figures (GATHER) against ``count`` agents served by SERVER."""
     nodes = f"gpu[00001-{count:05d}]"
-    server = subprocess.Popen([sys.executable, "-c", SERVER, nodes, TOKEN],
+    server = subprocess.Popen([python, "-c", SERVER, nodes, TOKEN],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
-        urls = json.loads(server.stdout.readline())
-        started = time.perf_counter()
-        summaries, failures = gather_agent(urls, GatherSettings(token=TOKEN))
-        gathered = time.perf_counter() - started
-        judge(summaries, failures, ClusterSettings(), via="agent")
-        judged = time.perf_counter() - started
-        if failures or len(summaries) != count:
-            fail(f"gathered {len(summaries)} of {count} reports, {len(failures)} failures")
+        urls = work / f"urls-{count}.json"
+        urls.write_text(server.stdout.readline())
+        proc = subprocess.run([python, "-c", GATHER, str(urls), TOKEN, str(PAIRS)],
+                              capture_output=True, text=True, check=False)
     finally:
         if server.stdin is not None:
             server.stdin.close()
         server.wait(120)
-    return gathered, judged, len(failures)
+    if proc.returncode != 0:
+        fail(f"the gather failed: {proc.stderr.strip()[-500:]}")
+    got: dict[str, Any] = json.loads(proc.stdout)
+    if got["failures"] or got["summaries"] != count or got["parsed"] != count:
+        fail(f"gathered {got['summaries']} of {count} reports, {got['failures']} failures; "
+             f"the anchor parsed {got['parsed']}")
+    return got
 
 
 def deadline_figures() -> list[Figure]:
@@ -98,22 +148,29 @@ def deadline_figures() -> list[Figure]:
 
 
 def main() -> None:
-    print(module_note(), file=sys.stderr)
     if "--deadline" in sys.argv:
+        print(module_note(), file=sys.stderr)
         emit(deadline_figures())
         return
     sizes = [100, 1000] if "--quick" in sys.argv else [100, 1000, 10_000]
     figures: list[Figure] = []
     times: dict[int, float] = {}
-    for count in sizes:
-        gathered, judged, failed = gather(count)
-        times[count] = gathered
-        figures += [
-            Figure(f"gather {count:,} agents over HTTP", round(gathered, 2), "s",
-                   "<= 10 s" if count == 1000 else ""),
-            Figure(f"gather {count:,} + cluster checks", round(judged, 2), "s"),
-            Figure(f"gather {count:,}: nodes without a report", failed, "nodes", "0"),
-        ]
+    with tempfile.TemporaryDirectory(prefix="clusterdiag-gather-") as work, \
+            plain_install(Path(work) / "install") as install:
+        print(install_note(install), file=sys.stderr)
+        for count in sizes:
+            got = gather(install.python, Path(work), count)
+            times[count] = statistics.median(got["gather"])
+            ratio = statistics.median(g / b for g, b in zip(got["gather"], got["bare"],
+                                                            strict=True))
+            figures += [
+                Figure(f"gather {count:,} agents over HTTP", round(times[count], 2), "s",
+                       "<= 1.3x" if count >= 1000 else "", ANCHOR, round(ratio, 2)),
+                Figure(f"gather {count:,}: {ANCHOR}", round(statistics.median(got["bare"]), 2),
+                       "s"),
+                Figure(f"gather {count:,}: the cluster checks after it", round(got["judged"], 2),
+                       "s"),
+            ]
     emit(figures + growth("gather", times))
 
 

@@ -91,6 +91,12 @@ GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
      "python3 -c pass (this install's interpreter)"),
     ("NVML calls per GPU, one snapshot of a simulated dgx-h100", "nvml calls per GPU, dgx-h100",
      ""),
+    ("`report merge` of 10,000 DGX H100 node reports, vs a serial bare `json.load` of the "
+     "same files", "merge 10,000 node reports", "merge 10,000: serial bare json.load"),
+    ("same, peak RSS", "merge 10,000: peak RSS, merging process", ""),
+    ("gather from 1,000 loopback agents, vs bare aiohttp GETs + `json.loads` at the same "
+     "concurrency and token", "gather 1,000 agents over HTTP", "gather 1,000: bare aiohttp"),
+    ("same, 10,000 agents", "gather 10,000 agents over HTTP", "gather 10,000: bare aiohttp"),
     ("InfiniBand collection, real H100 tree, vs node_exporter's infiniband collector",
      "ib collect, real H100 tree|node_exporter's",
      "node_exporter ~infiniband collector, real H100"),

@@ -57,12 +57,24 @@ def read_report(path: str) -> NodeSummary | Unreachable:
 
 
 def _read_regular(path: str) -> bytes:
-    """Up to MAX_BYTES + 1 bytes of ``path``; OSError unless it is a regular file."""
+    """Up to MAX_BYTES + 1 bytes of ``path``; OSError unless it is a regular file.
+
+    A read asks for the file's size plus one byte, not MAX_BYTES + 1: CPython allocates
+    the whole size asked for before it reads (Modules/_io/bufferedio.c,
+    ``_bufferedreader_read_generic``: ``PyBytes_FromStringAndSize(NULL, n)``), and a 64 MiB
+    allocation per file, given back at once, cost more than the read of a 60 KB report. A
+    file that grew since ``fstat``, or reports no size (procfs), fills that first read and
+    is read on, still bounded."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
-        return handle.read(MAX_BYTES + 1)
+        first = min(info.st_size, MAX_BYTES) + 1
+        data = handle.read(first)
+        if len(data) < first or first > MAX_BYTES:
+            return data
+        return data + handle.read(MAX_BYTES + 1 - first)
 
 
 def _read_chunk(paths: Sequence[str]) -> list[tuple[str, NodeSummary | Unreachable]]:

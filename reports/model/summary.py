@@ -1,15 +1,18 @@
 """A node report folded for the cluster view: counts of passes, the problems in full, and
 the facts the cross-node checks compare.
 
-A cluster report may hold 10,000 nodes of ~200 findings each, so a node's passes and
-skips become counts here and only its problems are kept.
+A cluster report may hold 10,000 nodes of ~300 findings each, so a node's passes and
+skips become counts here and only its problems are kept, as Finding objects: a pass or
+skip is checked for its shape (an object, a known status and action, bounded strings) and
+counted, never built, and its observed and expected values, which nothing reads, are not
+walked.
 
 A report comes from another node, so nothing in it is believed that a hostile or broken
 agent could get wrong: the verdict is recomputed from the findings (a report's own
 ``verdict`` is read for its type only); the node name must be a host name (``hostname``);
 every field read is type- and range-checked against what a node can physically hold
 (``MAX_GPUS``, ``MAX_HCAS``, ``MAX_FINDINGS``, a plausible duration, a timestamp); every
-number must be finite, since NaN and Infinity are not JSON and would make our own output
+number it keeps must be finite, since NaN and Infinity are not JSON and would make our own output
 invalid. Anything else malformed becomes a one-line reason (cluster.reachability).
 """
 
@@ -23,7 +26,7 @@ from typing import Any
 
 from ...agent.base.hostname import is_node_name
 from ...agent.model.host import IMEX_DOMAIN_STATES, IMEX_HOST, IMEX_STATUS
-from ...checks.core.finding import Finding, Status, worst
+from ...checks.core.finding import Action, Finding, Status, worst
 from .node import NODE_SCHEMA
 
 REQUIRED = ("schema", "node", "profile", "version", "started_at", "duration_s", "verdict",
@@ -31,6 +34,8 @@ REQUIRED = ("schema", "node", "profile", "version", "started_at", "duration_s", 
 NODE_SCHEMA_PREFIX = "clusterdiag/node-report/"
 STATUSES = tuple(s.value for s in Status)
 NOT_READY = (Status.FAIL, Status.ERROR)
+QUIET = (Status.PASS, Status.SKIP)  # counted, never kept
+ACTIONS = frozenset(a.value for a in Action)
 
 # What one node can hold. The largest GPU servers carry 16 GPUs (20 on some PCIe boxes);
 # a host with SR-IOV virtual functions lists hundreds of mlx5 devices; a node's report
@@ -211,7 +216,8 @@ def _json_value(value: Any, where: str) -> None:
             todo.extend((v, depth + 1) for v in item)
 
 
-def _finding(item: Any) -> Finding:
+def _texts(item: Any) -> None:
+    """A finding is an object whose check, component and message are bounded strings."""
     if not isinstance(item, dict):
         raise BadReport("node report has a finding that is not an object")
     for key, limit in MAX_LENGTH.items():
@@ -220,9 +226,71 @@ def _finding(item: Any) -> Finding:
             raise BadReport(f"node report has a finding whose {key} is not a string")
         if len(text) > limit:
             raise BadReport(f"node report has a finding whose {key} is longer than {limit}")
+
+
+def _finding(item: Any) -> Finding:
+    """A problem, checked in full: it is judged, kept and shown."""
+    _texts(item)
     for key in ("observed", "expected"):
         _json_value(item.get(key), key)
     return Finding.from_dict(item)
+
+
+class _Unusual(Exception):
+    """The plain reading of the findings met something it leaves to the careful one."""
+
+
+def _fold_plain(items: list[Any]) -> tuple[dict[str, int], list[Finding]]:
+    """The counts by status and the problems, for findings as our agent writes them (every
+    key present, strings where strings belong); anything else raises _Unusual, KeyError or
+    TypeError before a wrong count is returned.
+
+    Passes and skips are nine in ten of a report's findings and are dropped once counted,
+    never judged or shown: each is checked for the shape a finding promises (an object, a
+    known status and action, its texts strings of bounded length) in one tight loop, and
+    no Finding is built for it. Its observed and expected values are not walked, since
+    nothing reads them. Building and walking every finding costs several times the
+    ``json.loads`` of the report, and ``report merge`` and the gather are held to a small
+    multiple of that parse (bench/merge_scale.py, bench/gather_scale.py)."""
+    counts = dict.fromkeys(STATUSES, 0)
+    problems: list[Finding] = []
+    actions, limit_check, limit_component, limit_message = (
+        ACTIONS, MAX_LENGTH["check"], MAX_LENGTH["component"], MAX_LENGTH["message"])
+    for item in items:
+        status = item["status"]
+        counts[status] += 1  # KeyError unless a status, TypeError unless hashable
+        if status != "pass" and status != "skip":
+            problems.append(_finding(item))
+            continue
+        check, component, message = item["check"], item["component"], item["message"]
+        if (item["action"] not in actions or type(check) is not str
+                or type(component) is not str or type(message) is not str
+                or len(check) > limit_check or len(component) > limit_component
+                or len(message) > limit_message):
+            raise _Unusual
+    return counts, problems
+
+
+def _fold_each(items: list[Any]) -> tuple[dict[str, int], list[Finding]]:
+    """The same fold, one finding at a time with the reason for the first bad one; a
+    missing check or action takes its default, as ``Finding.from_dict`` gives it."""
+    counts = dict.fromkeys(STATUSES, 0)
+    problems: list[Finding] = []
+    for item in items:
+        _texts(item)
+        status = Status(item["status"])
+        Action(item.get("action", Action.NONE.value))
+        counts[status.value] += 1
+        if status not in QUIET:
+            problems.append(_finding(item))
+    return counts, problems
+
+
+def _fold(items: list[Any]) -> tuple[dict[str, int], list[Finding]]:
+    try:
+        return _fold_plain(items)
+    except (_Unusual, KeyError, TypeError):
+        return _fold_each(items)
 
 
 def _started_at(value: Any) -> dt.datetime:
@@ -287,9 +355,6 @@ def check_tag(data: Any) -> dict[str, Any]:
 def summarize(data: Any) -> NodeSummary:
     """Fold one node report (a parsed JSON object) into its summary."""
     report = check_tag(data)
-    counts = dict.fromkeys(STATUSES, 0)
-    problems: list[Finding] = []
-    statuses: list[Status] = []
     try:
         _checked_scalars(report)
         node, profile = report["node"], report["profile"]["name"]
@@ -301,12 +366,7 @@ def summarize(data: Any) -> NodeSummary:
         if not is_node_name(node):
             raise BadReport("node report's node is not a valid node name")
         started = _started_at(report["started_at"])
-        for item in report["findings"]:
-            finding = _finding(item)
-            counts[finding.status.value] += 1
-            statuses.append(finding.status)
-            if finding.status not in (Status.PASS, Status.SKIP):
-                problems.append(finding)
+        counts, problems = _fold(report["findings"])
         inventory = report["inventory"]
         facts = _facts(inventory)
         gpus = len(inventory.get("gpus") or [])
@@ -315,5 +375,6 @@ def summarize(data: Any) -> NodeSummary:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise BadReport(f"malformed node report ({type(exc).__name__})") from None
     return NodeSummary(node=node, profile=profile, version=report["version"],
-                       verdict=worst(statuses), gpus=gpus, counts=counts, problems=problems,
+                       verdict=worst(Status(s) for s, n in counts.items() if n),
+                       gpus=gpus, counts=counts, problems=problems,
                        facts=facts, started_at=started)

@@ -17,11 +17,12 @@ from clusterdiag.agent.run.runner import RunOptions, run_node
 from clusterdiag.agent.settings.config import Config
 from clusterdiag.agent.sim.node import env_for
 from clusterdiag.agent.sim.spec import NodeSpec
-from clusterdiag.checks.core.finding import Status
-from clusterdiag.reports.cluster_checks import ClusterSettings, judge
+from clusterdiag.checks.core.finding import Finding, Status
+from clusterdiag.reports.cluster_checks import ClusterSettings, Unreachable, judge
+from clusterdiag.reports.fleet import merge
 from clusterdiag.reports.fleet.merge import expand, merge_files, read_report
 from clusterdiag.reports.model.cluster import ClusterReport
-from clusterdiag.reports.model.summary import BadReport, summarize
+from clusterdiag.reports.model.summary import BadReport, NodeSummary, summarize
 from clusterdiag.reports.render.html import render_html
 from clusterdiag.reports.render.md import render_md
 from clusterdiag.reports.render.terminal import render_terminal
@@ -72,6 +73,82 @@ def test_summarize_rejects_malformed_findings() -> None:
         summarize(data)
 
 
+def test_summarize_builds_a_finding_for_problems_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node's ~300 findings are nine in ten passes, counted and dropped: building each
+    as a Finding was most of ``report merge``'s CPU."""
+    data = report("gpu003", kind="nvlink_down", gpu=3, link=7)
+    built: list[Any] = []
+    real = Finding.from_dict
+    monkeypatch.setattr(Finding, "from_dict",
+                        classmethod(lambda cls, item: built.append(item) or real(item)))
+    summary = summarize(data)
+    assert summary.counts["pass"] > 100
+    assert summary.problems
+    assert len(built) == len(summary.problems)
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"component": ["gpu0"]}, "component is not a string"),
+    ({"message": "x" * 1_001}, "message is longer than 1000"),
+    ({"check": "c" * 101}, "check is longer than 100"),
+    ({"check": 7}, "check is not a string"),
+    ({"action": "format_disk"}, "malformed node report"),
+    ({"action": ["none"]}, "malformed node report"),
+    ({"status": ["pass"]}, "malformed node report"),
+])
+def test_a_hostile_pass_refuses_the_whole_report(change: dict[str, Any], reason: str) -> None:
+    data = report("gpu001")
+    passes = [item for item in data["findings"] if item["status"] == "pass"]
+    passes[len(passes) // 2].update(change)
+    with pytest.raises(BadReport, match=reason):
+        summarize(data)
+    data["findings"].insert(5, ["pass"])
+    with pytest.raises(BadReport, match="finding that is not an object"):
+        summarize(data)
+
+
+def test_a_pass_is_counted_never_shown() -> None:
+    """A pass's text reaches no renderer, so control characters in it are inert."""
+    hostile = "\x1b]0;owned\x07\x1b[2J \u202e"
+    data = report("gpu001")
+    first = next(item for item in data["findings"] if item["status"] == "pass")
+    first.update(message=hostile, component=hostile, observed=hostile)
+    summary = summarize(data)
+    assert summary.counts["pass"] == sum(f["status"] == "pass" for f in data["findings"])
+    cluster = judge([summary], [], ClusterSettings(), via="files")
+    for text in (render_terminal(cluster, colour=False), render_md(cluster),
+                 render_html(cluster), json.dumps(cluster.to_dict())):
+        assert "owned" not in text
+
+
+def test_findings_left_to_their_defaults_fold_the_same() -> None:
+    """A finding without ``check`` or ``action`` (their defaults apply) is read one finding
+    at a time; the counts and problems are those of the whole report read at once."""
+    data = report("gpu003", kind="nvlink_down", gpu=3, link=7)
+    whole = summarize(data)
+    sparse = copy.deepcopy(data)
+    quiet = next(item for item in sparse["findings"] if item["status"] == "pass")
+    del quiet["check"], quiet["action"]
+    assert (summarize(sparse).counts, summarize(sparse).problems) == (whole.counts,
+                                                                     whole.problems)
+
+
+def test_merge_reads_a_report_without_allocating_the_bound(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A read asks for the file's size, not MAX_BYTES: CPython allocates what is asked."""
+    path = tmp_path / "n1.json"
+    path.write_text(json.dumps(report("n1")))
+    assert merge._read_regular("/proc/self/status").startswith(b"Name:")  # no st_size
+    monkeypatch.setattr(merge, "MAX_BYTES", 1 << 62)  # no machine could allocate it
+    assert isinstance(read_report(str(path)), NodeSummary)
+    monkeypatch.setattr(merge, "MAX_BYTES", 100)
+    assert len(merge._read_regular(str(path))) == 101
+    refused = read_report(str(path))
+    assert isinstance(refused, Unreachable)
+    assert "larger than" in refused.reason
+
+
 def test_merge_goes_on_past_bad_files(tmp_path: Path) -> None:
     for i in range(1, 4):
         (tmp_path / f"gpu{i}.json").write_text(json.dumps(report(f"gpu{i}")))
@@ -104,8 +181,6 @@ def test_merge_parallel_path_gives_the_same_result(tmp_path: Path) -> None:
 def _cluster() -> ClusterReport:
     nodes = [summarize(report(f"gpu{i:03d}")) for i in range(1, 7)]
     nodes.append(summarize(report("gpu007", kind="nvlink_down", gpu=3, link=7)))
-    from clusterdiag.reports.cluster_checks import Unreachable
-
     return judge(nodes, [Unreachable("answer is not JSON", node="gpu008")], ClusterSettings(),
                  via="agent")
 
