@@ -230,6 +230,11 @@ class Gate:
                            evicted=self.evicted)
                 continue
             self._start(loop, self.add(client, sock))
+            # sock_accept returns at once while the backlog holds connections, without a
+            # turn of the loop: an evicted connection's socket is closed by a callback
+            # (transport.abort, the cancelled handshake) that must run before the next
+            # accept, or a flood holds twice the budget in descriptors.
+            await asyncio.sleep(0)
 
     def admit(self, client: str) -> bool:
         """Whether a new connection from ``client`` may come in; when the budget is full,

@@ -62,8 +62,12 @@ def c2c_gpus(ctx: CheckContext) -> tuple[list[Finding], list[Gpu]]:
                                           "c2c_enabled": gpu.c2c_enabled}))
         else:
             judged.append(gpu)
-    if not judged and findings and all(f.message == _UNSUPPORTED for f in findings):
-        return [Finding.skip(NODE, _UNSUPPORTED, findings[0].observed)], []
+    unsupported = [f for f in findings if f.message == _UNSUPPORTED]
+    if not judged and unsupported:
+        # No GPU of the node has C2C (an x86 host): one skip for the node, beside what a
+        # GPU that did not answer or could not be read says for itself.
+        rest = [f for f in findings if f.message != _UNSUPPORTED]
+        return [Finding.skip(NODE, _UNSUPPORTED, unsupported[0].observed), *rest], []
     return findings, judged
 
 

@@ -101,7 +101,7 @@ def test_the_lean_rerun_imports_its_checks_modules_and_runs_no_tool(
     assert {m for m in got if m.startswith("clusterdiag.agent.collectors.")} <= {
         "clusterdiag.agent.collectors.pci", "clusterdiag.agent.collectors.nvml",
         "clusterdiag.agent.collectors.nvml_budget", "clusterdiag.agent.collectors.nvml_read",
-        "clusterdiag.agent.collectors.kept"}
+        "clusterdiag.agent.collectors.gpu_files", "clusterdiag.agent.collectors.kept"}
     assert (paths["lean"] - paths["bare"]) & {
         "subprocess", "socket", "selectors", "yaml", "pynvml", "click"} == set()
 
