@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from ...agent.model import Snapshot
 from ...agent.model.gpu import Gpu, NvmlInfo
+from ...agent.model.kernel import KernelLog
 from .finding import Finding
+from .rates import sample_interval
 
 NODE = "node"
 
@@ -81,3 +83,29 @@ def previous_gpu(previous: Snapshot | None, gpu: Gpu) -> Gpu | None:
         if old.index == gpu.index and (not gpu.uuid or not old.uuid):
             return old
     return None
+
+
+def kernel_log_of(snapshot: Snapshot) -> KernelLog | Finding:
+    """The kernel log the checks read, or the error saying why there is none: not
+    collected, or not one line of it could be read (never "no errors in it")."""
+    log = snapshot.kernel_log
+    if log is None:
+        return Finding.error(NODE, "kernel log was not collected",
+                             snapshot.sources.get("kernel_log"))
+    if log.unknown and not log.lines_read:
+        return Finding.error(NODE, "kernel log unreadable", log.unknown)
+    return log
+
+
+def rate_interval(previous: Snapshot | None, current: Snapshot, counters: str
+                  ) -> float | Finding:
+    """Seconds between the two samples a rate of ``counters`` is read over, or the finding
+    that says why there is none: a skip without an earlier sample, an error when the two
+    cannot be placed in order (a rate from them would be a guess)."""
+    if previous is None:
+        return Finding.skip(NODE, f"no earlier sample to compare {counters} with")
+    dt = sample_interval(previous, current)
+    if dt is None:
+        return Finding.error(NODE, "samples out of order: cannot compute rates",
+                             {"previous": previous.taken_at, "current": current.taken_at})
+    return dt

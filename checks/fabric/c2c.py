@@ -21,10 +21,17 @@ from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 
 from ...agent.model.gpu import C2cLink, Gpu
-from ..core.common import NODE, gpu_component, nvml_gpus, previous_gpu, unanswered_skip
+from ..core.common import (
+    NODE,
+    gpu_component,
+    nvml_gpus,
+    previous_gpu,
+    rate_interval,
+    unanswered_skip,
+)
 from ..core.finding import Action, Finding
 from ..core.params import Params, param, parameters
-from ..core.rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate, sample_interval
+from ..core.rates import DEFAULT_MIN_EVENTS, MIN_EVENTS_DOC, counter_rate
 from ..core.registry import CheckContext, check
 
 _UNSUPPORTED = "NVLink-C2C not reported on this GPU (no Grace CPU)"
@@ -192,13 +199,9 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
     if not judged:
         return
     previous = ctx.previous
-    if previous is None:
-        yield Finding.skip(NODE, "no earlier sample to compare C2C counters with")
-        return
-    dt = sample_interval(previous, ctx.snapshot)
-    if dt is None:
-        yield Finding.error(NODE, "samples out of order: cannot compute rates",
-                            {"previous": previous.taken_at, "current": ctx.snapshot.taken_at})
+    dt = rate_interval(previous, ctx.snapshot, "C2C counters")
+    if isinstance(dt, Finding):
+        yield dt
         return
     params = C2cErrorRateParams.of(ctx)
     for gpu in judged:

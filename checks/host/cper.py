@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 from ...agent.model.kernel import KernelEvent, KernelLog
 from ...agent.model.record import record
+from ..core.common import kernel_log_of
 from ..core.finding import Action, Finding
 from ..core.params import Params, param, parameters
 from ..core.registry import CheckContext, check
@@ -141,13 +142,9 @@ def cper(ctx: CheckContext) -> Iterator[Finding]:
     journal at its start, where it is persistent, and a record found there lasts until
     ``clusterdiag agent --clear ID`` clears it.
     """
-    log = ctx.snapshot.kernel_log
-    if log is None:
-        yield Finding.error(NODE, "kernel log was not collected",
-                            ctx.snapshot.sources.get("kernel_log"))
-        return
-    if log.unknown and not log.lines_read:
-        yield Finding.error(NODE, "kernel log unreadable", log.unknown)
+    log = kernel_log_of(ctx.snapshot)
+    if isinstance(log, Finding):
+        yield log
         return
     params = CperParams.of(ctx)
     since = ctx.now - params.window_s

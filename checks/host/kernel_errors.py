@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from ...agent.model.kernel import KernelEvent
 from ...agent.model.pci import MELLANOX_VENDOR, PciDevice, normalize_bdf
+from ..core.common import kernel_log_of
 from ..core.finding import Action, Finding, Status
 from ..core.params import Params, param, parameters
 from ..core.registry import CheckContext, check
@@ -156,13 +157,9 @@ def kernel_errors(ctx: CheckContext) -> Iterator[Finding]:
     Uncorrectable PCIe errors (AER) on a GPU's, NIC's or NVSwitch's path, by the bus id
     the line names and the node's PCI tree: fatal fails (reboot), non-fatal warns.
     """
-    log = ctx.snapshot.kernel_log
-    if log is None:
-        yield Finding.error(NODE, "kernel log was not collected",
-                            ctx.snapshot.sources.get("kernel_log"))
-        return
-    if log.unknown and not log.lines_read:
-        yield Finding.error(NODE, "kernel log unreadable", log.unknown)
+    log = kernel_log_of(ctx.snapshot)
+    if isinstance(log, Finding):
+        yield log
         return
     params = KernelErrorsParams.of(ctx)
     since = ctx.now - params.window_s

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..core.common import NODE, gpu_component, previous_gpu
+from ..core.common import gpu_component, previous_gpu, rate_interval
 from ..core.finding import Action, Finding, Status
 from ..core.params import Params, param, parameters
-from ..core.rates import DEFAULT_MIN_EVENTS, counter_rate, sample_interval
+from ..core.rates import DEFAULT_MIN_EVENTS, counter_rate
 from ..core.registry import CheckContext, check
 from ..core.validation import NVLINK
 from ..core.window import NVLINK_WINDOW_COUNTERS, window_base
@@ -100,13 +100,9 @@ def error_rate(ctx: CheckContext) -> Iterator[Finding]:
     if not judged:
         return
     previous = ctx.previous
-    if previous is None:
-        yield Finding.skip(NODE, "no earlier sample to compare NVLink counters with")
-        return
-    dt = sample_interval(previous, ctx.snapshot)
-    if dt is None:
-        yield Finding.error(NODE, "samples out of order: cannot compute rates",
-                            {"previous": previous.taken_at, "current": ctx.snapshot.taken_at})
+    dt = rate_interval(previous, ctx.snapshot, "NVLink counters")
+    if isinstance(dt, Finding):
+        yield dt
         return
     params = ErrorRateParams.of(ctx)
     base = window_base(ctx)

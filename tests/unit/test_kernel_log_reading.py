@@ -17,10 +17,11 @@ from clusterdiag.agent.collectors import kernel_log
 from clusterdiag.agent.collectors.kernel_log import read_file, read_kmsg
 from clusterdiag.agent.model.kernel import KernelLog
 from clusterdiag.agent.model.serde import to_jsonable
+from tests.real import SHARED_REAL
 from tests.unit import test_kernel_log
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernel_log"
-REAL_XID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real" / "xid"
+REAL_XID = SHARED_REAL / "xid"  # read where the shared real-data set is checked out
 NOW = 1_750_000_000.0
 XID_LINE = ("NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s "
             "of waiting for RPC response from GPU4 GSP!")

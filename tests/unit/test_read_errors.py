@@ -81,6 +81,9 @@ from clusterdiag.agent.run.runner import RunOptions, run_node
 from clusterdiag.agent.sim.node import simulated_env
 from clusterdiag import checks
 checks.load_all()  # every family imported while root may still read the checkout
+from clusterdiag.agent.run import collect
+for source in collect.MODULES:  # and every collector, which a run imports on first use
+    collect.collector(source)
 env = simulated_env("dgx-h100", None, Config())
 devices = env.root / "sys/bus/pci/devices"
 for path in (env.root, *devices.parents):
