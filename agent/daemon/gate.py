@@ -175,8 +175,9 @@ class _Counted(asyncio.Protocol):
 
 def _shrink_tls_read_buffer() -> None:
     """Give every later TLS connection of this process a ``TLS_READ_BUFFER`` read buffer
-    (see the module docstring); on Python 3.10, whose SSLProtocol allocates per read, it
-    only bounds each read."""
+    (see the module docstring). Python 3.10's SSLProtocol keeps no such buffer (its
+    _SSLPipe reads into a new bytes object per call) and has no ``max_size``: nothing to
+    change there."""
     import asyncio.sslproto  # the class connect_accepted_socket builds for a TLS connection
 
     protocol: Any = asyncio.sslproto.SSLProtocol  # max_size is not in typeshed's stub
