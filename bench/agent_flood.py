@@ -32,7 +32,7 @@ from pathlib import Path
 from common import Figure, emit, fail, module_note
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the load helpers in tests/
-from tests.integration.http_load import rss_kib
+from tests.integration.http_load import rss_kib, self_signed_cert
 
 ADDRESSES = 1100
 RECONNECT_S = 0.5
@@ -74,15 +74,10 @@ def raise_nofile() -> int:
 
 
 def make_cert(where: Path) -> tuple[Path, Path]:
-    crt, key = where / "agent.crt", where / "agent.key"
-    proc = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
-         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(crt)],
-        capture_output=True, check=False)
-    if proc.returncode != 0:
-        fail(f"openssl cannot make a certificate: {proc.stderr[:200]!r}")
-    return crt, key
+    made = self_signed_cert(where)
+    if isinstance(made, str):
+        fail(made)
+    return made
 
 
 def start_agent(state: Path, config: Path | None) -> tuple[subprocess.Popen[bytes], int]:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import statistics
+import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 
@@ -116,3 +119,29 @@ def rss_kib(pid: int) -> int:
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the agent closed ``sock`` (an idle flood connection): end of stream or a
+    reset, without waiting for data that never comes."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def self_signed_cert(where: Path) -> tuple[Path, Path] | str:
+    """A P-256 certificate and key for 127.0.0.1 under ``where``, or why openssl could
+    not make one."""
+    crt, key = where / "agent.crt", where / "agent.key"
+    proc = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(crt)],
+        capture_output=True, check=False)
+    if proc.returncode != 0:
+        return f"openssl cannot make a certificate: {proc.stderr[:200]!r}"
+    return crt, key

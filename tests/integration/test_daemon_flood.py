@@ -16,6 +16,7 @@ import pytest
 
 from clusterdiag.agent.daemon.gate import FD_RESERVE
 from tests.integration.daemon_helpers import WAIT_S, get
+from tests.integration.http_load import closed_by_peer
 
 CAP = 40  # the agent's connection budget here, from its open-file limit
 ADDRESSES = 60  # one idle connection each: half again the budget
@@ -31,13 +32,7 @@ def _hold(port: int, stop: threading.Event, made: list[int]) -> None:
         for i in range(ADDRESSES):
             sock = socks.get(i)
             if sock is not None:
-                try:
-                    gone = sock.recv(1) == b""
-                except BlockingIOError:
-                    gone = False
-                except OSError:
-                    gone = True
-                if gone:
+                if closed_by_peer(sock):
                     sock.close()
                     del socks[i]
                     closed_at[i] = time.monotonic()

@@ -22,7 +22,7 @@ import pytest
 from clusterdiag.agent.daemon.gate import HANDSHAKE_S
 from tests.conftest import run_cli
 from tests.integration.daemon_helpers import WAIT_S, AgentProc, get
-from tests.integration.http_load import source_address
+from tests.integration.http_load import closed_by_peer, source_address
 from tests.integration.test_daemon_security import cert  # noqa: F401 - a fixture
 from tests.integration.test_prolog_cli import Slurm, slurm_run, write_config
 
@@ -66,14 +66,7 @@ def _flood(port: int, stop: threading.Event, held: list[socket.socket]) -> None:
         stop.wait(1.0)
         alive = []
         for sock in held:  # drop the ones the agent closed, so they are opened again
-            try:
-                sock.setblocking(False)
-                gone = sock.recv(1) == b""
-            except BlockingIOError:
-                gone = False
-            except OSError:
-                gone = True
-            if gone:
+            if closed_by_peer(sock):
                 sock.close()
             else:
                 alive.append(sock)

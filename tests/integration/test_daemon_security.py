@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.integration.daemon_helpers import AgentProc, get
+from tests.integration.http_load import self_signed_cert
 
 TOKEN = "another-secret-token-0123456789"
 
@@ -132,15 +132,10 @@ def test_request_limits(tmp_path: Path) -> None:
 
 @pytest.fixture
 def cert(tmp_path: Path) -> tuple[Path, Path]:
-    crt, key = tmp_path / "agent.crt", tmp_path / "agent.key"
-    proc = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
-         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(crt)],
-        capture_output=True, check=False)
-    if proc.returncode != 0:
-        pytest.skip(f"openssl cannot make a test certificate: {proc.stderr[:200]!r}")
-    return crt, key
+    made = self_signed_cert(tmp_path)
+    if isinstance(made, str):
+        pytest.skip(made)
+    return made
 
 
 def test_tls(tmp_path: Path, cert: tuple[Path, Path]) -> None:
