@@ -32,8 +32,8 @@ kernel-open/nvidia/nv-procfs.c:101-187; the directory is named ``%04x:%02x:%02x.
 ``Video BIOS`` is not taken: the driver prints it ``%02x`` (lower case,
 src/nvidia/arch/nvalloc/unix/src/osinit.c:601), where NVML answers ``96.00.A5.00.1A`` in
 the real captures, mostly upper case but not always (``90.04.7a.40.73`` beside
-``90.04.7A.40.73`` in ../shared/data/real/nvsmi): its form cannot be derived, so NVML is
-still asked.
+``90.04.7A.40.73`` in real ``nvidia-smi -q`` captures): its form cannot be derived, so NVML
+is still asked.
 
 The current link is the PCIe Link Status register in both places: sysfs's
 ``current_link_speed`` and ``current_link_width`` read PCI_EXP_LNKSTA (linux

@@ -1,7 +1,6 @@
 """DCGM's multi-node diagnostic and its prerequisites as a head tray of a simulated NVL72
-rack answers them. No real capture of any of these outputs exists in the shared data set
-(../shared/data/real/gb200/SOURCES.md lists ``dcgmi mndiag`` as missing); each form follows
-its source:
+rack answers them. No real capture of any of these outputs exists (the real GB200 captures
+this project was given list ``dcgmi mndiag`` as missing); each form follows its source:
 
 - ``dcgmi --version``: TCLAP's StdOutput::version (tclap 1.2, StdOutput.h), a blank line,
   ``dcgmi  version: <version>`` and a blank line, the version given to TCLAP's CmdLine by

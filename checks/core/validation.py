@@ -82,8 +82,8 @@ NVSWITCH = _qualify(
 IB_PORT = _qualify(
     "ib_port", ("nic",),
     "a port that flapped is ACTIVE again between episodes (link_downed and "
-    "link_error_recovery count the flaps: ../shared/reference/hardware.md, InfiniBand "
-    "counters); only traffic on the rail, its NIC loopback, shows the link holds")
+    "link_error_recovery count the flaps: the kernel's Documentation/ABI/stable/"
+    "sysfs-class-infiniband); only traffic on the rail, its NIC loopback, shows the link holds")
 XID_RESET = _qualify(
     "xid_reset", ("gpu_compute", "hbm"),
     f"{_XID_CATALOG}: these Xids call for a GPU reset or a reboot, after which no counter "

@@ -14,8 +14,8 @@ name and ``runtime_error`` (HelperDisplayFailureMessage, :187-193). Key names ar
 nvvs/include/NvvsJsonStrings.h:20-53. testing/python3/dcgm_mndiag_schema.json names the first
 key ``"DCGM Multi-Node Diagnostic"`` instead, but nothing validates against it (its one
 reader, test_utils.py ``mndiag_verify_json``, is called nowhere): dcgmi's code is what prints.
-No real capture of this output exists in the shared data set
-(../shared/data/real/gb200/SOURCES.md lists it as missing).
+No real capture of this output exists (the real GB200 captures this project was given list
+it as missing).
 
 Only GPU entities are read: ``entity_group_id`` 1 is ``DCGM_FE_GPU``
 (dcgmlib/dcgm_fields.h:263-264, ``DCGM_FE_NONE = 0`` then ``DCGM_FE_GPU``); a result for any
