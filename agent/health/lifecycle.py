@@ -16,9 +16,10 @@ keeps it while the validation its fault class declares runs (checks/core/validat
 move is refused (``TransitionError``): a node never jumps from held or drained straight
 back to healthy.
 
-Every drain is an incident, counted per fault family with its time, so later work can
-count strikes (N drains of one family in a window) and tell a fleet-wide event from a
-node's own fault. The history is bounded (``MAX_INCIDENTS``, ``MAX_AGE_S``); the running
+Every drain is an incident, counted per fault family with its time, so the gate can
+count strikes (N drains of one family in a window, agent/health/policy.py) and tell a
+fleet-wide event from a node's own fault (``Incident.fleet``): only a drain known to be the
+node's own is a strike. The history is bounded (``MAX_INCIDENTS``, ``MAX_AGE_S``); the running
 total per family is kept apart so it only ever grows (a Prometheus counter).
 """
 
@@ -70,6 +71,9 @@ class Incident:
     component: str
     evidence: str
     at: float
+    # True: a fleet event (the same check drained on many nodes at once); False: the
+    # node's own, a strike; None: unknown (the fleet could not be read), never a strike.
+    fleet: bool | None = False
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,22 @@ class Health:
         self._move(State.DRAINED, incident.at)
         self.open, self.last = incident, None
         self.incidents.append(incident)
+        self._count(incident)
+
+    def _count(self, incident: Incident) -> None:
         if incident.family in self.totals or len(self.totals) < MAX_FAMILIES:
             self.totals[incident.family] = self.totals.get(incident.family, 0) + 1
         self.prune(incident.at)
+
+    def record(self, incident: Incident) -> None:
+        """A drain, whatever the state: it opens the incident of a healthy node; a node
+        already out keeps the incident it is out for (its validation is under way, or
+        waiting) and the new drain is only counted, as a strike may be."""
+        if self.state is State.HEALTHY:
+            self.drain(incident)
+            return
+        self.incidents.append(incident)
+        self._count(incident)
 
     def start(self, now: float) -> None:
         """The validation of the open incident begins (from drained, or released from held)."""
@@ -118,9 +135,13 @@ class Health:
         if outcome.result is Result.PASSED:
             self.open = None
 
-    def hold(self, now: float) -> None:
-        """A repeat offender is kept out for a person (``repair`` in its drain reason)."""
+    def hold(self, now: float, incident: Incident | None = None) -> None:
+        """A repeat offender is kept out for a person (``repair`` in its drain reason);
+        ``incident``, the repeated fault, becomes the open one, so the validation a
+        release starts is the one that fault calls for."""
         self._move(State.HELD, now)
+        if incident is not None:
+            self.open = incident
 
     def prune(self, now: float) -> None:
         """Forget incidents older than ``MAX_AGE_S`` and beyond the newest ``MAX_INCIDENTS``."""
@@ -128,8 +149,9 @@ class Health:
         self.incidents = young[-MAX_INCIDENTS:]
 
     def count(self, family: str, window_s: float, now: float) -> int:
-        """Drains of ``family`` within ``window_s`` before ``now``: the strikes."""
-        return sum(1 for i in self.incidents if i.family == family and 0 <= now - i.at
-                   <= window_s)
+        """Drains of ``family`` within ``window_s`` before ``now`` known to be the node's
+        own (neither a fleet event nor unknown): the strikes."""
+        return sum(1 for i in self.incidents if i.family == family and i.fleet is False
+                   and 0 <= now - i.at <= window_s)
 
 

@@ -5,8 +5,8 @@ The same rules as the agent's other state files (agent/daemon/state.py): replace
 a link or blocking on a FIFO and never beyond ``MAX_BYTES`` (agent/base/safefile.py), and
 validated field by field on load, since anyone who can write the directory could plant
 it. A file that is not a valid lifecycle is set aside and logged, and the node starts
-from a fresh state: never a crash. Written by ``clusterdiag validate`` (and later the
-health check); the agent only reads it, when it changed (``HealthFile``).
+from a fresh state: never a crash. Written by ``clusterdiag validate`` and by the gate's
+drains (agent/slurm/incidents.py); the agent only reads it, when it changed (``HealthFile``).
 """
 
 from __future__ import annotations
@@ -54,11 +54,24 @@ def _time(data: Any, key: str) -> float:
     return float(value)
 
 
+# ``fleet`` on disk: true, false, or "unknown" (the fleet could not be read); a file
+# written before the field existed has none, and its drains were each the node's own.
+_FLEET: dict[Any, bool | None] = {True: True, False: False, "unknown": None}
+_FLEET_OUT = {v: k for k, v in _FLEET.items()}
+
+
+def _fleet(data: Any) -> bool | None:
+    value = data.get("fleet", False)
+    if not isinstance(value, (bool, str)) or value not in _FLEET:
+        raise Corrupt("fleet: not true, false or \"unknown\"")
+    return _FLEET[value]
+
+
 def _incident(data: Any) -> Incident:
     if not isinstance(data, dict):
         raise Corrupt("an incident is not an object")
     return Incident(_word(data, "family"), _word(data, "check"), _word(data, "component"),
-                    _word(data, "evidence", MAX_TEXT), _time(data, "at"))
+                    _word(data, "evidence", MAX_TEXT), _time(data, "at"), _fleet(data))
 
 
 def _enum(kind: type[State] | type[Result], value: Any) -> Any:
@@ -101,7 +114,7 @@ def from_dict(data: Any) -> Health:
 
 def _incident_dict(i: Incident) -> dict[str, Any]:
     return {"family": i.family, "check": i.check, "component": i.component,
-            "evidence": i.evidence, "at": i.at}
+            "evidence": i.evidence[:MAX_TEXT], "at": i.at, "fleet": _FLEET_OUT[i.fleet]}
 
 
 def to_dict(health: Health) -> dict[str, Any]:

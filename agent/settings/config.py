@@ -141,6 +141,17 @@ SCHEMA: dict[str, Any] = {
         # long (agent/daemon/commands.py, agent/collectors/kept.py)
         "keep_s": (_NUM, 120.0, (0.0, 3_600.0)),
     },
+    # A node's way back to service (agent/health/policy.py, docs/return-to-service.md):
+    # strikes within the window hold a repeat offender for repair (at least 1 drain, a
+    # window of a minute to the 30 days the lifecycle keeps incidents); a share of 1.0
+    # turns fleet events or the circuit breaker off (no share can be over the whole fleet).
+    "health": {
+        "strikes": ((int,), 3, (1, 64)),
+        "strike_window_s": (_NUM, 7 * MAX_SECONDS, (60.0, 30 * MAX_SECONDS)),
+        "fleet_event_share": (_NUM, 0.1, (0.0, 1.0)),
+        "fleet_event_window_s": (_NUM, 600.0, (1.0, MAX_SECONDS)),
+        "breaker_share": (_NUM, 0.2, (0.0, 1.0)),
+    },
     # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
     "metrics": {
         "hostname": ((str,), "auto"),  # GPU series' Hostname: auto | "" (none) | a name

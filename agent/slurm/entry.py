@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ...checks.core.finding import Finding
     from ..read.sources import SourceEnv
     from ..settings.config import Config
+    from .reason import Reason
     from .scontrol import Scontrol
 
     Body = Callable[["Run"], "Outcome"]
@@ -197,7 +198,7 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
         text = write(picked) if picked else None
         run.log("FAIL node not ready", reason=text, fails=len(fails), **summary)
         if text and run.settings["drain"]:
-            drain(run, text)
+            drain(run, text, picked)
         return ExitCode.FAIL
     if errors:
         return own_error(run, f"{len(errors)} check(s) could not run, first "
@@ -207,11 +208,15 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
     return ExitCode.READY
 
 
-def drain(run: Run, reason: str) -> None:
+def drain(run: Run, reason: str, picked: Reason | None = None) -> None:
     """Drain with ``reason`` unless the node carries a reason that is not ours, or one
-    of ours that only a person lifts (``Lift.PERSON``: the epilog's, qualify's) and this
-    program's would not: the newer reason would hide it, and the health check would
-    resume the node once that one passes."""
+    of ours that only a person lifts (``Lift.PERSON``: the epilog's, qualify's, repair's)
+    and this program's would not: the newer reason would hide it, and the health check
+    would resume the node once that one passes. A drain that happened is an incident in
+    the node's lifecycle (incidents.py: strikes, fleet events, the circuit breaker, which
+    may stop the health check's drain); ``picked`` is the reason unabridged (its
+    figure), else it is read back from ``reason``."""
+    from .incidents import Gate  # the lifecycle only where a node is drained
     from .scontrol import SlurmError  # scontrol's module only where Slurm is asked
 
     scontrol = run.scontrol()
@@ -231,8 +236,12 @@ def drain(run: Run, reason: str) -> None:
         if state.drained and state.reason == reason:
             run.log("already drained with this reason", state=state.state)
             return
+        gate = Gate(run, scontrol, state, picked or parse(reason))
+        if gate.stops_drain():
+            return
         scontrol.drain(name, reason)
     except SlurmError as exc:
         run.log("ERROR could not drain the node", error=exc, reason=reason)
         return
     run.log("drained", reason=reason)
+    gate.drained()

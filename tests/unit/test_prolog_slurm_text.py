@@ -16,6 +16,7 @@ from clusterdiag.agent.slurm.scontrol import (
     locate,
     parse_job_start,
     parse_node,
+    parse_nodes,
 )
 from tests.processes import still_running
 
@@ -94,3 +95,22 @@ def test_scontrol_errors_are_one_line_and_bounded(tmp_path: Path) -> None:
     late = Scontrol(str(hang), environ={}, deadline=time.monotonic())
     with pytest.raises(SlurmError, match="no time left"):
         late.show_node("n1")
+
+
+def test_parse_nodes_reads_every_node_with_its_reason_time() -> None:
+    nodes = parse_nodes(DRAINED + IDLE)
+    assert [(n.name, n.state, n.reason) for n in nodes] == [
+        ("n1", "IDLE+DRAIN", "op: bad fan [ticket 12]"), ("n2", "IDLE", None)]
+    assert nodes[0].reason_time == dt.datetime(2026, 11, 30, 0, 57, 43).timestamp()
+    assert nodes[1].reason_time is None
+    odd = parse_nodes("NodeName=n3 State=DRAIN Reason=x [root@Tue Nov 30]\n")
+    assert (odd[0].reason, odd[0].reason_time) == ("x", None)  # a site's own time format
+    with pytest.raises(SlurmError, match="no node"):
+        parse_nodes("slurm_load_node error: Unable to contact slurm controller\n")
+
+
+def test_show_nodes_asks_for_the_standard_time_format(tmp_path: Path) -> None:
+    program = _script(tmp_path / "scontrol",
+                      'echo "NodeName=n1 Arch=$1_$2_$3 State=$SLURM_TIME_FORMAT"\n')
+    nodes = Scontrol(str(program), environ={"SLURM_TIME_FORMAT": "%s"}).show_nodes()
+    assert nodes[0].state == "standard"  # whatever the site's environment says
