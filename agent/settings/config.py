@@ -127,6 +127,13 @@ SCHEMA: dict[str, Any] = {
         "budget_s": (_NUM, 40.0, _SLURM_BUDGET),
         "fail_closed": ((bool,), False),
     },
+    # A drained node's way back (docs/return-to-service.md): a validation that could not
+    # run is tried again at each health check, this many times in a row, then falls back
+    # to on_validation_error (ON_VALIDATION_ERROR).
+    "health": {
+        "validation_tries": ((int,), 3, (1, 100)),
+        "on_validation_error": ((str,), "recheck"),
+    },
     "agent": {
         "listen": ((str,), "127.0.0.1:9464"),
         "interval_s": (_NUM, 30.0, (MIN_INTERVAL_S, MAX_SECONDS)),
@@ -187,6 +194,10 @@ SCHEMA: dict[str, Any] = {
         "outlier_min_delta": ((dict,), {}),  # metric -> the smallest excess worth a warning
     },
 }
+
+# recheck: the check passing again is enough (the health check's rule before validations);
+# hold: the node stays out, held for a person (``clusterdiag validate --release``).
+ON_VALIDATION_ERROR = ("recheck", "hold")
 
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
                list: "a list", dict: "a mapping", type(None): "null"}
@@ -657,6 +668,10 @@ def load_config(path: str | Path | None,
     if merged["level"] not in LEVEL_NAMES:
         raise ConfigError(f"{where}: key 'level' must be {' or '.join(LEVEL_NAMES)}, "
                           f"got {merged['level']!r}")
+    fallback = merged["health"]["on_validation_error"]
+    if fallback not in ON_VALIDATION_ERROR:
+        raise ConfigError(f"{where}: key 'health.on_validation_error' must be "
+                          f"{' or '.join(ON_VALIDATION_ERROR)}, got {brief(fallback)}")
     if cache is not None and sha is not None and cache.why is not None:
         cache.put(sha, data)  # validated; a JSON file leaves why None and is not copied
     return Config(merged, str(path))
