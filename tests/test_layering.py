@@ -56,7 +56,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     f"{P}.agent.daemon": (BASE, MODEL, *CHECKS, f"{P}.reports.model", *READ,
                           f"{P}.agent.settings", f"{P}.agent.run", f"{P}.agent.health"),
     f"{P}.agent.slurm": (BASE, MODEL, *CHECKS, f"{P}.reports.model", f"{P}.agent.read",
-                         f"{P}.agent.settings", f"{P}.agent.run"),
+                         f"{P}.agent.settings", f"{P}.agent.run", f"{P}.agent.health"),
     f"{P}.agent.cluster": (BASE, MODEL, *CHECKS, f"{P}.reports.model",
                            f"{P}.reports.cluster_checks", f"{P}.reports.fleet",
                            f"{P}.agent.settings", SIM, f"{SIM}.faults", f"{P}.agent.run",
