@@ -25,8 +25,13 @@ from ..run import session
               help="The agent's state directory (default agent.state_dir).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Config file (default /etc/clusterdiag/config.yaml when present).")
+@click.option("--root", default=None, metavar="DIR",
+              help="Read the node's files under DIR (as the health check that started it).")
+# The validation lock the health check took and handed down (agent/health/lock.py).
+@click.option("--lock-fd", "lock_fd", type=click.IntRange(0), default=None, hidden=True)
 def validate_command(node: str | None, simulate: str | None, seed: int, release: str | None,
-                     state_dir: Path | None, config_path: Path | None) -> None:
+                     state_dir: Path | None, config_path: Path | None, root: str | None,
+                     lock_fd: int | None) -> None:
     """Run the validation the node's open incident calls for (checks explain shows each
     check's) and say the outcome: exit 0 validated (or nothing to validate), 1 failed
     with its figure (or held for repair, or still in its hold-down), 3 could not run."""
@@ -34,8 +39,8 @@ def validate_command(node: str | None, simulate: str | None, seed: int, release:
         raise UsageError(f"--release {release} and --node {node}: name one node")
     config = session.load(config_path)
     where = state_dir or Path(config.section("agent")["state_dir"])
-    answer = validate(Request(where, release or node, simulate, seed, release is not None),
-                      config)
+    answer = validate(Request(where, release or node, simulate, seed, release is not None,
+                              root=root, lock_fd=lock_fd), config)
     click.echo(answer.message)
     sys.exit(answer.exit_code)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 MAX_INCIDENTS = 64
 MAX_AGE_S = 30 * 86400.0
 MAX_FAMILIES = 128  # distinct families with a running total (the catalog has fewer)
+MAX_ERRORS = 1_000_000  # errored validations in a row: counted no further
 
 
 class State(enum.Enum):
@@ -85,6 +86,16 @@ class Outcome:
     at: float
 
 
+@dataclass(frozen=True)
+class Asked:
+    """When the health check last started a validation of the open incident, and whether
+    Slurm had the node in service then (returned by an operator) rather than drained: an
+    outcome older than this answers an earlier question."""
+
+    at: float
+    idle: bool
+
+
 @dataclass
 class Health:
     state: State = State.HEALTHY
@@ -93,6 +104,8 @@ class Health:
     incidents: list[Incident] = field(default_factory=list)  # oldest first, bounded
     totals: dict[str, int] = field(default_factory=dict)  # family -> drains ever counted
     last: Outcome | None = None
+    errors: int = 0  # validations of the open incident in a row that could not run
+    asked: Asked | None = None
 
     def _move(self, to: State, now: float) -> None:
         if to not in ALLOWED[self.state]:
@@ -104,7 +117,7 @@ class Health:
     def drain(self, incident: Incident) -> None:
         """The node is taken out for ``incident``, counted under its family."""
         self._move(State.DRAINED, incident.at)
-        self.open, self.last = incident, None
+        self.open, self.last, self.errors, self.asked = incident, None, 0, None
         self.incidents.append(incident)
         self._count(incident)
 
@@ -132,6 +145,7 @@ class Health:
         not run, leaves it drained with the incident still open."""
         self._move(State.HEALTHY if outcome.result is Result.PASSED else State.DRAINED, outcome.at)
         self.last = outcome
+        self.errors = min(self.errors + 1, MAX_ERRORS) if outcome.result is Result.ERROR else 0
         if outcome.result is Result.PASSED:
             self.open = None
 

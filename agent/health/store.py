@@ -5,8 +5,9 @@ The same rules as the agent's other state files (agent/daemon/state.py): replace
 a link or blocking on a FIFO and never beyond ``MAX_BYTES`` (agent/base/safefile.py), and
 validated field by field on load, since anyone who can write the directory could plant
 it. A file that is not a valid lifecycle is set aside and logged, and the node starts
-from a fresh state: never a crash. Written by ``clusterdiag validate`` and by the gate's
-drains (agent/slurm/incidents.py); the agent only reads it, when it changed (``HealthFile``).
+from a fresh state: never a crash. Written by ``clusterdiag validate``, the health check
+and the gate's drains (agent/slurm/incidents.py); the agent only reads it, when it
+changed (``HealthFile``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 from ..base.atomic import write_atomic
 from ..base.inert import shown
 from ..base.safefile import describe, read_regular
-from .lifecycle import MAX_FAMILIES, MAX_INCIDENTS, Health, Incident, Outcome, Result, State
+from . import lifecycle
+from .lifecycle import MAX_FAMILIES, MAX_INCIDENTS, Asked, Health, Incident, Outcome, Result, State
 
 log = logging.getLogger("clusterdiag.health")
 
@@ -105,11 +107,28 @@ def from_dict(data: Any) -> Health:
     health = Health(state, _time(data, "since"),
                     None if opened is None else _incident(opened),
                     [_incident(i) for i in incidents],
-                    {shown(k): v for k, v in totals.items()}, outcome)
+                    {shown(k): v for k, v in totals.items()}, outcome, _errors(data),
+                    _asked(data.get("asked")))
     if (health.open is None) != (state is State.HEALTHY):
         raise Corrupt(f"state {state.value} with{'out' if health.open is None else ''} "
                       "an open incident")
     return health
+
+
+def _errors(data: dict[str, Any]) -> int:
+    """Absent in a file written before the count was kept: none."""
+    value = data.get("errors", 0)
+    if type(value) is not int or not 0 <= value <= lifecycle.MAX_ERRORS:
+        raise Corrupt(f"errors: not a count of at most {lifecycle.MAX_ERRORS}")
+    return value
+
+
+def _asked(data: Any) -> Asked | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("idle"), bool):
+        raise Corrupt("asked: not a time and whether the node was in service")
+    return Asked(_time(data, "at"), data["idle"])
 
 
 def _incident_dict(i: Incident) -> dict[str, Any]:
@@ -124,7 +143,10 @@ def to_dict(health: Health) -> dict[str, Any]:
             "incidents": [_incident_dict(i) for i in health.incidents],
             "totals": dict(sorted(health.totals.items())),
             "last": None if last is None else {"result": last.result.value,
-                                               "detail": last.detail, "at": last.at}}
+                                               "detail": last.detail, "at": last.at},
+            "errors": health.errors,
+            "asked": None if health.asked is None else {"at": health.asked.at,
+                                                        "idle": health.asked.idle}}
 
 
 def body(health: Health) -> bytes:

@@ -18,6 +18,7 @@ for repair back into validation.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from ...checks.core.levels import Level
 from ...checks.core.validation import QUALIFY_PREFIX, Kind, Validation
 from ...checks.profiles.profile import Profile
 from ..base.errors import CollectError, ExitCode, UsageError
-from ..health import store
+from ..health import lock, store
 from ..health.incident import validation_for
 from ..health.lifecycle import Health, Incident, Outcome, Result, State
 from ..run import session
@@ -55,6 +56,8 @@ class Request:
     release: bool = False
     config_path: Path | None = None
     clock: Callable[[], float] = time.time
+    root: str | None = None  # the node's files under this root (``--root``)
+    lock_fd: int | None = None  # the lock the health check took for this validation
 
 
 @dataclass
@@ -75,8 +78,38 @@ class Answer:
 
 
 def validate(request: Request, config: Config) -> Answer:
-    """Validate the node's open incident, saving the lifecycle before and after."""
+    """Validate the node's open incident, saving the lifecycle before and after, under the
+    validation lock (agent/health/lock.py) for the whole run: taken here, or the one the
+    health check took and handed down (``lock_fd``). A node with nothing to validate
+    answers without it, so a look at a healthy node never makes the prolog refuse a job.
+    A lock another validation holds is our trouble (CollectError): the lifecycle is not
+    touched, and the validation under way decides."""
     health = store.load(request.state_dir)
+    if request.lock_fd is None and not request.release and health.state in (State.HEALTHY,
+                                                                             State.HELD):
+        return _validate(request, config, health)
+    fd = _hold(request)
+    try:
+        return _validate(request, config, store.load(request.state_dir))
+    finally:
+        os.close(fd)
+
+
+def _hold(request: Request) -> int:
+    where = request.state_dir
+    try:
+        fd = lock.take(where) if request.lock_fd is None else lock.adopt(where,
+                                                                          request.lock_fd)
+    except OSError as exc:
+        raise CollectError(f"validation lock {lock.path(where)}: "
+                           f"{exc.strerror or exc}") from None
+    if fd is None:
+        raise CollectError(f"a validation is already running on this node "
+                           f"({lock.path(where)} is held)")
+    return fd
+
+
+def _validate(request: Request, config: Config, health: Health) -> Answer:
     now = request.clock()
     if request.release:
         if health.state is not State.HELD:
@@ -139,7 +172,7 @@ def _recheck(request: Request, config: Config, check_id: str) -> tuple[Result, s
     if entry is None:
         return Result.ERROR, f"{check_id} is not a check of this version's catalog"
     level = Level.FULL if entry.rate or entry.active else Level.QUICK
-    env = session.source_env(config, None, None, request.simulate, request.node)
+    env = session.source_env(config, request.root, None, request.simulate, request.node)
     options = session.run_options(config, level.value, None, None, check_id)
     findings = [f for f in run_node(env, config, options).findings if f.check == check_id]
     return _verdict(findings, check_id)

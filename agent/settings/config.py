@@ -145,12 +145,16 @@ SCHEMA: dict[str, Any] = {
     # strikes within the window hold a repeat offender for repair (at least 1 drain, a
     # window of a minute to the 30 days the lifecycle keeps incidents); a share of 1.0
     # turns fleet events or the circuit breaker off (no share can be over the whole fleet).
+    # A validation that could not run is tried again at each health check, this many
+    # times in a row, then falls back to on_validation_error (ON_VALIDATION_ERROR).
     "health": {
         "strikes": ((int,), 3, (1, 64)),
         "strike_window_s": (_NUM, 7 * MAX_SECONDS, (60.0, 30 * MAX_SECONDS)),
         "fleet_event_share": (_NUM, 0.1, (0.0, 1.0)),
         "fleet_event_window_s": (_NUM, 600.0, (1.0, MAX_SECONDS)),
         "breaker_share": (_NUM, 0.2, (0.0, 1.0)),
+        "validation_tries": ((int,), 3, (1, 100)),
+        "on_validation_error": ((str,), "recheck"),
     },
     # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
     "metrics": {
@@ -198,6 +202,10 @@ SCHEMA: dict[str, Any] = {
         "outlier_min_delta": ((dict,), {}),  # metric -> the smallest excess worth a warning
     },
 }
+
+# recheck: the check passing again is enough (the health check's rule before validations);
+# hold: the node stays out, held for a person (``clusterdiag validate --release``).
+ON_VALIDATION_ERROR = ("recheck", "hold")
 
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
                list: "a list", dict: "a mapping", type(None): "null"}
@@ -668,6 +676,10 @@ def load_config(path: str | Path | None,
     if merged["level"] not in LEVEL_NAMES:
         raise ConfigError(f"{where}: key 'level' must be {' or '.join(LEVEL_NAMES)}, "
                           f"got {merged['level']!r}")
+    fallback = merged["health"]["on_validation_error"]
+    if fallback not in ON_VALIDATION_ERROR:
+        raise ConfigError(f"{where}: key 'health.on_validation_error' must be "
+                          f"{' or '.join(ON_VALIDATION_ERROR)}, got {brief(fallback)}")
     if cache is not None and sha is not None and cache.why is not None:
         cache.put(sha, data)  # validated; a JSON file leaves why None and is not copied
     return Config(merged, str(path))

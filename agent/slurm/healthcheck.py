@@ -1,25 +1,40 @@
 """``clusterdiag healthcheck``: Slurm's HealthCheckProgram, run between jobs.
 
 It runs the ``quick`` checks; a node that fails is drained (DRAIN lets a running job
-finish) with a ``clusterdiag:`` reason. A drained node is resumed only when the reason is
-ours and the check it names passed again: in this pass, or in the agent's fresh report
-for what this pass does not run (rate checks). Resuming on any clean pass would undo the
-prolog's drains for rate checks and the epilog's for what happened during a job, and the
-node would cycle drain, resume, job, drain. A node an operator drained stays drained.
+finish) with a ``clusterdiag:`` reason. After a clean pass it walks the node's way back
+(way_back.py, docs/return-to-service.md): on a node Slurm reports fully drained for a
+reason of ours that names a check, it starts the validation the incident's fault class
+declares (``clusterdiag validate``) in the background, and resumes the node at a later run
+only when that validation passed; a node an operator returned with its incident open is
+validated while idle and drained again only if the validation fails. Our own trouble
+(``clusterdiag: error``) is lifted once a pass is clean, as it carries no fault. A node
+an operator, NHC or Slurm drained stays drained, its reason untouched.
 Slurm kills the program at 60 s and gives it nothing but SLURMD_NODENAME, so its budget
 is smaller (``healthcheck.budget_s``) and the wrapper must export SLURM_CONF.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 from ...checks.core.finding import Finding, Status
 from ..base.errors import ExitCode
+from ..health import lock, store
+from ..health.lifecycle import Health
 from ..run.runner import run_node
 from .agent_report import Cached, load_trusted
 from .entry import Inputs, Outcome, Run, decide, execute
 from .prolog import JOB_DEPENDENT, options
 from .reason import Lift, Verb, owned, parse
-from .scontrol import SlurmError
+from .scontrol import NodeState, Scontrol, SlurmError
+from .way_back import Do, Policy, Step, plan, rechecked
+
+# The validation's own output, replaced at each start: one run's lines at most.
+VALIDATE_LOG = "validate.log"
 
 
 def main(inputs: Inputs) -> int:
@@ -41,7 +56,8 @@ def _verdict(check: str, findings: list[Finding]) -> bool | None:
 
 # Why a reason that only a person lifts (reason.Lift.PERSON) stays, for the log.
 _BY_PERSON = {Verb.EPILOG: "the epilog saw it during a job, which no later check sees again",
-              Verb.QUALIFY: "qualify's active test found it, which no health check runs"}
+              Verb.QUALIFY: "qualify's active test found it, which no health check runs",
+              Verb.REPAIR: "held for repair as a repeat offender"}
 
 
 def may_resume(reason: str, own: list[Finding], agent: Cached) -> tuple[bool, str]:
@@ -79,22 +95,125 @@ def resume_if_ours(run: Run, findings: list[Finding]) -> None:
     try:
         scontrol = run.scontrol()
         state = scontrol.show_node(run.node)
-        if not state.drained or not state.reason:
+        if state.drained and not state.reason:
             return
-        if not owned(state.reason):
+        if state.drained and not owned(state.reason):
             run.log("not resuming: drained for a reason that is not clusterdiag's",
                     state=state.state, existing=state.reason)
             return
-        resume, why = may_resume(state.reason, findings,
-                                 load_trusted(run.config, run.node))
-        if not resume:
-            run.log("not resuming", existing=state.reason, why=why)
+        parsed = parse(state.reason) if state.drained else None
+        if parsed is not None and parsed.check is None:  # our own trouble, no fault
+            _resume_when_clean(run, scontrol, state, findings)
             return
-        scontrol.resume(run.node)
+        way_back(run, scontrol, state, findings)
     except SlurmError as exc:
         run.log("ERROR could not resume the node", error=exc)
+
+
+def _resume_when_clean(run: Run, scontrol: Scontrol, state: NodeState,
+                       findings: list[Finding]) -> None:
+    assert state.reason is not None
+    resume, why = may_resume(state.reason, findings, load_trusted(run.config, run.node))
+    if not resume:
+        run.log("not resuming", existing=state.reason, why=why)
         return
+    scontrol.resume(run.node)
     run.log("resumed", previous=state.reason, why=why)
+
+
+def policy(run: Run) -> Policy:
+    section = run.config.section("health")
+    return Policy(int(section["validation_tries"]), str(section["on_validation_error"]))
+
+
+def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Finding]) -> None:
+    """Decide under the validation lock (way_back.plan), save the lifecycle, then act: a
+    validation started here inherits the lock, so no other starts until it ends."""
+    state_dir = Path(run.config.section("agent")["state_dir"])
+    try:
+        fd = lock.take(state_dir)
+    except OSError as exc:
+        run.log("ERROR validation lock unusable, node left as it is",
+                lock=lock.path(state_dir), error=exc.strerror or exc)
+        return
+    try:
+        health = store.load(state_dir)
+        step = plan(state, health, fd is None, policy(run), time.time())
+        if step.do is Do.NOTHING and not step.changed:
+            if health.open is not None or state.drained:
+                run.log("not resuming", existing=state.reason, why=step.why)
+            return
+        if step.do is Do.RECHECK:
+            step = _recheck(run, step, findings, health, state)
+        if step.changed:
+            store.save(state_dir, health)
+        _act(run, scontrol, state, step, state_dir, fd)
+    except OSError as exc:
+        run.log("ERROR could not keep the node's lifecycle, node left as it is",
+                state_dir=state_dir, error=exc.strerror or exc)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _recheck(run: Run, step: Step, findings: list[Finding], health: Health,
+             state: NodeState) -> Step:
+    """The ``recheck`` fallback: the check passing again, as may_resume judges it."""
+    assert step.reason is not None
+    ok, why = may_resume(step.reason, findings, load_trusted(run.config, run.node))
+    if not ok:
+        return Step(Do.DRAIN if state.drained else Do.NOTHING, f"{step.why}; {why}",
+                    step.reason, step.changed)
+    rechecked(health, f"{why} ({step.why.removeprefix('ERROR ')})", time.time())
+    return Step(Do.RESUME if state.drained else Do.NOTHING, f"{step.why}; {why}", step.reason,
+                True)
+
+
+def _act(run: Run, scontrol: Scontrol, state: NodeState, step: Step, state_dir: Path,
+         fd: int | None) -> None:
+    if step.reason is not None and step.reason != state.reason and step.do is not Do.RESUME:
+        scontrol.drain(run.node, step.reason)
+        run.log("drained", reason=step.reason, why=step.why)
+    if step.do is Do.RESUME:
+        scontrol.resume(run.node)
+        run.log("resumed", previous=state.reason, why=step.why)
+    elif step.do is Do.START and fd is not None:
+        pid = start_validation(run, state_dir, fd)
+        run.log("validation started", pid=pid, why=step.why, log=state_dir / VALIDATE_LOG)
+    elif step.do is Do.NOTHING or step.reason == state.reason:
+        run.log("not resuming", existing=state.reason, why=step.why)
+
+
+def validate_argv(run: Run, state_dir: Path, fd: int) -> list[str]:
+    """``clusterdiag validate`` for this node, with this run's config and sources, and the
+    lock it inherits; this interpreter and package, never a shell."""
+    package = __name__.rsplit(".", 2)[0]  # clusterdiag.agent
+    argv = [sys.executable, "-m", package, "validate", "--node", run.node, "--state-dir",
+            str(state_dir), "--lock-fd", str(fd)]
+    given = run.inputs
+    for flag, value in (("--config", given.config_path), ("--simulate", given.simulate),
+                        ("--root", given.root)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def start_validation(run: Run, state_dir: Path, fd: int) -> int:
+    """Start the validation and return at once: Slurm kills the health check at 60 s
+    (slurm.conf(5), HealthCheckProgram), and a qualify test takes minutes. Its own session
+    (setsid(2): no signal to the health check's process group reaches it), stdin from
+    /dev/null, its output in ``VALIDATE_LOG`` (replaced at each start: bounded by one run),
+    and the lock's descriptor kept open in it (``pass_fds``), so the lock stays held until
+    the validation ends."""
+    out = os.open(state_dir / VALIDATE_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                  | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        child = subprocess.Popen(validate_argv(run, state_dir, fd), stdin=subprocess.DEVNULL,
+                                 stdout=out, stderr=out, pass_fds=(fd,),
+                                 start_new_session=True)
+    finally:
+        os.close(out)
+    return child.pid
 
 
 def act(run: Run, outcome: Outcome, seconds: float) -> int:

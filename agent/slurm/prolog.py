@@ -14,7 +14,8 @@ commands off the passing path as SchedMD asks.
 from __future__ import annotations
 
 from ...checks.core import index
-from ...checks.core.finding import Status
+from ...checks.core.finding import Finding, Status
+from ..health import lock
 from ..read import nvml_library
 from ..run import session
 from ..settings.config import Config
@@ -23,7 +24,6 @@ from .entry import Inputs, Outcome, Run, execute
 
 TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
-    from ...checks.core.finding import Finding
     from ..run.runner import RunOptions
     from .job import JobEnv
 
@@ -60,6 +60,8 @@ def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
 
 
 def check_node(run: Run) -> Outcome:
+    if lock.running(run.config.section("agent")["state_dir"]):
+        return validation_running(run)
     run.config = job_config(run.config, run.job)
     cached = load_trusted(run.config, run.node)
     if cached.report is None:
@@ -73,6 +75,23 @@ def check_node(run: Run) -> Outcome:
         findings.extend(rerun_findings(run, cached.report, rerun))
     extra = {"reran": ",".join(sorted(rerun)) or None}
     return Outcome(findings, cached.why, extra)
+
+
+def validation_running(run: Run) -> Outcome:
+    """A validation holds the lock (agent/health/lock.py): an operator returned the node
+    half-way through it. The job is refused, the node drained for the incident under
+    validation, so the burn and the job never share the GPUs and the health check resumes
+    the node when the validation passes. A lock held with no incident open is the health
+    check deciding, for a moment, that there is nothing to validate: the job runs."""
+    from pathlib import Path  # pathlib and the lifecycle only while a validation runs
+
+    from ..health.store import HealthFile
+
+    incident = HealthFile(Path(run.config.section("agent")["state_dir"])).current().open
+    if incident is None:
+        return Outcome([], "validation lock held, no incident open")
+    return Outcome([Finding(Status.FAIL, incident.component, "a validation is running",
+                            check=incident.check)], "validation lock")
 
 
 def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Finding]:

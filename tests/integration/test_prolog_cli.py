@@ -21,6 +21,8 @@ import pytest
 
 from clusterdiag.agent import cli
 from clusterdiag.agent.base.errors import UsageError
+from clusterdiag.agent.health import lock, store
+from clusterdiag.agent.health.lifecycle import Health, Incident
 from clusterdiag.agent.run import session
 from clusterdiag.checks.core.finding import Action, Finding, Status
 from tests.conftest import REPO
@@ -336,16 +338,54 @@ def test_epilog_asks_scontrol_for_the_job_start(site: tuple[Path, Slurm]) -> Non
     assert ["show", "job", "4711", "-o"] in slurm.calls()
 
 
-def test_healthcheck_drains_a_failing_node_and_resumes_it_once_it_passes(
+def _validation_ends(root: Path) -> None:
+    """Wait for the validation the health check started: it holds the lock it inherited
+    from the moment it starts until it ends."""
+    deadline = time.monotonic() + 120
+    while lock.running(root / "state"):
+        assert time.monotonic() < deadline, (root / "state" / "validate.log").read_text()
+        time.sleep(0.1)
+
+
+def test_healthcheck_drains_a_failing_node_and_resumes_it_once_its_validation_passes(
         site: tuple[Path, Slurm]) -> None:
     root, slurm = site
+    (root / "state").mkdir()  # the agent's, where the lifecycle and the lock live
     slurm.node("n2", "IDLE")
     assert slurm_run("healthcheck", root, "n2", job=False).returncode == 1
     reason = "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"
     assert slurm.updates() == [["update", "NodeName=n2", "State=DRAIN", f"Reason={reason}"]]
     slurm.node("n1", "IDLE+DRAIN", reason)  # the fault is gone: node n1 is healthy
-    assert slurm_run("healthcheck", root, "n1", job=False).returncode == 0
-    assert slurm.updates()[-1] == ["update", "NodeName=n1", "State=RESUME"]
+    proc = slurm_run("healthcheck", root, "n1", job=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "validation started" in proc.stderr
+    assert len(slurm.updates()) == 1  # not resumed on a clean pass alone
+    _validation_ends(root)
+    assert "passed: nvlink.links_up gpu3 (qualify): allreduce, d2d passed" in (
+        root / "state" / "validate.log").read_text()
+    proc = slurm_run("healthcheck", root, "n1", job=False)
+    assert slurm.updates()[-1] == ["update", "NodeName=n1", "State=RESUME"], proc.stderr
+
+
+def test_a_job_on_a_node_under_validation_is_refused_for_its_incident(
+        site: tuple[Path, Slurm]) -> None:
+    """An operator resumed the node half-way through its validation: the prolog refuses
+    the job and drains the node for the incident, the validation decides."""
+    root, slurm = site
+    (root / "state").mkdir()
+    health = Health()
+    health.drain(Incident("fabric.manager", "fabric.manager", "node", "failed", time.time()))
+    store.save(root / "state", health)
+    fd = lock.take(root / "state")
+    assert fd is not None
+    try:
+        proc = slurm_run("prolog", root, "n1")
+    finally:
+        os.close(fd)
+    assert proc.returncode == 1, proc.stderr
+    assert slurm.updates() == [["update", "NodeName=n1", "State=DRAIN",
+                                "Reason=clusterdiag: fabric.manager node a validation is "
+                                "running"]]
 
 
 @pytest.mark.parametrize("reason", ["op: bad fan [ticket 12]", "Prolog error"])
@@ -430,52 +470,22 @@ def test_a_hung_gpu_leaves_time_for_both_scontrol_calls_of_a_slow_slurmctld(
     assert took < HUNG_GPU_BUDGET_S, f"prolog took {took:.1f} s, over its budget"
 
 
-@pytest.mark.parametrize(("reason", "why"), [
-    # a rate check the quick pass does not run, and no agent report to judge it
-    ("clusterdiag: ib.error_rate mlx5_0/1 symbol errors 12/s",
-     'why="ib.error_rate did not run in this pass (no agent report at '),
-    # an Xid the epilog judged over the job's window; gpu.xid's own window no longer has it
-    ("clusterdiag: epilog gpu.xid gpu1 Xid 79", 'why="the epilog saw it during a job'),
-    # only judged for a job: the health check's pass says nothing about leftovers
-    ("clusterdiag: gpu.processes gpu2 compute processes left on the GPU",
-     'why="gpu.processes is judged only for a job'),
-    ("clusterdiag: no.such_check gpu1 x", 'why="no.such_check did not run in this pass'),
-    # an active test no health check runs
-    ("clusterdiag: qualify rails mlx5_4/1 321.9 Gb/s",
-     'why="qualify\'s active test found it, which no health check runs'),
+@pytest.mark.parametrize("reason", [
+    "clusterdiag: ib.error_rate mlx5_0/1 symbol errors 12/s",  # a rate check
+    "clusterdiag: epilog gpu.xid gpu1 Xid 79",  # seen during a job
+    "clusterdiag: qualify gpu_compute gpu2 43004 GFLOPS",  # an active test
 ])
-def test_healthcheck_keeps_a_drain_for_a_check_it_did_not_run(
-        site: tuple[Path, Slurm], reason: str, why: str) -> None:
+def test_healthcheck_validates_a_drain_of_ours_and_never_resumes_it_on_a_pass_alone(
+        site: tuple[Path, Slurm], reason: str) -> None:
     root, slurm = site
+    (root / "state").mkdir()
     slurm.node("n1", "IDLE+DRAIN", reason)
     proc = slurm_run("healthcheck", root, "n1", job=False)
     _ok(proc)
     assert proc.returncode == 0
+    assert "validation started" in proc.stderr
     assert slurm.updates() == []
-    line = next(ln for ln in proc.stderr.splitlines() if "not resuming" in ln)
-    assert why in line
-
-
-def _agent_says(root: Path, status: Status) -> None:
-    write_report(root / "state", node="n1", age_s=2, findings=[Finding(
-        status, "mlx5_0/1", "symbol errors", "12/s", None, Action.RESEAT_CABLE,
-        "ib.error_rate")])
-
-
-def test_healthcheck_resumes_a_rate_drain_once_the_agents_fresh_report_passes_it(
-        site: tuple[Path, Slurm]) -> None:
-    root, slurm = site
-    reason = "clusterdiag: ib.error_rate mlx5_0/1 symbol errors 12/s"
-    slurm.node("n1", "IDLE+DRAIN", reason)
-    _agent_says(root, Status.FAIL)
-    proc = slurm_run("healthcheck", root, "n1", job=False)
-    assert proc.returncode == 0, proc.stderr
-    assert slurm.updates() == []
-    assert "the agent's report still fails ib.error_rate" in proc.stderr
-    _agent_says(root, Status.PASS)
-    proc = slurm_run("healthcheck", root, "n1", job=False)
-    assert slurm.updates() == [["update", "NodeName=n1", "State=RESUME"]]
-    assert 'why="ib.error_rate passed (agent report' in proc.stderr
+    _validation_ends(root)
 
 
 def test_healthcheck_resumes_after_our_own_error_once_it_can_check_again(

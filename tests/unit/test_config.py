@@ -185,7 +185,8 @@ def test_the_device_probe_configures_only_tools_qualify_takes(
 def test_the_health_section_has_its_defaults_ranges_and_did_you_mean(tmp_path: Path) -> None:
     assert _load(tmp_path, "").section("health") == {
         "strikes": 3, "strike_window_s": 604800.0, "fleet_event_share": 0.1,
-        "fleet_event_window_s": 600.0, "breaker_share": 0.2}
+        "fleet_event_window_s": 600.0, "breaker_share": 0.2, "validation_tries": 3,
+        "on_validation_error": "recheck"}
     with pytest.raises(ConfigError, match=r"'health\.strike'.*did you mean 'health\.strikes'"):
         _load(tmp_path, "health:\n  strike: 2\n")
     with pytest.raises(ConfigError, match=r"'health\.breaker_share'"):
