@@ -162,11 +162,38 @@ def read_acs_ctrl(config: Path, unknown: dict[str, str]) -> int | None:
     return None
 
 
+def read_topology(root: Path, bdf: str, counter: FileCounter, vendor_read: Read,
+                  with_config: bool) -> PciDevice:
+    """One device as the PCIe path checks read it (``SourceEnv.pci_topology_only``): its
+    vendor (as the listing read it) and, for a device judged, its class and the bridges
+    above it; for a bridge, its ACS control. Three of the ~ten files ``read_device``
+    reads; every other field left at its default."""
+    base = f"{under(root, '/sys/bus/pci/devices')}/{bdf}"
+    vendor, why = vendor_read
+    unknown: dict[str, str] = {}
+    if vendor is None:
+        unknown["vendor"] = why or "unreadable"
+    dev = PciDevice(bdf=normalize_bdf(bdf) or bdf, vendor=vendor or 0, device=0, pci_class=0)
+    if with_config:
+        dev.acs_ctrl = read_acs_ctrl(Path(base, "config"), unknown)
+    else:
+        dev.pci_class = read_int(f"{base}/class", counter, 16)[0] or 0
+        try:
+            dev.path = [normalize_bdf(p) or p for p in bdf_path(link_target(base))]
+        except OSError as exc:
+            unknown["path"] = str(exc)
+    dev.unknown = unknown
+    return dev
+
+
 def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevice]:
+    """The devices judged and the bridges above them: each whole, or (where
+    ``env.pci_topology_only``) as ``read_topology`` reads it."""
     counter = FileCounter()
     devices_dir = under(env.root, "/sys/bus/pci/devices")
     wanted: dict[str, PciDevice] = {}
     bridges: set[str] = set()
+    vendors: dict[str, Read] = {}
     for bdf in list_present(devices_dir):
         if time.monotonic() > deadline:
             break
@@ -175,14 +202,23 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
                            lambda read: read[0] is not None)
         # A device whose vendor cannot be read may be one we judge: kept, with the reason
         # in its unknown. One whose files are gone was unplugged after the listing.
+        vendors[bdf] = vendor, why
         if vendor not in _KEEP_VENDORS and (vendor is not None or why == "missing"):
             continue
-        dev = read_device(env.root, bdf, counter, with_config=False, with_aer=env.counters,
-                          vendor_read=(vendor, why))
+        if env.pci_topology_only:
+            dev = read_topology(env.root, bdf, counter, (vendor, why), with_config=False)
+        else:
+            dev = read_device(env.root, bdf, counter, with_config=False,
+                              with_aer=env.counters, vendor_read=(vendor, why))
         wanted[bdf] = dev
         bridges.update(b for b in dev.path[:-1])
     for bdf in sorted(bridges - set(wanted)):
-        wanted[bdf] = read_device(env.root, bdf, counter, with_config=True,
-                                  with_aer=env.counters)
+        if env.pci_topology_only:
+            base = f"{devices_dir}/{bdf}"
+            vendor_read = vendors.get(bdf) or read_int(f"{base}/vendor", counter, 16)
+            wanted[bdf] = read_topology(env.root, bdf, counter, vendor_read, with_config=True)
+        else:
+            wanted[bdf] = read_device(env.root, bdf, counter, with_config=True,
+                                      with_aer=env.counters)
     stats.files_read += counter.count
     return [wanted[b] for b in sorted(wanted)]

@@ -403,6 +403,10 @@ class SourceEnv:
     # program judging the quick checks does not, and they are most of the files a node
     # has (~900 of a dgx-h100's ~1,900).
     counters: bool = True
+    # Whether the PCI source reads only what the PCIe path checks judge (a function's
+    # vendor, class and the bridges above it, a bridge's ACS control:
+    # collectors/pci.py ``read_topology``): the prolog's lean re-run of nccl.acs.
+    pci_topology_only: bool = False
     # Called before each sample is collected: the simulator brings files that stand for
     # moving hardware counters up to date (real sysfs files are live on their own).
     before_sample: list[Callable[[], None]] = field(default_factory=list)

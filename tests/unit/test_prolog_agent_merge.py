@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.collectors import pci
+from clusterdiag.agent.model import SourceStats
+from clusterdiag.agent.model.pci import PciDevice
 from clusterdiag.agent.run.lean import run_checks
 from clusterdiag.agent.run.runner import RunOptions, plan, run_node, sources_for
 from clusterdiag.agent.settings.config import Config
@@ -140,14 +143,44 @@ def test_the_lean_rerun_judges_as_the_runner_does(job_gpus: list[str] | None,
     full = run_node(env_for(NodeSpec("n1", "dgx-h100", faults=faults)), config,
                     RunOptions(mode="prolog", patterns=tuple(checks), profile="dgx-h100"))
 
-    def seen(findings: list[Finding]) -> list[tuple[str, str, str, str]]:
-        return sorted((f.check, f.component, f.status.value, f.message) for f in findings)
+    def seen(findings: list[Finding]) -> list[tuple[str, ...]]:
+        return sorted((f.check, f.component, f.status.value, f.message,
+                       json.dumps([f.observed, f.expected], sort_keys=True, default=str))
+                      for f in findings)
 
     assert seen(lean) == seen(full.findings)
     assert {f.check for f in lean} == set(checks)
     failed = {f.check for f in lean if f.status is Status.FAIL}
     on_job = faults and (job_gpus is None or "3" in job_gpus)
     assert failed == ({"nccl.acs"} if faults else set()) | ({"gpu.processes"} if on_job else set())
+
+
+@pytest.mark.parametrize("faults", [[], FAULTS])
+def test_the_lean_rerun_reads_of_pci_only_what_nccl_acs_judges(
+        faults: list[dict[str, object]]) -> None:
+    """Re-running nccl.acs, the PCI source reads each function's vendor, class and the
+    bridges above it, and each bridge's ACS control: the same for nccl.acs as the whole
+    read (the test above), from a third of the files."""
+    env = env_for(NodeSpec("n1", "dgx-h100", faults=faults))
+    full_stats, topology_stats = SourceStats(), SourceStats()
+    full = pci.collect(env, full_stats, time.monotonic() + 8)
+    env.pci_topology_only = True
+    topology = pci.collect(env, topology_stats, time.monotonic() + 8)
+
+    def judged(devices: list[PciDevice]) -> list[tuple[object, ...]]:
+        bridges = {b for d in devices for b in d.path[:-1]}
+        return [(d.bdf, d.vendor, d.acs_ctrl, sorted(d.unknown)) if d.bdf in bridges
+                else (d.bdf, d.vendor, d.pci_class, d.path) for d in devices]
+
+    assert judged(topology) == judged(full)
+    assert any(d.acs_ctrl for d in topology) == bool(faults)
+    assert topology_stats.files_read * 3 <= full_stats.files_read
+    lean_env = env_for(NodeSpec("n1", "dgx-h100", faults=faults))
+    run_checks(lean_env, Config(), ["nccl.acs"], "dgx-h100", "prolog", 8.0)
+    assert lean_env.pci_topology_only
+    both = env_for(NodeSpec("n1", "dgx-h100"))
+    run_checks(both, Config(), ["nccl.acs", "gpu.pcie_link"], "dgx-h100", "prolog", 8.0)
+    assert not both.pci_topology_only
 
 
 def test_log_lines_are_key_value_and_quote_what_needs_it() -> None:
