@@ -14,12 +14,14 @@ connecting) under a 40 s deadline, in a process of its own: its wall time as a r
 the deadline (goal 1 +- 10 %) and its peak memory (goal <= 512 MB). Every node must end
 as not reached.
 
-The agents are a Fleet (agent/cluster/fleet.py) in another process: every node on its own
-127.0.x.y address, one process serving all of them, so the gatherer's figures are its own
-and not shared with the servers' CPU in one interpreter. Each node answers a real DGX H100
-report (~60 KB of JSON). The gatherer runs in a process of a plain (non-editable) install:
-the anchor and the gather alternate there (PAIRS), each over every node, and the ratio is
-the median of the pairs' ratios, so load on the machine colours both sides of each.
+The agents are Fleets (agent/cluster/fleet.py) in SERVERS other processes, each serving a
+slice of the nodes, every node on its own 127.0.x.y address at its process's port: one
+process serving 10,000 nodes answered slower than one gatherer asks (the figure was the
+server's), and in other processes the gatherer's CPU is not shared with theirs. Each node
+answers a real DGX H100 report (~60 KB of JSON). The gatherer runs in a process of a plain
+(non-editable) install: the anchor and the gather alternate there (PAIRS), each over every
+node, and the ratio is the median of the pairs' ratios, so load on the machine colours
+both sides of each.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from common import Figure, emit, fail, growth, install_note, module_note, plain_
 
 TOKEN = "bench-token"
 PAIRS = 3
+# Server processes: the gatherer's one process asks, several answer, so on a small or
+# busy machine the figure is the gatherer's, not a server's that falls behind.
+SERVERS = 4
 ANCHOR = "bare aiohttp GETs + json.loads, same concurrency and token"
 DEADLINE_NODES = 100_000
 DEADLINE_S = 40.0
@@ -105,21 +110,36 @@ with Fleet(spec, token=sys.argv[2]) as fleet:
 """
 
 
+def _slices(count: int) -> list[str]:
+    """The node names gpu00001..``count`` as SERVERS contiguous node sets."""
+    size = -(-count // SERVERS)
+    return [f"gpu[{first:05d}-{min(first + size - 1, count):05d}]"
+            for first in range(1, count + 1, size)]
+
+
 def gather(python: str, work: Path, count: int) -> dict[str, Any]:
-    """The gatherer's figures (GATHER) against ``count`` agents served by SERVER."""
-    nodes = f"gpu[00001-{count:05d}]"
-    server = subprocess.Popen([python, "-c", SERVER, nodes, TOKEN],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """The gatherer's figures (GATHER) against ``count`` agents served by SERVERS
+    processes running SERVER, each for a slice of the nodes on a port of its own."""
+    servers = [subprocess.Popen([python, "-c", SERVER, nodes, TOKEN], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+               for nodes in _slices(count)]
     try:
-        assert server.stdout is not None
+        every: dict[str, str] = {}
+        for server in servers:
+            assert server.stdout is not None
+            every.update(json.loads(server.stdout.readline() or "{}"))
+        if len(every) != count:
+            fail(f"the servers answer for {len(every)} of {count} nodes")
         urls = work / f"urls-{count}.json"
-        urls.write_text(server.stdout.readline())
+        urls.write_text(json.dumps(every))
         proc = subprocess.run([python, "-c", GATHER, str(urls), TOKEN, str(PAIRS)],
                               capture_output=True, text=True, check=False)
     finally:
-        if server.stdin is not None:
-            server.stdin.close()
-        server.wait(120)
+        for server in servers:
+            if server.stdin is not None:
+                server.stdin.close()
+        for server in servers:
+            server.wait(120)
     if proc.returncode != 0:
         fail(f"the gather failed: {proc.stderr.strip()[-500:]}")
     got: dict[str, Any] = json.loads(proc.stdout)

@@ -74,9 +74,10 @@ def ib_rails(nodes: Sequence[NodeSummary]) -> list[ClusterFinding]:
     compared = 0
     for profile, members in sorted(by_profile(nodes).items()):
         per_gpu: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-        rate_failed = {s.node: {f.component for f in s.problems
-                                if f.check == "ib.rate" and f.status is Status.FAIL}
-                       for s in members}
+        # Only the few nodes with a failed ib.rate are looked up below, not every rail.
+        rate_failed = {s.node: failed for s in members if s.problems
+                       if (failed := {f.component for f in s.problems
+                                      if f.check == "ib.rate" and f.status is Status.FAIL})}
         for summary in members:
             for rail in summary.facts.rails:
                 per_gpu[int(rail["gpu"])].append((summary.node, rail))
@@ -85,8 +86,8 @@ def ib_rails(nodes: Sequence[NodeSummary]) -> list[ClusterFinding]:
                 continue
             compared += 1
             # A port the node's own ib.rate already failed is one problem, not two.
-            slow = {node for node, rail in rails
-                    if f"{rail['hca']}/{rail['port']}" in rate_failed.get(node, set())}
+            slow = {node for node, rail in rails if node in rate_failed
+                    and f"{rail['hca']}/{rail['port']}" in rate_failed[node]}
             for finding in (_subnets(gpu, rails, profile), _slow(gpu, rails, profile, slow)):
                 if finding is not None:
                     findings.append(finding)

@@ -269,3 +269,14 @@ def test_summarize_refuses_a_hostile_imex_view(imex: Any, reason: str) -> None:
     data["inventory"]["imex"] = imex
     with pytest.raises(BadReport, match=reason):
         summarize(data)
+
+
+@pytest.mark.parametrize("change", [{"hca": None}, {"port": "1; rm"}, {"port": None}])
+def test_a_rail_without_its_port_is_refused_not_a_crash(change: dict[str, Any]) -> None:
+    """cluster.ib_rails looks a rail's ``hca``/``port`` up among the node's failed ib.rate
+    ports: a report whose rail lacks them is refused alone, never a KeyError that stops
+    the merge of every other node."""
+    data = report("gpu002")
+    data["inventory"]["rails"][0].update(change)
+    with pytest.raises(BadReport, match=r"malformed inventory\.rails"):
+        summarize(data)
