@@ -4,9 +4,11 @@ validate`` agree on, so a family is counted and validated the same way everywher
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ...checks.core import index
 from ...checks.core.finding import Finding
-from ...checks.core.validation import Validation, for_qualify_test, recheck
+from ...checks.core.validation import Kind, Validation, for_qualify_test, recheck
 from .lifecycle import Incident
 
 
@@ -22,6 +24,14 @@ def validation_for(check_id: str) -> Validation:
         if spec.validation is not None:
             return spec.validation
     return recheck(check_id)
+
+
+def hold_down_s(validation: Validation, overrides: Mapping[str, float]) -> float:
+    """A recheck's hold-down: the site's for its family (``health.hold_down_s``), else the
+    declared one. A qualify validation has none: its test is the evidence."""
+    if validation.kind is Kind.RECHECK and validation.family in overrides:
+        return float(overrides[validation.family])
+    return validation.hold_down_s
 
 
 def incident_from(finding: Finding, now: float) -> Incident:

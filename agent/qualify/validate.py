@@ -32,7 +32,7 @@ from ...checks.core.validation import QUALIFY_PREFIX, Kind, Validation
 from ...checks.profiles.profile import Profile
 from ..base.errors import CollectError, ExitCode, UsageError
 from ..health import lock, store
-from ..health.incident import validation_for
+from ..health.incident import hold_down_s, validation_for
 from ..health.lifecycle import Health, Incident, Outcome, Result, State
 from ..run import session
 from ..run.runner import run_node
@@ -157,10 +157,11 @@ def _run(request: Request, config: Config, incident: Incident,
             return Outcome(found[0], found[1], request.clock())
     now = request.clock()
     if validation.kind is Kind.RECHECK:
-        left = incident.at + validation.hold_down_s - now
+        hold = hold_down_s(validation, config.section("health")["hold_down_s"])
+        left = incident.at + hold - now
         if left > 0:
             return Outcome(Result.WAITING, f"the check passes; its hold-down of "
-                           f"{validation.hold_down_s:g} s ends in {left:.0f} s", now)
+                           f"{hold:g} s ends in {left:.0f} s", now)
         return Outcome(Result.PASSED, "the check passes, after its hold-down", now)
     result, detail = _qualify(request, config, validation.tests)
     return Outcome(result, detail, request.clock())

@@ -147,6 +147,8 @@ SCHEMA: dict[str, Any] = {
     # turns fleet events or the circuit breaker off (no share can be over the whole fleet).
     # A validation that could not run is tried again at each health check, this many
     # times in a row, then falls back to on_validation_error (ON_VALIDATION_ERROR).
+    # hold_down_s: a recheck family (its check id) -> its hold-down, in place of the
+    # declared 600 s (checks/core/validation.py HOLD_DOWN_S); checked by _validate_health.
     "health": {
         "strikes": ((int,), 3, (1, 64)),
         "strike_window_s": (_NUM, 7 * MAX_SECONDS, (60.0, 30 * MAX_SECONDS)),
@@ -155,6 +157,7 @@ SCHEMA: dict[str, Any] = {
         "breaker_share": (_NUM, 0.2, (0.0, 1.0)),
         "validation_tries": ((int,), 3, (1, 100)),
         "on_validation_error": ((str,), "recheck"),
+        "hold_down_s": ((dict,), {}),
     },
     # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
     "metrics": {
@@ -307,6 +310,19 @@ def _validate_section(data: Any, schema: Mapping[str, Any], where: str, prefix: 
             raise ConfigError(f"{where}: key {name!r} must be {_describe(spec[0])}, "
                               f"got {type(value).__name__} {brief(value)}")
         elif len(spec) > 2 and value is not None and (problem := _range_problem(value, spec[2])):
+            raise ConfigError(f"{where}: key {name!r} {problem}, got {brief(value)}")
+
+
+def _validate_hold_down(given: Mapping[str, Any], where: str,
+                        catalog: Mapping[str, Any]) -> None:
+    """``health.hold_down_s`` names a recheck family by its check id (a check of the
+    catalog) and gives it a hold-down of zero to the strike window's most (30 days)."""
+    for family, value in given.items():
+        name = f"health.hold_down_s.{family}"
+        if family not in catalog:
+            raise _unknown(where, name, [f"health.hold_down_s.{c}" for c in catalog])
+        if problem := _range_problem(value, (0.0, 30 * MAX_SECONDS)) \
+                if _type_ok(value, _NUM) else "must be a number of seconds":
             raise ConfigError(f"{where}: key {name!r} {problem}, got {brief(value)}")
 
 
@@ -680,6 +696,7 @@ def load_config(path: str | Path | None,
     if fallback not in ON_VALIDATION_ERROR:
         raise ConfigError(f"{where}: key 'health.on_validation_error' must be "
                           f"{' or '.join(ON_VALIDATION_ERROR)}, got {brief(fallback)}")
+    _validate_hold_down(merged["health"]["hold_down_s"], where, catalog)
     if cache is not None and sha is not None and cache.why is not None:
         cache.put(sha, data)  # validated; a JSON file leaves why None and is not copied
     return Config(merged, str(path))

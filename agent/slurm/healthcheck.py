@@ -123,7 +123,8 @@ def _resume_when_clean(run: Run, scontrol: Scontrol, state: NodeState,
 
 def policy(run: Run) -> Policy:
     section = run.config.section("health")
-    return Policy(int(section["validation_tries"]), str(section["on_validation_error"]))
+    return Policy(int(section["validation_tries"]), str(section["on_validation_error"]),
+                  dict(section["hold_down_s"]))
 
 
 def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Finding]) -> None:

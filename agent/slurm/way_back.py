@@ -24,9 +24,10 @@ Reasons that are not clusterdiag's (an operator's, NHC's, Slurm's ``Prolog error
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from ..health.incident import validation_for
+from ..health.incident import hold_down_s, validation_for
 from ..health.lifecycle import Asked, Health, Incident, Outcome, Result, State
 from .reason import Reason, Verb, parse, write
 from .scontrol import NodeState
@@ -43,10 +44,12 @@ class Do(enum.Enum):
 
 @dataclass(frozen=True)
 class Policy:
-    """``health.validation_tries`` and ``health.on_validation_error`` (docs/config.md)."""
+    """``health.validation_tries``, ``health.on_validation_error`` and
+    ``health.hold_down_s`` (docs/config.md)."""
 
     tries: int = 3
     on_error: str = "recheck"
+    hold_down_s: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,8 @@ def _with(reason: Reason, incident: Incident, detail: str, verb: Verb | None = N
                         incident.component, detail.removeprefix(head)))
 
 
-def _left(incident: Incident, now: float) -> float:
-    return incident.at + validation_for(incident.check).hold_down_s - now
+def _left(incident: Incident, policy: Policy, now: float) -> float:
+    return incident.at + hold_down_s(validation_for(incident.check), policy.hold_down_s) - now
 
 
 def _killed(health: Health, now: float) -> bool:
@@ -191,7 +194,7 @@ def _judge(health: Health, reason: Reason, policy: Policy, now: float, changed: 
                       f"{last.detail}")
         return Step(step.do, step.why, text, True)
     if last.result is Result.WAITING:
-        left = _left(incident, now)
+        left = _left(incident, policy, now)
         if left > 0:
             return Step(Do.NOTHING, f"in its hold-down for {left:.0f} s more",
                         changed=changed)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from clusterdiag.agent.health import store
+from clusterdiag.agent.health.lifecycle import Health, Incident, Outcome, Result, State
 from clusterdiag.agent.slurm.reason import Reason, Verb, parse, write
 from clusterdiag.agent.slurm.scontrol import Scontrol
 from tests.conftest import REPO
@@ -35,6 +37,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slur
 NODES = ("n1", "n2", "n3", "n4")
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sbatch", "srun", "sinfo")
 HEALTH_INTERVAL_S = 5
+HOLD_DOWN_S = 15
 REASON = "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"
 OPERATOR = "op: bad fan [ticket 12]"
 SPECS = {
@@ -46,9 +49,10 @@ SPECS = {
 WRAPPER = """#!/bin/sh
 # The shipped wrapper, told where the venv's clusterdiag is and where to log, plus the
 # test's switches: which spec the nodes are, and whether the health check may act yet.
+# Each node its own config, for its own state directory: the four share one machine.
 export CLUSTERDIAG={clusterdiag} CLUSTERDIAG_LOG={dir}/{program}.log SLURM_CONF={conf}
 {gate}read -r SPEC < {dir}/spec-path
-exec {shipped} --simulate "$SPEC" --config {dir}/config.yaml
+exec {shipped} --simulate "$SPEC" --config {dir}/config-"$SLURMD_NODENAME".yaml
 """
 
 
@@ -128,6 +132,37 @@ class Cluster:
                 raise AssertionError(f"timed out waiting for {what}: {detail()}\n{logs}")
             time.sleep(0.2)
 
+    def plant(self, name: str, *faults: str) -> None:
+        """Switch every node to a spec of the four nodes with ``faults`` (flow mappings)."""
+        (self.base / f"{name}.yaml").write_text(
+            "nodes:\n  - {names: \"n[1-4]\", profile: dgx-h100}\nfaults:\n"
+            + "".join(f"  - {f}\n" for f in faults) if faults else SPECS["healthy"])
+        self.use(name)
+
+    def state_dir(self, node: str) -> Path:
+        return self.base / "state-agent" / node
+
+    def lifecycle(self, node: str) -> Health:
+        """The node's lifecycle as the agent reads it for ``GET /v1/health``."""
+        return store.HealthFile(self.state_dir(node)).current()
+
+    def forget(self, node: str) -> None:
+        (self.state_dir(node) / store.NAME).unlink(missing_ok=True)
+
+    def events(self, node: str) -> list[str]:
+        """The health check's log lines for ``node``, in order, each from its event on."""
+        return [line.removeprefix("clusterdiag healthcheck: ")
+                for line in _read(self.base / "healthcheck.log").splitlines()
+                if f" node={node} " in line + " "]
+
+    def restart(self, name: str) -> None:
+        """Stop the daemon ``name`` by its PID and start it again as before."""
+        index = next(i for i, p in enumerate(self.procs) if p.args[-1] == name)
+        proc = self.procs.pop(index)
+        proc.terminate()
+        proc.wait(timeout=30)
+        self.spawn(f"slurmd-{name}", *[str(a) for a in proc.args])
+
     def job(self, job_id: str) -> dict[str, str]:
         text = self.cmd("scontrol", "show", "job", job_id, "-o").stdout
         return dict(f.split("=", 1) for f in text.split() if "=" in f)
@@ -139,7 +174,7 @@ def _write_files(base: Path, ports: list[int]) -> None:
         (munge / sub).mkdir(parents=True)
     for sub in ("log", "lib"):
         (munge / sub).chmod(0o700)
-    for sub in ("state", "spool", "run", "log", "state-agent"):
+    for sub in ("state", "spool", "run", "log"):
         (base / sub).mkdir()
     nodes = "\n".join(
         f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[i + 1]} "
@@ -188,11 +223,20 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         path.chmod(0o755)
     for name, text in SPECS.items():
         (base / f"{name}.yaml").write_text(text)
-    (base / "config.yaml").write_text(json.dumps(
-        {"agent": {"state_dir": str(base / "state-agent")}, "epilog": {"grace_s": 2},
-         # Four prologs at once on a small shared CI machine: the default 8 s leaves the
-         # collection too little once Python has started (PrologEpilogTimeout is unset).
-         "prolog": {"budget_s": 20}}))
+    for name in NODES:
+        (base / "state-agent" / name).mkdir(parents=True)
+        (base / f"config-{name}.yaml").write_text(json.dumps(
+            {"agent": {"state_dir": str(base / "state-agent" / name)},
+             "epilog": {"grace_s": 2},
+             # Four prologs at once on a small shared CI machine: the default 8 s leaves
+             # the collection too little once Python has started (PrologEpilogTimeout is
+             # unset).
+             "prolog": {"budget_s": 20},
+             # A hold-down of seconds, not minutes; two of four nodes drained at once is a
+             # fleet event (the default share), not the circuit breaker (the default 20 %
+             # is one other node of four).
+             "health": {"hold_down_s": {"fabric.manager": HOLD_DOWN_S},
+                        "breaker_share": 0.5}}))
 
 
 @pytest.fixture(scope="module")
@@ -290,12 +334,217 @@ def test_a_faulty_node_drains_the_job_runs_elsewhere_and_health_check_resumes_it
                             "echo $SLURMD_NODENAME", timeout=60)
         assert again.returncode == 0, again.stderr
         assert again.stdout.strip() == "n3"
-        assert "resumed" in _read(cluster.base / "healthcheck.log")
+        # ... and only once the validation NVLink calls for (qualify's all-reduce and
+        # device-to-device copies) passed, started by a health check on the drained node
+        started, resumed = _order(cluster.events("n3"), "validation started", "resumed ")
+        assert started < resumed
+        health = cluster.lifecycle("n3")
+        assert (health.state, health.last and health.last.result) == (State.HEALTHY,
+                                                                      Result.PASSED)
+        assert health.last.detail == "allreduce, d2d passed"
+        assert health.totals == {"nvlink": 1}
     finally:
         cluster.health(False)
         cluster.use("healthy")
         for name in NODES:
             cluster.cmd("scontrol", "update", f"NodeName={name}", "State=RESUME")
+
+
+def _order(events: list[str], *wanted: str) -> list[int]:
+    """Where each wanted event first occurs (an event starting with it), failing when one
+    is missing: increasing when they happened in that order."""
+    where = []
+    for want in wanted:
+        hits = [i for i, e in enumerate(events) if e.startswith(want)]
+        assert hits, f"no {want!r} among {events}"
+        where.append(hits[0])
+    return where
+
+
+def test_a_state_fault_cleared_waits_its_hold_down_across_a_restart_then_resumes(
+        cluster: Cluster) -> None:
+    """Fabric Manager down on n1: drained by the health check, an incident opened in n1's
+    lifecycle. Cleared, the node stays out through the hold-down (its validation waits),
+    also across a restart of n1's slurmd, which starts the health checks: the lifecycle
+    is read back from health.json, so the hold-down does not start again; then resumed."""
+    cluster.health(False)
+    cluster.forget("n1")
+    cluster.plant("fm-down", "{node: n1, kind: fabric_manager_down}")
+    try:
+        cluster.health(True)
+        cluster.wait("n1 drained", lambda: (cluster.node("n1")[1] or "").startswith(
+            "clusterdiag: fabric.manager node ") and cluster.lifecycle("n1").open is not None,
+            12 * HEALTH_INTERVAL_S, lambda: str(cluster.node("n1")))
+        opened = cluster.lifecycle("n1")
+        assert opened.state is State.DRAINED
+        assert opened.open is not None
+        assert (opened.open.check, opened.open.fleet) == ("fabric.manager", False)
+        cluster.use("healthy")
+        cluster.wait("the hold-down", lambda: any(
+            e.startswith("not resuming ") and "in its hold-down for" in e
+            for e in cluster.events("n1")), 8 * HEALTH_INTERVAL_S, lambda: str(
+                cluster.events("n1")))
+        assert "DRAIN" in cluster.node("n1")[0]
+        cluster.restart("n1")
+        assert cluster.lifecycle("n1").open == opened.open  # read back after the restart
+        cluster.wait("n1 resumed", lambda: cluster.node("n1")[0] == "IDLE",
+                     HOLD_DOWN_S + 12 * HEALTH_INTERVAL_S, lambda: str(cluster.events("n1")))
+        resumed = time.time()
+        assert resumed >= opened.open.at + HOLD_DOWN_S
+        events = cluster.events("n1")
+        drained, started, back = _order(events, "drained ", "validation started", "resumed ")
+        (waiting,) = _order([e if "in its hold-down for" in e else "" for e in events],
+                            "not resuming ")
+        assert drained < started < waiting < back
+        assert not any("before its incident was recorded" in e for e in events)
+        health = cluster.lifecycle("n1")
+        assert health.state is State.HEALTHY
+        assert health.last is not None
+        assert (health.last.result, health.last.detail) == (
+            Result.PASSED, "the check passes, after its hold-down")
+        assert health.totals == {"fabric.manager": 1}
+    finally:
+        cluster.health(False)
+        cluster.use("healthy")
+        cluster.cmd("scontrol", "update", "NodeName=n1", "State=RESUME")
+
+
+def test_a_validation_that_fails_keeps_the_node_out_with_its_figure(cluster: Cluster) -> None:
+    """A thermal slowdown on n4's GPU 2 drains it; its validation is qualify's burn
+    (gpu_compute). With the slowdown gone but the GPU slow (what no state check sees), the
+    validation fails: n4 stays drained, its reason with the burn's figure. Once the GPU
+    computes at speed again, the next validation passes and n4 is resumed."""
+    cluster.health(False)
+    cluster.forget("n4")
+    cluster.plant("hot", "{node: n4, kind: thermal_slowdown, gpu: 2}")
+    try:
+        cluster.health(True)
+        cluster.wait("n4 drained", lambda: (cluster.node("n4")[1] or "").startswith(
+            "clusterdiag: gpu.clock_events gpu2 "), 12 * HEALTH_INTERVAL_S)
+        cluster.plant("slow", "{node: n4, kind: gpu_slow, gpu: 2}")
+        cluster.wait("the validation to fail", lambda: "qualify.gpu_compute" in (
+            cluster.node("n4")[1] or ""), 12 * HEALTH_INTERVAL_S, lambda: str(
+                cluster.events("n4")))
+        state, reason = cluster.node("n4")
+        assert "DRAIN" in state
+        parsed = parse(reason or "")
+        assert parsed is not None
+        assert (parsed.verb, parsed.check, parsed.component) == (Verb.NONE,
+                                                                 "gpu.clock_events", "gpu2")
+        # the reason is cut to Slurm's length, the figure whole in the lifecycle
+        assert re.search(r"^qualify\.gpu_compute gpu2 .* observed \d+", parsed.detail)
+        health = cluster.lifecycle("n4")
+        assert health.last is not None
+        assert health.last.result is Result.FAILED
+        assert re.search(r"^qualify\.gpu_compute gpu2 .*; observed [\d.]+; expected "
+                         r"\{\"peers_median\":[\d.]+,", health.last.detail), health.last.detail
+        assert health.open is not None
+        assert health.open.family == "thermal_power"
+        assert not any(e.startswith("resumed ") for e in cluster.events("n4"))
+        cluster.use("healthy")
+        cluster.wait("n4 resumed", lambda: cluster.node("n4")[0] == "IDLE",
+                     12 * HEALTH_INTERVAL_S, lambda: str(cluster.events("n4")))
+        health = cluster.lifecycle("n4")
+        assert health.last is not None
+        assert (health.state, health.last.result, health.last.detail) == (
+            State.HEALTHY, Result.PASSED, "gpu_compute passed")
+    finally:
+        cluster.health(False)
+        cluster.use("healthy")
+        cluster.cmd("scontrol", "update", "NodeName=n4", "State=RESUME")
+
+
+def _passes(cluster: Cluster, node: str) -> int:
+    return sum(e.startswith("pass ") for e in cluster.events(node))
+
+
+def _struck(node: str, family: str, check: str, component: str, *ago_s: float) -> Health:
+    """A node's lifecycle after earlier drains of ``family`` this week, each validated
+    and resumed: its strikes."""
+    health = Health()
+    for ago in ago_s:
+        at = time.time() - ago
+        health.drain(Incident(family, check, component, "earlier", at))
+        health.start(at + 60)
+        health.finish(Outcome(Result.PASSED, "earlier", at + 120))
+    return health
+
+
+def test_a_third_drain_holds_for_repair_and_other_reasons_stay_untouched(
+        cluster: Cluster) -> None:
+    """n3 was drained for NVLink twice this week; a third NVLink drain holds it for
+    repair, and it is not resumed once the link is back. Meanwhile an operator's drain
+    (n2) and Slurm's ``Prolog error`` (n4) are never touched by the health check."""
+    cluster.health(False)
+    before = len(cluster.events("n3"))
+    store.save(cluster.state_dir("n3"), _struck("n3", "nvlink", "nvlink.links_up", "gpu3",
+                                                3 * 86_400, 86_400))
+    cluster.use("faulty")  # n3's NVLink down (and n2's GPU lost, under its operator's drain)
+    assert cluster.cmd("scontrol", "update", "NodeName=n2", "State=DRAIN",
+                       f"Reason={OPERATOR}").returncode == 0
+    assert cluster.cmd("scontrol", "update", "NodeName=n4", "State=DRAIN",
+                       "Reason=Prolog error").returncode == 0
+    try:
+        cluster.health(True)
+        cluster.wait("n3 held", lambda: (cluster.node("n3")[1] or "").startswith(
+            "clusterdiag: repair "), 12 * HEALTH_INTERVAL_S, lambda: str(cluster.node("n3")))
+        assert cluster.node("n3")[1] == ("clusterdiag: repair nvlink.links_up gpu3 "
+                                         "(3 drains in 7 d)")
+        health = cluster.lifecycle("n3")
+        assert health.state is State.HELD
+        assert health.open is not None
+        assert (health.open.family, health.open.fleet) == ("nvlink", False)
+        cluster.use("healthy")
+        seen = _passes(cluster, "n3")
+        cluster.wait("three clean health checks on n3", lambda: _passes(cluster, "n3")
+                     >= seen + 3, 12 * HEALTH_INTERVAL_S)
+        assert cluster.node("n3")[1] == ("clusterdiag: repair nvlink.links_up gpu3 "
+                                         "(3 drains in 7 d)")
+        assert "DRAIN" in cluster.node("n3")[0]
+        assert not any(e.startswith(("resumed ", "validation started"))
+                       for e in cluster.events("n3")[before:])
+        assert cluster.lifecycle("n3").state is State.HELD
+        assert cluster.node("n2") == ("IDLE+DRAIN", OPERATOR)
+        assert cluster.node("n4") == ("IDLE+DRAIN", "Prolog error")
+        assert any(e.startswith("not resuming: drained for a reason that is not")
+                   for e in cluster.events("n4"))
+    finally:
+        cluster.health(False)
+        cluster.use("healthy")
+        for name in ("n2", "n3", "n4"):
+            cluster.cmd("scontrol", "update", f"NodeName={name}", "State=RESUME")
+        cluster.forget("n3")
+
+
+def test_the_same_fault_on_half_the_fleet_at_once_is_a_fleet_event_not_a_strike(
+        cluster: Cluster) -> None:
+    """Fabric Manager down on n1 and n2 at once (a driver roll-out): over the fleet event
+    share (two of four), so the drain that finds the other drained is recorded as a fleet
+    event, no strike: the node keeps the one strike it had this week."""
+    cluster.health(False)
+    for name in ("n1", "n2"):
+        store.save(cluster.state_dir(name), _struck(name, "fabric.manager", "fabric.manager",
+                                                    "node", 86_400))
+    cluster.plant("fm-both", "{node: n1, kind: fabric_manager_down}",
+                  "{node: n2, kind: fabric_manager_down}")
+    try:
+        cluster.health(True)
+        cluster.wait("n1 and n2 drained", lambda: all(
+            len(cluster.lifecycle(n).incidents) == 2 for n in ("n1", "n2")),
+            12 * HEALTH_INTERVAL_S, lambda: str([cluster.node(n) for n in ("n1", "n2")]))
+        latest = {n: cluster.lifecycle(n).incidents[-1] for n in ("n1", "n2")}
+        name, last = max(latest.items(), key=lambda item: item[1].at)
+        assert (last.check, last.fleet) == ("fabric.manager", True), latest
+        assert cluster.lifecycle(name).count("fabric.manager", 7 * 86_400, time.time()) == 1
+        for node in ("n1", "n2"):
+            assert cluster.lifecycle(node).state is State.DRAINED
+            assert (cluster.node(node)[1] or "").startswith("clusterdiag: fabric.manager ")
+    finally:
+        cluster.health(False)
+        cluster.use("healthy")
+        for name in ("n1", "n2"):
+            cluster.cmd("scontrol", "update", f"NodeName={name}", "State=RESUME")
+            cluster.forget(name)
 
 
 def test_a_hostile_reason_reads_back_the_same_through_scontrol(cluster: Cluster) -> None:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from clusterdiag.agent.base.errors import ExitCode, UsageError
+from clusterdiag.agent.base.errors import ConfigError, ExitCode, UsageError
 from clusterdiag.agent.cli import cli
 from clusterdiag.agent.health import store
 from clusterdiag.agent.health.incident import incident_from
@@ -68,6 +68,36 @@ def test_a_service_down_is_rechecked_and_returns_only_after_the_hold_down(
     saved = store.load(state)
     assert (saved.state, saved.open, saved.totals) == (State.HEALTHY, None,
                                                        {"fabric.manager": 1})
+
+
+def test_a_sites_hold_down_for_the_family_is_the_one_waited_for(tmp_path: Path) -> None:
+    planted = _spec(tmp_path, "planted", [{"node": "n1", "kind": "fabric_manager_down"}])
+    cleared = _spec(tmp_path, "cleared", [])
+    config = session.load(None)
+    report = run_node(session.source_env(config, None, None, planted, "n1"), config,
+                      session.run_options(config, None, None, None, "fabric.manager"))
+    state = _drained_by(tmp_path, next(f for f in report.findings if f.status is Status.FAIL))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"health": {"hold_down_s": {"fabric.manager": 20}}}))
+    short = session.load(path)
+    answer = validate(Request(state, "n1", cleared, clock=lambda: T0 + 19), short)
+    assert (answer.outcome.result, answer.outcome.detail) == (
+        Result.WAITING, "the check passes; its hold-down of 20 s ends in 1 s")
+    answer = validate(Request(state, "n1", cleared, clock=lambda: T0 + 20), short)
+    assert answer.outcome.result is Result.PASSED
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ({"fabric.manger": 20}, r"'health\.hold_down_s\.fabric\.manger' \(did you mean "
+                            r"'health\.hold_down_s\.fabric\.manager'\?\)"),
+    ({"fabric.manager": -1}, r"'health\.hold_down_s\.fabric\.manager' must be"),
+    ({"fabric.manager": "10m"}, r"'health\.hold_down_s\.fabric\.manager' must be a number")])
+def test_a_hold_down_names_a_check_and_seconds(tmp_path: Path, given: dict[str, Any],
+                                               said: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"health": {"hold_down_s": given}}))
+    with pytest.raises(ConfigError, match=said):
+        session.load(path)
 
 
 def test_a_slow_gpu_is_validated_by_its_qualify_test_with_the_figure(tmp_path: Path) -> None:

@@ -92,6 +92,17 @@ def test_a_hold_down_waits_then_validates_again() -> None:
     assert plan(_node(reason=SERVICE), health, False, Policy(), T0 + 600).do is Do.START
 
 
+def test_a_sites_hold_down_for_the_family_replaces_the_declared_one() -> None:
+    health = _drained("fabric.manager", "node")
+    health.asked = Asked(T0, False)
+    _ran(health, Result.WAITING, "the check passes; its hold-down ...", T0 + 5)
+    short = Policy(hold_down_s={"fabric.manager": 20.0})
+    assert plan(_node(reason=SERVICE), health, False, short, T0 + 19).do is Do.NOTHING
+    assert plan(_node(reason=SERVICE), health, False, short, T0 + 20).do is Do.START
+    other = Policy(hold_down_s={"gpu.count": 20.0})
+    assert plan(_node(reason=SERVICE), health, False, other, T0 + 20).do is Do.NOTHING
+
+
 @pytest.mark.parametrize(("fallback", "do", "said"), [
     ("recheck", Do.RECHECK, "clusterdiag: nvlink.links_up gpu3 validation could not run 3 "
                             "times: recheck"),
