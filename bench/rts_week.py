@@ -456,9 +456,9 @@ def figures(week: Week) -> tuple[list[Figure], list[str]]:
     return [f for f, _ in out], [f"{f.name}: {note}" for f, note in out]
 
 
-def simulate(nodes: int, days: int) -> Week:
-    """Run the plan in a fresh directory, the qualify tools memoized for the run."""
-    work = Path(tempfile.mkdtemp(prefix="clusterdiag-rts-week-"))
+def simulate(nodes: int, days: int, work: Path) -> Week:
+    """Run the plan with each node's state directory under ``work`` (empty), the qualify
+    tools memoized for the run."""
     memo = Memo()
     real = validate_module._qualify
     validate_module._qualify = memo  # type: ignore[assignment]
@@ -473,8 +473,9 @@ def simulate(nodes: int, days: int) -> Week:
 def main() -> None:
     quick = "--quick" in sys.argv[1:]
     print(module_note(), file=sys.stderr)
-    week = simulate(8, 1) if quick else simulate(64, 7)
-    found, notes = figures(week)
+    with tempfile.TemporaryDirectory(prefix="clusterdiag-rts-week-") as work:
+        week = simulate(8, 1, Path(work)) if quick else simulate(64, 7, Path(work))
+        found, notes = figures(week)
     emit(found)
     if "--json" not in sys.argv[1:]:
         print("\n".join(notes))

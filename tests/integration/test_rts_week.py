@@ -23,8 +23,8 @@ def week_module() -> Iterator[ModuleType]:
 
 
 @pytest.fixture(scope="module")
-def day(week_module: ModuleType) -> Any:
-    return week_module.simulate(8, 1)
+def day(week_module: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return week_module.simulate(8, 1, tmp_path_factory.mktemp("week"))
 
 
 def test_every_node_back_within_hold_down_interval_and_validation(
