@@ -46,6 +46,7 @@ BENCHES: dict[str, bool] = {
     "agent_flood.py": True,
     "qualify_schedule.py": True,
     "qualify_report.py": True,
+    "rts_week.py": True,
 }
 
 
@@ -132,6 +133,16 @@ GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
      "clusterdiag CPU time growth 128 -> 1,024", ""),
     ("qualify report of 1,024 nodes: HTML size", "qualify report, 1,024 nodes: HTML size",
      ""),
+    ("return to service, a simulated week of 64 nodes: longest out after a fault cleared",
+     "rts week~longest out after the fault cleared", ""),
+    ("same, the flapping NVLink: held for repair at its own drain no.",
+     "rts week~gpu02 (flapping) held", ""),
+    ("same, the flapping IB port (its third drain read alone was a fleet event's first)",
+     "rts week~gpu03 (flapping) held", ""),
+    ("same, strikes counted from a fleet event on 20 of 64 nodes",
+     "rts week~strikes from the fleet event", ""),
+    ("same, the slow GPU resumed without a passing validation",
+     "rts week~slow GPU resumed", ""),
 )
 
 

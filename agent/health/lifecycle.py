@@ -8,7 +8,8 @@
                           |           v        |
                           |         held <-----+--hold
                           |           |
-                          +-----------+ (never directly: --release--> validating)
+                          +-----------+ (never to healthy: --release--> validating;
+                                         its strikes a fleet event after all --> drained)
 
 ``drained`` names the open incident (check, component, evidence, since); ``validating``
 keeps it while the validation its fault class declares runs (checks/core/validation.py);
@@ -45,7 +46,9 @@ ALLOWED: dict[State, frozenset[State]] = {
     State.HEALTHY: frozenset({State.DRAINED}),
     State.DRAINED: frozenset({State.VALIDATING, State.HELD}),
     State.VALIDATING: frozenset({State.HEALTHY, State.DRAINED, State.HELD}),
-    State.HELD: frozenset({State.VALIDATING}),
+    # HELD -> DRAINED: a hold whose strikes turn out to be a fleet event is undone
+    # (policy.reclassify), back to validation; never straight to healthy.
+    State.HELD: frozenset({State.VALIDATING, State.DRAINED}),
 }
 
 
@@ -156,6 +159,20 @@ class Health:
         self._move(State.HELD, now)
         if incident is not None:
             self.open = incident
+
+    def unhold(self, now: float) -> None:
+        """A hold undone: the strikes that made it turn out to be a fleet event
+        (policy.reclassify), so the node is drained for its open incident again and earns
+        its way back through validation like any other."""
+        self._move(State.DRAINED, now)
+        self.last, self.errors, self.asked = None, 0, None
+
+    def reclassify(self, old: Incident, new: Incident) -> None:
+        """``old``, one of the recorded drains, is ``new`` after all (its fleet judged
+        again); the open incident too when it is that drain."""
+        self.incidents = [new if i == old else i for i in self.incidents]
+        if self.open == old:
+            self.open = new
 
     def prune(self, now: float) -> None:
         """Forget incidents older than ``MAX_AGE_S`` and beyond the newest ``MAX_INCIDENTS``."""

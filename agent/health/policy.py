@@ -11,6 +11,9 @@ them with its own clock (agent/slurm/incidents.py is the gate's caller).
   fleet's nodes within ``fleet_event_window_s`` (a subnet manager restart, a driver
   roll-out): the drain is recorded, never a strike. When the fleet could not be read the
   drain is recorded as unknown, never a strike either: our own trouble holds no node.
+  The first drains of an event, before the count crosses the share, read as the nodes'
+  own when they happen; the health check judges them again once the event is visible
+  (``reclassify``), and undoes a hold they made.
 - The circuit breaker: more than ``breaker_share`` of the fleet's nodes drained by
   clusterdiag is more likely our own error (a bad config push, a bug) or a site-wide
   event than that many broken nodes, so no node is held for repair and the health check
@@ -20,7 +23,7 @@ them with its own clock (agent/slurm/incidents.py is the gate's caller).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .lifecycle import Health, Incident, State
@@ -131,6 +134,65 @@ def apply(health: Health, incident: Incident, decision: Decision) -> None:
     health.record(incident)
     if decision.hold and health.state is not State.HELD:
         health.hold(incident.at, incident)
+
+
+# How long after a drain the health check judges it against the fleet again: the window
+# itself (the drains after it that count) and an hour more, so that a health check
+# interval far beyond Slurm's recommended 300 s (docs/slurm.md) still runs once in it.
+# The nodes of an event stay drained at least their hold-down, so they are still in
+# Slurm's view then; past it, the fleet is read no more for this drain.
+REJUDGE_S = 3600.0
+
+
+def _rejudged(incident: Incident, now: float, settings: Settings) -> bool:
+    return incident.fleet is False \
+        and 0 <= now - incident.at <= settings.fleet_event_window_s + REJUDGE_S
+
+
+def rejudge_due(health: Health, now: float, settings: Settings) -> bool:
+    """Whether a drain the node counts as its own is recent enough to be judged against
+    the fleet again: only then does the health check read the fleet."""
+    return any(_rejudged(i, now, settings) for i in health.incidents)
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    """What ``reclassify`` changed: the node's drains found to be a fleet event, and
+    whether that undid its hold."""
+
+    incidents: int
+    unheld: bool
+
+
+def reclassify(health: Health, fleet: Iterable[Peer], node: str, now: float,
+               settings: Settings) -> Rejudged:
+    """Judge the node's recent own drains against the fleet as Slurm shows it now: one
+    that ``fleet_event`` finds the same check on more than the share of the fleet within
+    the window of its time (``node`` counted at that time, for that check) is a fleet
+    event after all, no strike. A node held for repair whose strikes then fall short of
+    ``settings.strikes`` (and reached it before) was held on a fleet event: it goes back
+    to drained, and its validation decides. A hold for another reason (validations that
+    could not run, ``on_validation_error: hold``) is left as it is."""
+    others = [p for p in fleet if p.name != node]
+    held = health.open if health.state is State.HELD else None
+    window = settings.strike_window_s
+
+    def reached() -> bool:
+        return held is not None and \
+            health.count(held.family, window, held.at) >= settings.strikes
+
+    was = reached()
+    found = 0
+    for incident in list(health.incidents):
+        if _rejudged(incident, now, settings) and fleet_event(
+                [*others, Peer(node, True, incident.check, incident.at)], incident.check,
+                incident.at, settings):
+            health.reclassify(incident, replace(incident, fleet=True))
+            found += 1
+    unheld = bool(found) and was and not reached()
+    if unheld:
+        health.unhold(now)
+    return Rejudged(found, unheld)
 
 
 def span(seconds: float) -> str:

@@ -208,14 +208,16 @@ def decide(run: Run, outcome: Outcome, seconds: float) -> int:
     return ExitCode.READY
 
 
-def drain(run: Run, reason: str, picked: Reason | None = None) -> None:
+def drain(run: Run, reason: str, picked: Reason | None = None,
+          clock: Callable[[], float] | None = None) -> None:
     """Drain with ``reason`` unless the node carries a reason that is not ours, or one
     of ours that only a person lifts (``Lift.PERSON``: the epilog's, qualify's, repair's)
     and this program's would not: the newer reason would hide it, and the health check
     would resume the node once that one passes. A drain that happened is an incident in
     the node's lifecycle (incidents.py: strikes, fleet events, the circuit breaker, which
     may stop the health check's drain); ``picked`` is the reason unabridged (its
-    figure), else it is read back from ``reason``."""
+    figure), else it is read back from ``reason``; ``clock`` the gate's time (a
+    simulated week's; the wall clock by default)."""
     from .incidents import Gate  # the lifecycle only where a node is drained
     from .scontrol import SlurmError  # scontrol's module only where Slurm is asked
 
@@ -236,7 +238,7 @@ def drain(run: Run, reason: str, picked: Reason | None = None) -> None:
         if state.drained and state.reason == reason:
             run.log("already drained with this reason", state=state.state)
             return
-        gate = Gate(run, scontrol, state, picked or parse(reason))
+        gate = Gate(run, scontrol, state, picked or parse(reason), clock or time.time)
         if gate.stops_drain():
             return
         scontrol.drain(name, reason)

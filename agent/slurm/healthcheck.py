@@ -19,22 +19,30 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ...checks.core.finding import Finding, Status
 from ..base.errors import ExitCode
 from ..health import lock, store
+from ..health import policy as health_policy
 from ..health.lifecycle import Health
 from ..run.runner import run_node
 from .agent_report import Cached, load_trusted
 from .entry import Inputs, Outcome, Run, decide, execute
+from .incidents import peers
 from .prolog import JOB_DEPENDENT, options
-from .reason import Lift, Verb, owned, parse
+from .reason import Lift, Reason, Verb, owned, parse, write
 from .scontrol import NodeState, Scontrol, SlurmError
 from .way_back import Do, Policy, Step, plan, rechecked
 
 # The validation's own output, replaced at each start: one run's lines at most.
 VALIDATE_LOG = "validate.log"
+
+Clock = Callable[[], float]
+# Starts ``clusterdiag validate`` holding the lock's descriptor and returns its pid
+# (``start_validation``; a simulation hands in its own).
+Start = Callable[[Run, Path, int], int]
 
 
 def main(inputs: Inputs) -> int:
@@ -89,7 +97,11 @@ def may_resume(reason: str, own: list[Finding], agent: Cached) -> tuple[bool, st
     return True, f"{check} passed ({source})"
 
 
-def resume_if_ours(run: Run, findings: list[Finding]) -> None:
+def resume_if_ours(run: Run, findings: list[Finding], clock: Clock = time.time,
+                   start: Start | None = None) -> None:
+    """After a clean pass: lift our own trouble, or walk the node's way back.
+    ``clock`` and ``start`` are the time and the validation's start (a simulated week
+    hands in its own)."""
     if not run.settings["resume"]:
         return
     try:
@@ -105,7 +117,7 @@ def resume_if_ours(run: Run, findings: list[Finding]) -> None:
         if parsed is not None and parsed.check is None:  # our own trouble, no fault
             _resume_when_clean(run, scontrol, state, findings)
             return
-        way_back(run, scontrol, state, findings)
+        way_back(run, scontrol, state, findings, clock, start)
     except SlurmError as exc:
         run.log("ERROR could not resume the node", error=exc)
 
@@ -127,9 +139,11 @@ def policy(run: Run) -> Policy:
                   dict(section["hold_down_s"]))
 
 
-def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Finding]) -> None:
+def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Finding],
+             clock: Clock = time.time, start: Start | None = None) -> None:
     """Decide under the validation lock (way_back.plan), save the lifecycle, then act: a
-    validation started here inherits the lock, so no other starts until it ends."""
+    validation started here inherits the lock, so no other starts until it ends. The
+    node's recent own drains are judged against the fleet first (``rejudge``)."""
     state_dir = Path(run.config.section("agent")["state_dir"])
     try:
         fd = lock.take(state_dir)
@@ -139,16 +153,17 @@ def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Find
         return
     try:
         health = store.load(state_dir)
-        step = plan(state, health, fd is None, policy(run), time.time())
+        state = rejudge(run, scontrol, state, health, state_dir, clock())
+        step = plan(state, health, fd is None, policy(run), clock())
         if step.do is Do.NOTHING and not step.changed:
             if health.open is not None or state.drained:
                 run.log("not resuming", existing=state.reason, why=step.why)
             return
         if step.do is Do.RECHECK:
-            step = _recheck(run, step, findings, health, state)
+            step = _recheck(run, step, findings, health, state, clock())
         if step.changed:
             store.save(state_dir, health)
-        _act(run, scontrol, state, step, state_dir, fd)
+        _act(run, scontrol, state, step, state_dir, fd, start or start_validation)
     except OSError as exc:
         run.log("ERROR could not keep the node's lifecycle, node left as it is",
                 state_dir=state_dir, error=exc.strerror or exc)
@@ -157,21 +172,61 @@ def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Find
             os.close(fd)
 
 
+def rejudge(run: Run, scontrol: Scontrol, state: NodeState, health: Health,
+            state_dir: Path, now: float) -> NodeState:
+    """The node's recent drains counted as its own, judged against the fleet as Slurm
+    shows it now (health_policy.reclassify: the first drains of a fleet event read as the
+    nodes' own when they happen). Read only when such a drain is recent (one
+    ``scontrol show node -o``, as the gate reads it). A hold undone puts the open
+    incident's reason back (a ``repair`` reason stops the way back), and the node is
+    validated as any drained node is. A fleet that cannot be read is logged and leaves
+    the lifecycle as it is. Returns Slurm's view of the node after it."""
+    settings = health_policy.Settings.of(run.config.section("health"))
+    if not health_policy.rejudge_due(health, now, settings):
+        return state
+    try:
+        fleet = peers(scontrol.show_nodes())
+    except SlurmError as exc:
+        run.log("ERROR could not read the fleet from Slurm: the node's recent drains are "
+                "not judged again", error=exc)
+        return state
+    found = health_policy.reclassify(health, fleet, run.node, now, settings)
+    if not found.incidents:
+        return state
+    after = state
+    if found.unheld and health.open is not None:
+        incident = health.open
+        text = write(Reason(Verb.NONE, incident.check, incident.component,
+                            incident.evidence))
+        try:
+            scontrol.drain(run.node, text)
+        except SlurmError as exc:  # still held in Slurm: judged again at the next run
+            run.log("ERROR could not lift the repair reason of a fleet event", error=exc,
+                    reason=text)
+            return state
+        run.log("no longer held for repair: its strikes were a fleet event", reason=text)
+        after = NodeState(state.name, state.state, text, now)
+    store.save(state_dir, health)
+    run.log("drains judged a fleet event after all, no strike", drains=found.incidents,
+            state=health.state.value)
+    return after
+
+
 def _recheck(run: Run, step: Step, findings: list[Finding], health: Health,
-             state: NodeState) -> Step:
+             state: NodeState, now: float) -> Step:
     """The ``recheck`` fallback: the check passing again, as may_resume judges it."""
     assert step.reason is not None
     ok, why = may_resume(step.reason, findings, load_trusted(run.config, run.node))
     if not ok:
         return Step(Do.DRAIN if state.drained else Do.NOTHING, f"{step.why}; {why}",
                     step.reason, step.changed)
-    rechecked(health, f"{why} ({step.why.removeprefix('ERROR ')})", time.time())
+    rechecked(health, f"{why} ({step.why.removeprefix('ERROR ')})", now)
     return Step(Do.RESUME if state.drained else Do.NOTHING, f"{step.why}; {why}", step.reason,
                 True)
 
 
 def _act(run: Run, scontrol: Scontrol, state: NodeState, step: Step, state_dir: Path,
-         fd: int | None) -> None:
+         fd: int | None, start: Start) -> None:
     if step.reason is not None and step.reason != state.reason and step.do is not Do.RESUME:
         scontrol.drain(run.node, step.reason)
         run.log("drained", reason=step.reason, why=step.why)
@@ -179,7 +234,7 @@ def _act(run: Run, scontrol: Scontrol, state: NodeState, step: Step, state_dir: 
         scontrol.resume(run.node)
         run.log("resumed", previous=state.reason, why=step.why)
     elif step.do is Do.START and fd is not None:
-        pid = start_validation(run, state_dir, fd)
+        pid = start(run, state_dir, fd)
         run.log("validation started", pid=pid, why=step.why, log=state_dir / VALIDATE_LOG)
     elif step.do is Do.NOTHING or step.reason == state.reason:
         run.log("not resuming", existing=state.reason, why=step.why)

@@ -27,8 +27,10 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ...checks.core.validation import QUALIFY_PREFIX
 from ..health.incident import hold_down_s, validation_for
 from ..health.lifecycle import Asked, Health, Incident, Outcome, Result, State
+from .incidents import incident_check
 from .reason import Reason, Verb, parse, write
 from .scontrol import NodeState
 
@@ -85,24 +87,28 @@ def in_service(node: NodeState) -> bool:
 
 def incident_of(reason: Reason, now: float) -> Incident:
     """The incident a drain made before this lifecycle kept it (or by a drainer that does
-    not record one): its check and component from the reason, at ``now``, so its hold-down
-    starts now too."""
-    assert reason.check is not None
-    return Incident(validation_for(reason.check).family, reason.check, reason.component,
+    not record one, as ``qualify --drain``): its check and component from the reason (a
+    qualify test's by its check id, ``qualify.gpu_compute``, as the gate records it), at
+    ``now``, so its hold-down starts now too."""
+    check = incident_check(reason)
+    assert check is not None
+    return Incident(validation_for(check).family, check, reason.component,
                     reason.detail or "drained with no figure", now)
 
 
 def _same(incident: Incident, reason: Reason) -> bool:
     own = Reason(Verb.NONE, incident.check, incident.component)
-    return (own.check, own.component) == (reason.check, reason.component)
+    return (own.check, own.component) == (incident_check(reason), reason.component)
 
 
 def _with(reason: Reason, incident: Incident, detail: str, verb: Verb | None = None) -> str:
     """The node's reason for ``incident`` with ``detail``: its verb kept (an epilog's stays
-    the epilog's) unless told."""
+    the epilog's) unless told; qualify's reason names its test (``gpu_compute``)."""
     head = f"{incident.check} {incident.component} "
-    return write(Reason(reason.verb if verb is None else verb, incident.check,
-                        incident.component, detail.removeprefix(head)))
+    said = reason.verb if verb is None else verb
+    check = incident.check.removeprefix(QUALIFY_PREFIX) if said is Verb.QUALIFY \
+        else incident.check
+    return write(Reason(said, check, incident.component, detail.removeprefix(head)))
 
 
 def _left(incident: Incident, policy: Policy, now: float) -> float:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusterdiag.agent.health import policy, store
-from clusterdiag.agent.health.lifecycle import Health, Incident, State
+from clusterdiag.agent.health.lifecycle import Health, Incident, Outcome, Result, State
 from clusterdiag.agent.health.policy import Peer, Settings
 
 DAY = 86_400.0
@@ -130,3 +130,63 @@ def test_a_fleet_field_that_is_not_ours_makes_the_file_corrupt(bad: object) -> N
     data["incidents"][0]["fleet"] = bad
     with pytest.raises(store.Corrupt, match="fleet"):
         store.from_dict(data)
+
+
+def _peers(others: int, at: float, check: str = "nvlink.error_rate") -> list[Peer]:
+    """64 nodes: ``others`` of them (not ``me``) drained by clusterdiag for ``check``."""
+    return [Peer("me", True, check, at),
+            *(Peer(f"n{i}", i < others, check if i < others else None,
+                   at if i < others else None) for i in range(63))]
+
+
+def test_the_first_drains_of_a_fleet_event_are_no_strike_once_the_event_shows() -> None:
+    health = Health()
+    _drain(health, _incident(0.0))  # the first of the event: the node alone, its own
+    assert health.count("nvlink", SETTINGS.strike_window_s, 0.0) == 1
+    assert policy.rejudge_due(health, 300.0, SETTINGS)
+    found = policy.reclassify(health, _peers(19, 40.0), "me", 300.0, SETTINGS)
+    assert found == policy.Rejudged(1, False)
+    assert [i.fleet for i in health.incidents] == [True]
+    assert health.open is not None
+    assert health.open.fleet is True
+    assert health.count("nvlink", SETTINGS.strike_window_s, 300.0) == 0
+    assert not policy.rejudge_due(health, 600.0, SETTINGS)  # judged: the fleet is not read
+
+
+def test_a_lone_drain_stays_a_strike_and_an_old_one_is_not_judged_again() -> None:
+    health = Health()
+    _drain(health, _incident(0.0))
+    assert policy.reclassify(health, _peers(5, 0.0), "me", 300.0, SETTINGS) == \
+        policy.Rejudged(0, False)  # 6 of 64: not over a tenth
+    late = 600.0 + policy.REJUDGE_S + 1
+    assert not policy.rejudge_due(health, late, SETTINGS)
+    assert policy.reclassify(health, _peers(30, 0.0), "me", late, SETTINGS) == \
+        policy.Rejudged(0, False)
+    assert [i.fleet for i in health.incidents] == [False]
+
+
+def test_a_hold_made_by_a_fleet_events_first_drain_is_undone_into_drained() -> None:
+    health = Health()
+    _drain(health, _incident(0.0))
+    health.start(10.0)
+    health.finish(Outcome(Result.PASSED, "passed", 20.0))
+    _drain(health, _incident(DAY))
+    health.start(DAY + 10)
+    health.finish(Outcome(Result.PASSED, "passed", DAY + 20))
+    event = 2 * DAY
+    assert _drain(health, _incident(event)).hold  # read as the third strike
+    found = policy.reclassify(health, _peers(19, event + 30), "me", event + 300, SETTINGS)
+    assert found == policy.Rejudged(1, True)
+    assert (health.state, health.since) == (State.DRAINED, event + 300)
+    assert health.open is not None
+    assert (health.open.at, health.open.fleet) == (event, True)
+    assert health.count("nvlink", SETTINGS.strike_window_s, event) == 2
+
+
+def test_a_hold_for_validations_that_could_not_run_is_not_undone() -> None:
+    health = Health()
+    _drain(health, _incident(0.0))
+    health.hold(100.0)  # on_validation_error: hold, one strike only
+    assert policy.reclassify(health, _peers(19, 0.0), "me", 300.0, SETTINGS) == \
+        policy.Rejudged(1, False)
+    assert health.state is State.HELD

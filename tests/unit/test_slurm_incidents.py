@@ -17,7 +17,7 @@ from clusterdiag import checks
 from clusterdiag.agent.health import store
 from clusterdiag.agent.health.lifecycle import State
 from clusterdiag.agent.settings.config import load_config
-from clusterdiag.agent.slurm import entry, incidents
+from clusterdiag.agent.slurm import entry, healthcheck, incidents
 from clusterdiag.agent.slurm.reason import Lift, Reason, Verb, parse, write
 from clusterdiag.agent.slurm.scontrol import NodeState, SlurmError
 
@@ -211,3 +211,52 @@ def test_a_held_nodes_repair_reason_is_kept_by_every_program(tmp_path: Path,
     entry.drain(FakeRun(slurm, tmp_path, program=program), write(REASON),  # type: ignore[arg-type]
                 REASON)
     assert slurm.drains == []
+
+
+HELD = "clusterdiag: repair nvlink.error_rate gpu3 (3 drains in 7 d)"
+T = 1_000_000.0
+
+
+def _held_on_a_fleet_event(tmp_path: Path) -> tuple[FakeSlurm, FakeRun]:
+    """n0 held at its third drain, which was the first of a fleet event: 19 more of the
+    64 nodes were drained for the same check within the minute after it."""
+    slurm = FakeSlurm(64)
+    run = FakeRun(slurm, tmp_path, program="healthcheck")
+    for at in (T - 2 * 86_400, T - 86_400, T):
+        slurm.nodes["n0"] = NodeState("n0", "IDLE", None)
+        entry.drain(run, write(REASON), REASON, clock=lambda at=at: at)  # type: ignore[arg-type,misc]
+    assert (store.load(tmp_path).state, slurm.nodes["n0"].reason) == (State.HELD, HELD)
+    for i in range(1, 20):
+        slurm.nodes[f"n{i}"] = NodeState(f"n{i}", "IDLE+DRAIN", write(REASON), T + 3 * i)
+    return slurm, run
+
+
+def test_the_health_check_undoes_a_hold_its_fleet_event_made_and_validates(
+        tmp_path: Path) -> None:
+    slurm, run = _held_on_a_fleet_event(tmp_path)
+    started: list[int] = []
+
+    def start(_run: object, _state_dir: Path, fd: int) -> int:
+        started.append(fd)
+        return 4242
+
+    healthcheck.way_back(run, slurm, slurm.nodes["n0"], [],  # type: ignore[arg-type]
+                         clock=lambda: T + 300, start=start)
+    assert slurm.nodes["n0"].reason == write(REASON)
+    health = store.load(tmp_path)
+    assert health.state is State.DRAINED
+    assert [i.fleet for i in health.incidents] == [False, False, True]
+    assert health.asked is not None
+    assert health.asked.at == T + 300
+    assert len(started) == 1
+    assert any(line.startswith("no longer held for repair") for line in run.lines)
+
+
+def test_a_fleet_that_cannot_be_read_leaves_the_hold(tmp_path: Path) -> None:
+    slurm, run = _held_on_a_fleet_event(tmp_path)
+    slurm.fleet_error = True
+    healthcheck.way_back(run, slurm, slurm.nodes["n0"], [],  # type: ignore[arg-type]
+                         clock=lambda: T + 300)
+    assert (store.load(tmp_path).state, slurm.nodes["n0"].reason) == (State.HELD, HELD)
+    assert any(line.startswith("ERROR could not read the fleet from Slurm: the node's "
+                               "recent drains") for line in run.lines)

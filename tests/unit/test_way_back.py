@@ -157,3 +157,17 @@ def test_a_reason_only_a_person_lifts_is_never_resumed_on_a_recheck(verb: Verb) 
     resume, why = may_resume(reason, [], Cached(None, "no report"))
     assert not resume
     assert "a person resumes the node" in why
+
+
+def test_a_qualify_drain_opens_the_qualify_tests_incident_and_keeps_its_reason() -> None:
+    slow = "clusterdiag: qualify gpu_compute gpu2 41.0 TFLOPS"
+    health = Health()
+    step = plan(_node(reason=slow), health, False, Policy(), T0)
+    assert step.do is Do.START
+    assert health.open == Incident("qualify.gpu_compute", "qualify.gpu_compute", "gpu2",
+                                   "41.0 TFLOPS", T0)
+    _ran(health, Result.FAILED, "qualify.gpu_compute gpu2 40.2 TFLOPS", T0 + 60)
+    step = plan(_node(reason=slow), health, False, Policy(), T0 + 300)
+    assert (step.do, step.reason) == (Do.START, "clusterdiag: qualify gpu_compute gpu2 40.2 TFLOPS")
+    _ran(health, Result.PASSED, "gpu_compute passed", T0 + 360)
+    assert plan(_node(reason=step.reason), health, False, Policy(), T0 + 600).do is Do.RESUME
