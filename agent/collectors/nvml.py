@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.lazy_re import LazyPattern
-from ..model import SourceStats
 from ..model.gpu import Gpu, NvmlInfo
 from ..model.record import field, record
 from ..model.serde import from_jsonable, to_jsonable
+from ..model.snapshot import SourceStats
 from ..read import nvml_library
 from ..read.sources import SourceEnv, real_nvml
 from ..read.sysfs import read_text

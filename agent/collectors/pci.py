@@ -15,8 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-from ..model import SourceStats
 from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice, normalize_bdf
+from ..model.snapshot import SourceStats
 from ..read.sources import SourceEnv
 from ..read.sysfs import (
     FileCounter,

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..model import Snapshot, SourceStats
 from ..model.record import record
+from ..model.snapshot import Snapshot, SourceStats
 from ..read.sources import SourceEnv
 
 

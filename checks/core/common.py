@@ -8,11 +8,15 @@ what more than one family (or the runner) needs lives here. Errors and skips are
 
 from __future__ import annotations
 
-from ...agent.model import Snapshot
-from ...agent.model.gpu import Gpu, NvmlInfo
-from ...agent.model.kernel import KernelLog
+from typing import TYPE_CHECKING
+
 from .finding import Finding
 from .rates import sample_interval
+
+if TYPE_CHECKING:
+    from ...agent.model.gpu import Gpu, NvmlInfo
+    from ...agent.model.kernel import KernelLog
+    from ...agent.model.snapshot import Snapshot
 
 NODE = "node"
 

@@ -25,8 +25,8 @@ Anything else gives no interval, never a division by a non-positive one.
 
 from __future__ import annotations
 
-from ...agent.model import Snapshot
 from ...agent.model.record import record
+from ...agent.model.snapshot import Snapshot
 
 DEFAULT_MIN_EVENTS = 3
 # The doc of every rate check's ``min_events`` parameter (checks/core/params.py).

@@ -12,8 +12,8 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from ...agent.model import SOURCE_FIELDS, Snapshot
 from ...agent.model.record import field, record
+from ...agent.model.snapshot import SOURCE_FIELDS, Snapshot
 from ..catalogs.manifest import CHECKS
 from ..profiles.profile import Profile
 from .finding import Action, Finding

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from ...agent.model import Snapshot
 from ...agent.model.pci import MELLANOX_VENDOR, PciDevice
 from ...agent.model.record import record
+from ...agent.model.snapshot import Snapshot
 
 PCI_LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # nvidia-smi topo -m's legend, as it prints it (the topology report and the stand-in).

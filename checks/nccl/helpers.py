@@ -3,13 +3,15 @@ RDMA devices, and the findings for a host fact that could not be read."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...agent.model import Snapshot
-from ...agent.model.nccl import NcclInfo
 from ...agent.model.pci import MELLANOX_VENDOR
 from ..core.finding import Action, Finding, Status
 from ..core.topology import Endpoint, gpus, nics
+
+if TYPE_CHECKING:
+    from ...agent.model.nccl import NcclInfo
+    from ...agent.model.snapshot import Snapshot
 
 NODE = "node"
 

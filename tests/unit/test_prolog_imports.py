@@ -135,7 +135,9 @@ def _is_module(name: str) -> bool:
 def _lazy_imports() -> list[tuple[str, int, list[str], bool, bool]]:
     """Every import inside a function of ours: (module, line, the modules it imports,
     whether a comment says why — on its line, or above the run of imports it begins —, and
-    whether it is tried: an import whose failure the function handles)."""
+    whether it is exempt from belonging at the top: tried (its failure handled by the
+    function) or in a package's module-level ``__getattr__`` (PEP 562), whose imports are
+    lazy by design: they load what the package's own import must not)."""
     found = []
     for module, path in GRAPH.modules.items():
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -146,6 +148,7 @@ def _lazy_imports() -> list[tuple[str, int, list[str], bool, bool]]:
         for func in ast.walk(tree):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
+            lazy_attribute = func.name == "__getattr__" and func in tree.body
             for node in ast.walk(func):
                 if isinstance(node, ast.Import):
                     targets = [a.name for a in node.names]
@@ -167,7 +170,7 @@ def _lazy_imports() -> list[tuple[str, int, list[str], bool, bool]]:
                 said = any("#" in lines[i] for i in run) or (
                     above >= 0 and lines[above].strip().startswith("#"))
                 found.append((module, node.lineno, sorted(set(targets)), said,
-                              id(node) in guarded))
+                              id(node) in guarded or lazy_attribute))
     return found
 
 
@@ -186,14 +189,15 @@ def test_every_import_inside_a_function_says_why_and_keeps_a_module_off_a_path(
         paths: dict[str, set[str]]) -> None:
     """An import inside a function is a speed trick: it says why, and where its module is on
     a pinned path (the launcher, the prolog), what it imports is off at least one of them
-    (else it belongs at the top), unless the function handles its failure."""
+    (else it belongs at the top), unless the function handles its failure or is a package's
+    lazy ``__getattr__``."""
     silent, needless = [], []
-    for module, line, targets, said, tried in _lazy_imports():
+    for module, line, targets, said, exempt in _lazy_imports():
         where = f"{GRAPH.modules[module].relative_to(REPO)}:{line}"
         if not said:
             silent.append(where)
         on = [name for name, loaded in paths.items() if name != "bare" and module in loaded]
-        if not tried and on and all(t in paths[name] for name in on for t in targets):
+        if not exempt and on and all(t in paths[name] for name in on for t in targets):
             needless.append(f"{where} ({', '.join(targets)}: loaded on {', '.join(on)})")
     assert silent == [], "say why each is imported inside its function:\n" + "\n".join(silent)
     assert needless == [], "already loaded wherever its module is: import at the top:\n" + \
