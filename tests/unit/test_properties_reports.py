@@ -137,7 +137,10 @@ def _check_cluster(summaries: list[NodeSummary], failures: list[Unreachable],
         assert any(f["status"] == "fail" and blame(f) for f in reach), reach
 
 
-def _baseline(template: dict[str, Any]) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def baseline(template: dict[str, Any]) -> dict[str, Any]:
+    """The cluster report of the good nodes alone: the same for every example, so judged
+    once, not once per example."""
     summaries = [parse_answer(n, json.dumps(_as(template, n))) for n in GOOD]
     assert all(isinstance(s, NodeSummary) for s in summaries)
     return judge(summaries, [], ClusterSettings(), via="test").to_dict()  # type: ignore[arg-type]
@@ -146,6 +149,7 @@ def _baseline(template: dict[str, Any]) -> dict[str, Any]:
 @SETTINGS
 @given(data=st.data())
 def test_gathered_garbage_is_one_unreachable_node(template: dict[str, Any],
+                                                  baseline: dict[str, Any],
                                                   data: st.DataObject) -> None:
     answer = data.draw(foreign(template))
     raw = json.dumps(answer).encode() if data.draw(st.booleans()) else \
@@ -154,14 +158,14 @@ def test_gathered_garbage_is_one_unreachable_node(template: dict[str, Any],
     results.append(parse_answer(BAD, raw))
     summaries = [r for r in results if isinstance(r, NodeSummary)]
     failures = [r for r in results if isinstance(r, Unreachable)]
-    _check_cluster(summaries, failures, _baseline(template),
+    _check_cluster(summaries, failures, baseline,
                    lambda f: BAD in f["nodes"])
 
 
 @SETTINGS
 @given(data=st.data())
-def test_merged_garbage_file_is_named(template: dict[str, Any], data: st.DataObject,
-                                      tmp_path: Path) -> None:
+def test_merged_garbage_file_is_named(template: dict[str, Any], baseline: dict[str, Any],
+                                      data: st.DataObject, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data.draw(foreign(template))))
     paths = [str(bad)]
@@ -172,7 +176,7 @@ def test_merged_garbage_file_is_named(template: dict[str, Any], data: st.DataObj
     summaries, failures = merge_files(paths, workers=1)
     # Read as a report, the garbage speaks for the node it names: one more node at most.
     assert len([s for s in summaries if s.node not in GOOD]) <= 1
-    _check_cluster(summaries, failures, _baseline(template),
+    _check_cluster(summaries, failures, baseline,
                    lambda f: str(bad) in f["observed"].get("files", ()))
 
 
