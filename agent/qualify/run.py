@@ -62,10 +62,26 @@ class Outcome:
         return any((r.skipped is None and r.error is None) or r.hung for r in self.runs)
 
 
+# What an inventory probe is given once the budget is spent: enough to fail at once, so
+# the probe says why, and the run's steps then say the budget is spent.
+_SPENT_S = 0.1
+
+
 def inventory(node: str, runner: ToolRunner, settings: Mapping[str, Any],
-              tests: frozenset[str]) -> Inventory:
+              tests: frozenset[str], deadline: float | None = None) -> Inventory:
+    """The node's inventory, each probe within its own deadline and what is left of the
+    qualification's budget (``deadline``, monotonic): a budget of seconds is never spent
+    waiting on a probe that hangs."""
     timeout = float((settings.get("deadline_s") or {}).get("inventory", DEADLINES["inventory"]))
-    return take(node, runner, settings, tests, timeout)
+    if deadline is None:
+        return take(node, runner, settings, tests, timeout)
+
+    def within_budget(node: str, argv: list[str], env: Mapping[str, str],
+                      timeout_s: float) -> CommandResult:
+        left = deadline - time.monotonic()
+        return runner(node, argv, env, max(_SPENT_S, min(timeout_s, left)))
+
+    return take(node, within_budget, settings, tests, timeout)
 
 
 def assign_tests(run: ToolRun, invocation: str) -> None:
@@ -219,7 +235,7 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
     plans: dict[str, list[Step]] = {}
 
     def first_pass(node: str) -> list[ToolRun]:
-        inv = inventory(node, runner, options.settings, options.tests)
+        inv = inventory(node, runner, options.settings, options.tests, deadline)
         inventories[node] = inv
         plans[node] = node_steps(inv, options.level, options.settings, options.tests,
                                  profiles[node].gpu_burn_doubles)

@@ -174,19 +174,14 @@ def test_nothing_runnable_is_exit_3(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-# The hung node's inventory probe (``ib_write_bw --help``) hangs too, until the
-# inventory's own deadline (qualify.deadline_s.inventory, agent/qualify/run.py inventory):
-# 1 s, not its 30 s default, leaves the budget, not the probe, to bound the run.
-INVENTORY_1S = {"inventory": 1.0}
-
-
 def test_budget_bounds_the_run(tmp_path: Path) -> None:
+    """The hung node's inventory probe (``ib_write_bw --help``) hangs too: the budget, not
+    the probe's own deadline (30 s) or the tool's (300 s), bounds the run."""
     spec = _spec(tmp_path, "dgx-h100", [{"node": "q1", "kind": "tool_hang"}])
     nodes, tools = simulated_cluster(spec)
-    options = QualifyOptions(frozenset(NODE_TESTS), budget_s=3.0,
-                             settings={"repeat": False, "deadline_s": INVENTORY_1S})
+    options = QualifyOptions(frozenset(NODE_TESTS), budget_s=3.0, settings={"repeat": False})
     outcome = qualify(sorted(nodes), tools, {n: s.profile for n, s in nodes.items()}, options)
-    assert outcome.seconds < 60  # the hung tool's own deadline is 300 s
+    assert outcome.seconds < 20
     assert any("budget" in (r.error or "") for r in outcome.runs if r.node == "q1")
 
 
@@ -336,8 +331,7 @@ def test_a_run_cut_short_by_the_budget_is_our_error_not_a_hang(tmp_path: Path) -
     and a drain) of the node."""
     spec = _spec(tmp_path, "dgx-h100", [{"node": "q1", "kind": "tool_hang"}])
     nodes, tools = simulated_cluster(spec)
-    options = QualifyOptions(frozenset(NODE_TESTS), budget_s=4.0,
-                             settings={"repeat": False, "deadline_s": INVENTORY_1S})
+    options = QualifyOptions(frozenset(NODE_TESTS), budget_s=4.0, settings={"repeat": False})
     outcome = qualify(sorted(nodes), tools, {n: s.profile for n, s in nodes.items()}, options)
     cut = [r for r in outcome.runs if r.node == "q1" and r.error]
     assert cut
