@@ -27,6 +27,8 @@ total per family is kept apart so it only ever grows (a Prometheus counter).
 from __future__ import annotations
 
 import enum
+import math
+import re
 from dataclasses import dataclass, field
 
 MAX_INCIDENTS = 64
@@ -80,13 +82,57 @@ class Incident:
     fleet: bool | None = False
 
 
+class Basis(enum.Enum):
+    """What a failed figure was judged against: the profile's floor, the median of its
+    peers, the profile's expected figure (checks/qualify/judge.py, grade())."""
+
+    FLOOR = "floor"
+    PEERS = "peers median"
+    EXPECTED = "expected"
+
+
+# A unit as qualify's tools print it (checks/qualify/active.py: GB/s, Gb/s, Gflop/s): one
+# short word, so it reads the same in a drain reason and cannot spell anything else there.
+UNIT = re.compile(r"[A-Za-z][A-Za-z0-9/%.]{0,15}")
+# Larger than any figure a tool prints in its unit (checks/qualify/sanity.py keeps out
+# what no measurement can give), so a figure is always a few digits.
+MAX_FIGURE = 1e12
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A failed validation's figure apart from its text: the check and component it is
+    of, the finding's message, the observed value and the expected one in their unit, and
+    what the expected value is. The drain reason says it whole in the few characters Slurm
+    keeps (agent/slurm/way_back.py), where the text would be cut; ``Outcome.detail`` keeps
+    the full account. ValueError for a unit or figure that is not one."""
+
+    check: str
+    component: str
+    message: str
+    observed: float
+    expected: float
+    unit: str
+    basis: Basis
+
+    def __post_init__(self) -> None:
+        if not UNIT.fullmatch(self.unit):
+            raise ValueError(f"unit {self.unit!r:.40}: not a unit")
+        for value in (self.observed, self.expected):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or abs(value) > MAX_FIGURE:
+                raise ValueError(f"{value!r:.40}: not a figure")
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """The latest validation, its detail (the figure, or why it could not run) and when."""
+    """The latest validation, its detail (the figure, or why it could not run), when, and
+    a failure's figure where it has one."""
 
     result: Result
     detail: str
     at: float
+    reading: Reading | None = None
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def _incident(data: Any) -> Incident:
                     _word(data, "evidence", MAX_TEXT), _time(data, "at"), _fleet(data))
 
 
-def _enum(kind: type[State] | type[Result], value: Any) -> Any:
+def _enum(kind: type[State] | type[Result] | type[lifecycle.Basis], value: Any) -> Any:
     try:
         return kind(value)
     except ValueError:
@@ -103,7 +103,7 @@ def from_dict(data: Any) -> Health:
         if not isinstance(last, dict):
             raise Corrupt("last: not an object")
         outcome = Outcome(_enum(Result, last.get("result")), _word(last, "detail", MAX_TEXT),
-                          _time(last, "at"))
+                          _time(last, "at"), _reading(last.get("reading")))
     health = Health(state, _time(data, "since"),
                     None if opened is None else _incident(opened),
                     [_incident(i) for i in incidents],
@@ -113,6 +113,37 @@ def from_dict(data: Any) -> Health:
         raise Corrupt(f"state {state.value} with{'out' if health.open is None else ''} "
                       "an open incident")
     return health
+
+
+def _reading(data: Any) -> lifecycle.Reading | None:
+    """A failure's figure; absent for an outcome with none, and in a file written before
+    figures were kept."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise Corrupt("reading: not an object")
+    try:
+        return lifecycle.Reading(_word(data, "check"), _word(data, "component"),
+                                 _word(data, "message", MAX_TEXT), _figure(data, "observed"),
+                                 _figure(data, "expected"), _word(data, "unit"),
+                                 _enum(lifecycle.Basis, data.get("basis")))
+    except ValueError as exc:  # Reading's own checks: a unit, a figure in bounds
+        raise Corrupt(f"reading: {exc}") from None
+
+
+def _figure(data: Any, key: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Corrupt(f"{key}: not a number")
+    return float(value)
+
+
+def _reading_dict(r: lifecycle.Reading | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"check": r.check, "component": r.component, "message": r.message[:MAX_TEXT],
+            "observed": r.observed, "expected": r.expected, "unit": r.unit,
+            "basis": r.basis.value}
 
 
 def _errors(data: dict[str, Any]) -> int:
@@ -143,7 +174,8 @@ def to_dict(health: Health) -> dict[str, Any]:
             "incidents": [_incident_dict(i) for i in health.incidents],
             "totals": dict(sorted(health.totals.items())),
             "last": None if last is None else {"result": last.result.value,
-                                               "detail": last.detail, "at": last.at},
+                                               "detail": last.detail, "at": last.at,
+                                               "reading": _reading_dict(last.reading)},
             "errors": health.errors,
             "asked": None if health.asked is None else {"at": health.asked.at,
                                                         "idle": health.asked.idle}}

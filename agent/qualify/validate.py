@@ -33,7 +33,7 @@ from ...checks.profiles.profile import Profile
 from ..base.errors import CollectError, ExitCode, UsageError
 from ..health import lock, store
 from ..health.incident import hold_down_s, validation_for
-from ..health.lifecycle import Health, Incident, Outcome, Result, State
+from ..health.lifecycle import Basis, Health, Incident, Outcome, Reading, Result, State
 from ..run import session
 from ..run.runner import run_node
 from ..settings.config import Config
@@ -154,7 +154,7 @@ def _run(request: Request, config: Config, incident: Incident,
     if not incident.check.startswith(QUALIFY_PREFIX):
         found = _recheck(request, config, incident.check)
         if found is not None:
-            return Outcome(found[0], found[1], request.clock())
+            return Outcome(*found[:2], request.clock(), found[2])
     now = request.clock()
     if validation.kind is Kind.RECHECK:
         hold = hold_down_s(validation, config.section("health")["hold_down_s"])
@@ -163,15 +163,18 @@ def _run(request: Request, config: Config, incident: Incident,
             return Outcome(Result.WAITING, f"the check passes; its hold-down of "
                            f"{hold:g} s ends in {left:.0f} s", now)
         return Outcome(Result.PASSED, "the check passes, after its hold-down", now)
-    result, detail = _qualify(request, config, validation.tests)
-    return Outcome(result, detail, request.clock())
+    result, detail, reading = _qualify(request, config, validation.tests)
+    return Outcome(result, detail, request.clock(), reading)
 
 
-def _recheck(request: Request, config: Config, check_id: str) -> tuple[Result, str] | None:
+Verdict = tuple[Result, str, Reading | None]  # the result, its detail, a failure's figure
+
+
+def _recheck(request: Request, config: Config, check_id: str) -> Verdict | None:
     """The check run on the node now: None when it passes, else the result and why."""
     entry = index.known().get(check_id)
     if entry is None:
-        return Result.ERROR, f"{check_id} is not a check of this version's catalog"
+        return Result.ERROR, f"{check_id} is not a check of this version's catalog", None
     level = Level.FULL if entry.rate or entry.active else Level.QUICK
     env = session.source_env(config, request.root, None, request.simulate, request.node)
     options = session.run_options(config, level.value, None, None, check_id)
@@ -179,15 +182,15 @@ def _recheck(request: Request, config: Config, check_id: str) -> tuple[Result, s
     return _verdict(findings, check_id)
 
 
-def _verdict(findings: list[Finding], what: str) -> tuple[Result, str] | None:
+def _verdict(findings: list[Finding], what: str) -> Verdict | None:
     """Fails first (the node's fault, with the figure), then what could not be judged."""
     for status, result in ((Status.FAIL, Result.FAILED), (Status.ERROR, Result.ERROR),
                            (Status.SKIP, Result.ERROR)):
         hit = next((f for f in findings if f.status is status), None)
         if hit is not None:
-            return result, _figure(hit)
+            return result, _figure(hit), _reading(hit) if result is Result.FAILED else None
     if not findings:
-        return Result.ERROR, f"{what}: nothing was judged"
+        return Result.ERROR, f"{what}: nothing was judged", None
     return None
 
 
@@ -209,7 +212,38 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def _qualify(request: Request, config: Config, tests: tuple[str, ...]) -> tuple[Result, str]:
+def _reading(finding: Finding) -> Reading | None:
+    """A qualify figure's finding as a Reading (checks/qualify/judge.py, _figure_finding():
+    observed ``{"value", "runs"}``, expected ``{"peers_median", "unit", "expected_value",
+    "floor"}``), against what convicted it: the profile's floor when the figure is below it
+    (grade()'s first rule), else the peers' median, else the profile's expected figure.
+    None for any other finding (its text is short: ``17/18``), and for one whose words
+    health.json would not keep."""
+    observed, expected = finding.observed, finding.expected
+    if not isinstance(observed, dict) or not isinstance(expected, dict) \
+            or max(len(finding.check), len(finding.component)) > store.MAX_WORD:
+        return None
+    value, floor = _number(observed.get("value")), _number(expected.get("floor"))
+    against = ((Basis.FLOOR, floor if value is not None and floor is not None
+                and value < floor else None),
+               (Basis.PEERS, _number(expected.get("peers_median"))),
+               (Basis.EXPECTED, _number(expected.get("expected_value"))))
+    basis, wanted = next(((b, v) for b, v in against if v is not None), (None, None))
+    if value is None or basis is None or wanted is None:
+        return None
+    try:
+        return Reading(finding.check, finding.component, finding.message[:store.MAX_TEXT],
+                       value, wanted, str(expected.get("unit")), basis)
+    except ValueError:  # a unit or figure Reading refuses: the text alone says it
+        return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def _qualify(request: Request, config: Config, tests: tuple[str, ...]) -> Verdict:
     """The node tests through qualify's machinery, on this node only, judged against the
     profile's expected figures."""
     settings: dict[str, Any] = dict(config.section("qualify"))
@@ -233,9 +267,9 @@ def _qualify(request: Request, config: Config, tests: tuple[str, ...]) -> tuple[
     outcome = qualify([node], runner, {node: profile}, options)
     if not outcome.anything_ran:
         why = sorted({r.skipped or r.error or "" for r in outcome.runs} - {""})
-        return Result.ERROR, ("; ".join(why[:2]) or "no test could run")[:store.MAX_TEXT]
+        return Result.ERROR, ("; ".join(why[:2]) or "no test could run")[:store.MAX_TEXT], None
     own = outcome.judgement.findings.get(node, [])
     found = _verdict(own, ", ".join(tests))
     if found is not None:
         return found
-    return Result.PASSED, f"{', '.join(tests)} passed"
+    return Result.PASSED, f"{', '.join(tests)} passed", None

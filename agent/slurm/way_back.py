@@ -105,10 +105,60 @@ def _with(reason: Reason, incident: Incident, detail: str, verb: Verb | None = N
     """The node's reason for ``incident`` with ``detail``: its verb kept (an epilog's stays
     the epilog's) unless told; qualify's reason names its test (``gpu_compute``)."""
     head = f"{incident.check} {incident.component} "
+    return write(_reason(reason, incident, detail.removeprefix(head), verb))
+
+
+def _reason(reason: Reason, incident: Incident, detail: str, verb: Verb | None = None
+            ) -> Reason:
     said = reason.verb if verb is None else verb
-    check = incident.check.removeprefix(QUALIFY_PREFIX) if said is Verb.QUALIFY \
-        else incident.check
-    return write(Reason(said, check, incident.component, detail.removeprefix(head)))
+    return Reason(said, _named(incident.check, said), incident.component, detail)
+
+
+def _named(check: str, verb: Verb) -> str:
+    return check.removeprefix(QUALIFY_PREFIX) if verb is Verb.QUALIFY else check
+
+
+def _failed(reason: Reason, incident: Incident, outcome: Outcome) -> str:
+    """The reason for a failed validation. With its Reading, the figure whole, which
+    ``write`` would otherwise cut off at its limit (``qualify gpu_compute gpu2 43004 <
+    53572 Gflop/s (peers median)``): the message before it while the whole fits, then
+    without; the test and component it is of named where they are not the incident's.
+    With the catalog's words (a test id, a component of up to ``MAX_WORD``) it always
+    fits; the full text stays in health.json. Without a Reading, the detail as it is."""
+    got = outcome.reading
+    if got is None:
+        return _with(reason, incident, outcome.detail)
+    own = _reason(reason, incident, "")
+    theirs = Reason(own.verb, _named(got.check, own.verb), got.component)
+    name = f"{theirs.check} {theirs.component}" if theirs.check != own.check \
+        else theirs.component if theirs.component != own.component else ""
+    observed, expected = _pair(got.observed, got.expected)
+    op = "<" if got.observed < got.expected else ">" if got.observed > got.expected else "="
+    figure = f"{observed} {op} {expected} {got.unit} ({got.basis.value})"
+    message = f"{got.message}:" if got.message.strip() else ""
+    for words in ((name, message, figure), (name, figure)):  # the message's words go first
+        said = _reason(reason, incident, " ".join(w for w in words if w))
+        if parse(write(said)) == said:
+            break
+    return write(said)
+
+
+def _pair(observed: float, expected: float) -> tuple[str, str]:
+    """Both figures in as few digits as keep them apart in the right order (``459.7 <
+    460``, not ``460 < 460``): whole above 100, one decimal above 10, else two, and more
+    where the two would read the same."""
+    digits = 0 if max(abs(observed), abs(expected)) >= 100 else \
+        1 if max(abs(observed), abs(expected)) >= 10 else 2
+    for places in range(digits, digits + 6):
+        said = (f"{observed:.{places}f}", f"{expected:.{places}f}")
+        if (float(said[0]) < float(said[1])) == (observed < expected) \
+                and (float(said[0]) > float(said[1])) == (observed > expected):
+            break
+    return _short(said[0]), _short(said[1])
+
+
+def _short(number: str) -> str:
+    return number.rstrip("0").rstrip(".") if "." in number else number
 
 
 def _left(incident: Incident, policy: Policy, now: float) -> float:
@@ -192,7 +242,7 @@ def _judge(health: Health, reason: Reason, policy: Policy, now: float, changed: 
     if last is None:
         return _start(health, idle, now, "not validated yet")
     if last.result is Result.FAILED:
-        text = _with(reason, incident, last.detail)
+        text = _failed(reason, incident, last)
         if idle:
             health.asked = None  # the next return is validated anew
             return Step(Do.DRAIN, f"the validation failed: {last.detail}", text, True)

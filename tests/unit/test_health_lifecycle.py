@@ -14,9 +14,11 @@ from clusterdiag.agent.health import store
 from clusterdiag.agent.health.lifecycle import (
     MAX_AGE_S,
     MAX_INCIDENTS,
+    Basis,
     Health,
     Incident,
     Outcome,
+    Reading,
     Result,
     State,
     TransitionError,
@@ -99,6 +101,35 @@ def _valid() -> dict[str, object]:
     return store.to_dict(health)
 
 
+READING = Reading("qualify.gpu_compute", "gpu2", "GPU compute throughput more than 10 % "
+                  "below peers", 43004.0, 53567.5, "Gflop/s", Basis.PEERS)
+
+
+def _failed() -> dict[str, object]:
+    health = Health()
+    health.drain(_incident(10.0))
+    health.start(20.0)
+    health.finish(Outcome(Result.FAILED, "the full text", 30.0, READING))
+    return store.to_dict(health)
+
+
+def test_a_failures_figure_round_trips(tmp_path: Path) -> None:
+    health = store.from_dict(_failed())
+    assert health.last == Outcome(Result.FAILED, "the full text", 30.0, READING)
+    store.save(tmp_path, health)
+    assert store.load(tmp_path) == health
+    older = _failed()
+    del older["last"]["reading"]  # type: ignore[attr-defined]  # written before figures
+    assert store.from_dict(older).last == Outcome(Result.FAILED, "the full text", 30.0)
+
+
+def _reading(**changed: object) -> bytes:
+    data = _failed()
+    data["last"] = {**data["last"], "reading": {  # type: ignore[dict-item]
+        **data["last"]["reading"], **changed}}  # type: ignore[index]
+    return json.dumps(data).encode()
+
+
 @pytest.mark.parametrize("body", [
     b"{not json", b"[]", b'{"version": 2}',
     json.dumps({**_valid(), "state": "resting"}).encode(),
@@ -108,6 +139,10 @@ def _valid() -> dict[str, object]:
     json.dumps({**_valid(), "totals": {"nvlink": -1}}).encode(),
     json.dumps({**_valid(), "open": {**_valid()["open"], "check": "x" * 500}}).encode(),  # type: ignore[dict-item]
     b"[" * 100_000 + b"]" * 100_000,
+    _reading(unit="GB/s (+9 more)"), _reading(basis="gut feeling"), _reading(observed="1"),
+    _reading(expected=1e300), _reading(observed=True), _reading(message="x" * 600),
+    _reading(component=None), json.dumps({**_failed(), "last": {
+        **_failed()["last"], "reading": []}}).encode(),  # type: ignore[dict-item]
 ])
 def test_a_corrupt_file_is_set_aside_logged_and_a_fresh_state(
         tmp_path: Path, body: bytes, caplog: pytest.LogCaptureFixture) -> None:
