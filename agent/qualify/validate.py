@@ -30,6 +30,7 @@ from ...checks.core.finding import Finding, Status
 from ...checks.core.levels import Level
 from ...checks.core.validation import QUALIFY_PREFIX, Kind, Validation
 from ...checks.profiles.profile import Profile
+from ...checks.qualify.judge import number
 from ..base.errors import CollectError, ExitCode, UsageError
 from ..health import lock, store
 from ..health.incident import hold_down_s, validation_for
@@ -223,11 +224,11 @@ def _reading(finding: Finding) -> Reading | None:
     if not isinstance(observed, dict) or not isinstance(expected, dict) \
             or max(len(finding.check), len(finding.component)) > store.MAX_WORD:
         return None
-    value, floor = _number(observed.get("value")), _number(expected.get("floor"))
+    value, floor = number(observed.get("value")), number(expected.get("floor"))
     against = ((Basis.FLOOR, floor if value is not None and floor is not None
                 and value < floor else None),
-               (Basis.PEERS, _number(expected.get("peers_median"))),
-               (Basis.EXPECTED, _number(expected.get("expected_value"))))
+               (Basis.PEERS, number(expected.get("peers_median"))),
+               (Basis.EXPECTED, number(expected.get("expected_value"))))
     basis, wanted = next(((b, v) for b, v in against if v is not None), (None, None))
     if value is None or basis is None or wanted is None:
         return None
@@ -236,11 +237,6 @@ def _reading(finding: Finding) -> Reading | None:
                        value, wanted, str(expected.get("unit")), basis)
     except ValueError:  # a unit or figure Reading refuses: the text alone says it
         return None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
 
 
 def _qualify(request: Request, config: Config, tests: tuple[str, ...]) -> Verdict:

@@ -107,11 +107,12 @@ def expectations(profile: Profile) -> dict[str, Expectation]:
     out = {}
     for test, item in profile.qualify.items():
         out[test] = Expectation(test, str(item.get("unit", "")), str(item.get("source", "")),
-                                _num(item.get("expected")), _num(item.get("floor")))
+                                number(item.get("expected")), number(item.get("floor")))
     return out
 
 
-def _num(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else (a bool is not a number)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else None
 
