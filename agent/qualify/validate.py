@@ -30,6 +30,7 @@ from ...checks.core.finding import Finding, Status
 from ...checks.core.levels import Level
 from ...checks.core.validation import QUALIFY_PREFIX, Kind, Validation
 from ...checks.profiles.profile import Profile
+from ...checks.qualify.judge import FleetKey
 from ..base.errors import CollectError, ExitCode, UsageError
 from ..health import lock, store
 from ..health.incident import hold_down_s, validation_for
@@ -37,6 +38,7 @@ from ..health.lifecycle import Health, Incident, Outcome, Result, State
 from ..run import session
 from ..run.runner import run_node
 from ..settings.config import Config
+from . import medians
 from .command import load_site_profile
 from .launch import ToolRunner, command_runner
 from .run import QualifyOptions, qualify
@@ -228,14 +230,46 @@ def _qualify(request: Request, config: Config, tests: tuple[str, ...]) -> tuple[
         name = config.data["profile"]
         profile = load_site_profile(config, "generic" if name == "auto" else name)
         runner = command_runner("local")
+    fleet, said = _fleet(config, profile.name, tests, request.clock())
     options = QualifyOptions(frozenset(tests), Level(config.data["level"]),
-                             float(settings["budget_s"]), settings)
+                             float(settings["budget_s"]), settings, fleet)
     outcome = qualify([node], runner, {node: profile}, options)
     if not outcome.anything_ran:
         why = sorted({r.skipped or r.error or "" for r in outcome.runs} - {""})
-        return Result.ERROR, ("; ".join(why[:2]) or "no test could run")[:store.MAX_TEXT]
+        return Result.ERROR, _with(("; ".join(why[:2]) or "no test could run"), said)
     own = outcome.judgement.findings.get(node, [])
     found = _verdict(own, ", ".join(tests))
     if found is not None:
-        return found
-    return Result.PASSED, f"{', '.join(tests)} passed"
+        return found[0], _with(found[1], said)
+    return Result.PASSED, _with(f"{', '.join(tests)} passed", said)
+
+
+def _with(detail: str, said: str) -> str:
+    """The outcome's detail and what it says of the fleet's medians, in one bounded line;
+    the figure first, so a bound cuts the note, never the evidence."""
+    return (f"{detail}; {said}" if said else detail)[:store.MAX_TEXT]
+
+
+def _fleet(config: Config, profile: str, tests: tuple[str, ...], now: float
+           ) -> tuple[dict[FleetKey, float], str]:
+    """The fleet's recent medians of the profile's tests (``qualify.medians_file``), and
+    what to say of them. A file missing, unreadable, hostile or stale is never the node's
+    fault: it is judged as without one (its floors, its own GPUs), and the note says why."""
+    where = config.section("qualify")["medians_file"]
+    if where is None:
+        return {}, ""
+    try:
+        saved = medians.read(Path(where))
+    except medians.MediansError as exc:
+        return {}, f"the fleet's medians not used: {exc}"
+    max_age = float(config.section("health")["medians_max_age_s"])
+    fresh, stale = medians.recent(saved, profile, tests, now, max_age)
+    if fresh:
+        return fresh, f"judged against the fleet's medians of {profile} too"
+    if stale:
+        oldest = max(now - m.at for m in stale)
+        return {}, (f"the fleet's medians not used: those of {profile} are not recent "
+                    f"({oldest / 86400:.0f} days old, over health.medians_max_age_s: "
+                    f"{max_age / 86400:g} days)")
+    return {}, f"the fleet's medians not used: {where} has none for {profile} " \
+        f"({', '.join(tests)})"
