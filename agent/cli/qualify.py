@@ -42,6 +42,9 @@ from .output import write
 @click.option("--drain", is_flag=True, help="Drain the bad nodes through scontrol.")
 @click.option("--baseline", type=click.Path(path_type=Path), default=None,
               help="Save the figures here (first run) or report drift against them.")
+@click.option("--medians", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Record the fleet's per-profile medians here, merged with what it holds "
+                   "(default: qualify.medians_file); validate judges a node against them.")
 @click.option("--from-logs", "from_logs", multiple=True, metavar="FILE",
               help="Judge saved tool outputs instead of running the tools (repeatable).")
 @click.argument("logs", nargs=-1, type=click.Path(path_type=Path))
@@ -49,7 +52,7 @@ from .output import write
 def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | None,
             budget: float | None, fit_budget: bool, profile: str | None, config_path: Path | None,
             simulate: str | None, seed: int, drain: bool, baseline: Path | None,
-            from_logs: tuple[str, ...], logs: tuple[Path, ...], fmt: str,
+            medians: Path | None, from_logs: tuple[str, ...], logs: tuple[Path, ...], fmt: str,
             output: Path | None, exclude_file: Path | None, need: int | None,
             max_bytes: int | None) -> None:
     """Run the active tests on every node and between nodes (or judge saved logs:
@@ -61,7 +64,8 @@ def qualify(nodes: str | None, via: str | None, tests: str | None, level: str | 
         raise UsageError(f"unexpected argument {logs[0]} (saved logs go after --from-logs)")
     request = Request(nodes, via, tests, level, budget, profile, simulate,
                       (*from_logs, *map(str, logs)), baseline, drain, seed, adopt_orphans=True,
-                      fit_budget=fit_budget, say=lambda line: click.echo(line, err=True))
+                      fit_budget=fit_budget, say=lambda line: click.echo(line, err=True),
+                      medians=medians)
     report = run(request, session.load(config_path))
     report.cluster.need = need
     if fmt == "json":

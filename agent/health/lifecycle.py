@@ -84,10 +84,12 @@ class Incident:
 
 class Basis(enum.Enum):
     """What a failed figure was judged against: the profile's floor, the median of its
-    peers, the profile's expected figure (checks/qualify/judge.py, grade())."""
+    peers, the fleet's recent median (agent/qualify/medians.py), the profile's expected
+    figure (checks/qualify/judge.py, grade())."""
 
     FLOOR = "floor"
     PEERS = "peers median"
+    FLEET = "fleet median"
     EXPECTED = "expected"
 
 

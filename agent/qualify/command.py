@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -26,7 +27,7 @@ from ...checks.core.finding import Action, Finding, Status
 from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile, UnknownProfileError, load_profile
 from ...checks.qualify.active import ACTIVE_TESTS
-from ...checks.qualify.judge import StragglerRule
+from ...checks.qualify.judge import FleetKey, Judged, StragglerRule
 from ...reports.model.cluster import ClusterFinding, ClusterReport, fold
 from ...reports.model.qualify import QualifyReport, node_summary
 from ..base.errors import CollectError, UsageError
@@ -38,7 +39,7 @@ from ..run.session import site_profile
 from ..settings.config import Config, seconds_problem
 from ..sim.tools import simulated_cluster
 from ..slurm.scontrol import Scontrol
-from . import baseline
+from . import baseline, medians
 from .cross import Cross
 from .drain import drain_nodes
 from .inventory import Inventory
@@ -70,6 +71,8 @@ class Request:
     adopt_orphans: bool = False
     fit_budget: bool = False  # drop the groups of tests that do not fit instead of refusing
     say: Callable[[str], None] | None = None  # where the schedule is said before it starts
+    medians: Path | None = None  # the fleet's medians file (default qualify.medians_file)
+    clock: Callable[[], float] = time.time  # when the medians were measured
 
 
 @cache
@@ -214,6 +217,9 @@ def _nodes_and_via(request: Request) -> tuple[list[str], str]:
 def run(request: Request, config: Config) -> QualifyReport:
     """The qualification, its report, the baseline and the drains."""
     if request.from_logs:
+        if request.medians is not None:
+            raise UsageError("--medians: saved logs are not recorded as the fleet's medians "
+                             "(when they were measured, and on which nodes, is not known)")
         return from_logs(request, config)
     if request.adopt_orphans:
         become_subreaper()
@@ -221,6 +227,7 @@ def run(request: Request, config: Config) -> QualifyReport:
     settings = dict(config.section("qualify"))
     level = Level(request.level or config.data["level"])
     budget = _budget(request, settings)
+    kept = _medians_kept(request, settings)
     if request.tests is not None:
         _groups(request.tests)  # a bad --tests is said before anything else is asked
     if request.simulate is not None:
@@ -284,6 +291,8 @@ def run(request: Request, config: Config) -> QualifyReport:
             own.append(Finding(Status.ERROR, "node", "could not list the node's GPUs",
                                "; ".join(inv.problems) or "no GPUs", None, Action.INVESTIGATE,
                                "qualify.inventory"))
+    if tests and (said := record_medians(request, config, outcome.judgement.figures, kept)):
+        notes.append(said)
     saved = baseline.load(request.baseline) if request.baseline is not None else None
     moved = baseline.drift(saved, outcome.judgement.figures) if saved is not None else []
     for node, own in baseline.drift_findings(moved, float(settings.get("drift_pct", 10.0))
@@ -309,6 +318,44 @@ def run(request: Request, config: Config) -> QualifyReport:
     if request.drain:
         report.drained = drain(report, config)
     return report
+
+
+def _medians_path(request: Request, settings: Mapping[str, Any]) -> Path | None:
+    given = request.medians or settings.get("medians_file")
+    return None if given is None else Path(given)
+
+
+def _medians_kept(request: Request, settings: Mapping[str, Any]
+                  ) -> dict[FleetKey, medians.Median]:
+    """What the medians file holds already, read before anything runs: a file there that is
+    not a medians file is refused now (exit 2), not after an hour of tests."""
+    path = _medians_path(request, settings)
+    if path is None or not path.exists():
+        return {}
+    try:
+        return medians.read(path)
+    except medians.MediansError as exc:
+        raise UsageError(f"medians file {exc}") from None
+
+
+def record_medians(request: Request, config: Config, judged: list[Judged],
+                   kept: Mapping[FleetKey, medians.Median]) -> str | None:
+    """The run's medians merged into the medians file, and the note that says so. A file
+    that cannot be written loses the run nothing: the note (and a line on stderr) says
+    why, and the report stands."""
+    settings = config.section("qualify")
+    path = _medians_path(request, settings)
+    if path is None:
+        return None
+    new = medians.from_run(judged, int(settings["min_peers"]), request.clock())
+    try:
+        medians.write(path, medians.merge(kept, new))
+    except OSError as exc:
+        said = f"could not record the fleet medians in {path}: {exc.strerror or exc}"
+        (request.say or (lambda line: None))(f"qualify: {said}")
+        return said
+    return (f"recorded {len(new)} fleet medians (test groups measured on at least "
+            f"{settings['min_peers']} nodes) in {path}")
 
 
 def drain(report: QualifyReport, config: Config) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from ...checks.core.levels import Level
 from ...checks.profiles.profile import Profile
 from ...checks.qualify.active import figures_for
 from ...checks.qualify.judge import (
+    FleetKey,
     Judgement,
     StragglerRule,
     expectations,
@@ -43,6 +44,8 @@ class QualifyOptions:
     level: Level = Level.QUICK
     budget_s: float = 3600.0
     settings: Mapping[str, Any] = field(default_factory=dict)  # config "qualify" section
+    # The fleet's medians by peer group (medians.py), judged against besides the run's own.
+    fleet: Mapping[FleetKey, float] = field(default_factory=dict)
 
     @property
     def rule(self) -> StragglerRule:
@@ -245,7 +248,7 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
         runs = [r for batch in pool.map(first_pass, nodes) for r in batch]
     names = {n: profiles[n].name for n in nodes}
     expect = {p.name: expectations(p) for p in profiles.values()}
-    judgement = judge(runs, names, expect, options.rule)
+    judgement = judge(runs, names, expect, options.rule, fleet=options.fleet)
     repeated: list[tuple[str, str]] = []
     if options.settings.get("repeat", True):
         wanted = suspects(judgement.figures)
@@ -270,7 +273,7 @@ def qualify(nodes: list[str], runner: ToolRunner, profiles: Mapping[str, Profile
                     runs[index] = run
                     repeated.append((run.node, run.test))
         if todo:
-            judgement = judge(runs, names, expect, options.rule)
+            judgement = judge(runs, names, expect, options.rule, fleet=options.fleet)
     return Outcome(runs, judgement, inventories, time.monotonic() - started, repeated)
 
 

@@ -30,7 +30,7 @@ from ...checks.core.finding import Finding, Status
 from ...checks.core.levels import Level
 from ...checks.core.validation import QUALIFY_PREFIX, Kind, Validation
 from ...checks.profiles.profile import Profile
-from ...checks.qualify.judge import number
+from ...checks.qualify.judge import FleetKey, number
 from ..base.errors import CollectError, ExitCode, UsageError
 from ..health import lock, store
 from ..health.incident import hold_down_s, validation_for
@@ -38,6 +38,7 @@ from ..health.lifecycle import Basis, Health, Incident, Outcome, Reading, Result
 from ..run import session
 from ..run.runner import run_node
 from ..settings.config import Config
+from . import medians
 from .command import load_site_profile
 from .launch import ToolRunner, command_runner
 from .run import QualifyOptions, qualify
@@ -216,18 +217,24 @@ def _compact(value: Any) -> str:
 def _reading(finding: Finding) -> Reading | None:
     """A qualify figure's finding as a Reading (checks/qualify/judge.py, _figure_finding():
     observed ``{"value", "runs"}``, expected ``{"peers_median", "unit", "expected_value",
-    "floor"}``), against what convicted it: the profile's floor when the figure is below it
-    (grade()'s first rule), else the peers' median, else the profile's expected figure.
-    None for any other finding (its text is short: ``17/18``), and for one whose words
-    health.json would not keep."""
+    "floor"}`` and ``fleet_median`` when judged against the fleet's medians too), against
+    what convicted it: the profile's floor when the figure is below it (grade()'s first
+    rule), else the higher of the peers' and the fleet's medians (the worse verdict
+    stands, and it is the one the figure falls furthest below), else the profile's
+    expected figure. None for any other finding (its text is short: ``17/18``), and for
+    one whose words health.json would not keep."""
     observed, expected = finding.observed, finding.expected
     if not isinstance(observed, dict) or not isinstance(expected, dict) \
             or max(len(finding.check), len(finding.component)) > store.MAX_WORD:
         return None
     value, floor = number(observed.get("value")), number(expected.get("floor"))
+    medians = [(m, b) for b, m in ((Basis.PEERS, number(expected.get("peers_median"))),
+                                   (Basis.FLEET, number(expected.get("fleet_median"))))
+               if m is not None]
+    median, by = max(medians, key=lambda m: m[0]) if medians else (None, Basis.PEERS)
     against = ((Basis.FLOOR, floor if value is not None and floor is not None
                 and value < floor else None),
-               (Basis.PEERS, number(expected.get("peers_median"))),
+               (by, median),
                (Basis.EXPECTED, number(expected.get("expected_value"))))
     basis, wanted = next(((b, v) for b, v in against if v is not None), (None, None))
     if value is None or basis is None or wanted is None:
@@ -258,14 +265,46 @@ def _qualify(request: Request, config: Config, tests: tuple[str, ...]) -> Verdic
         name = config.data["profile"]
         profile = load_site_profile(config, "generic" if name == "auto" else name)
         runner = command_runner("local")
+    fleet, said = _fleet(config, profile.name, tests, request.clock())
     options = QualifyOptions(frozenset(tests), Level(config.data["level"]),
-                             float(settings["budget_s"]), settings)
+                             float(settings["budget_s"]), settings, fleet)
     outcome = qualify([node], runner, {node: profile}, options)
     if not outcome.anything_ran:
         why = sorted({r.skipped or r.error or "" for r in outcome.runs} - {""})
-        return Result.ERROR, ("; ".join(why[:2]) or "no test could run")[:store.MAX_TEXT], None
+        return Result.ERROR, _with(("; ".join(why[:2]) or "no test could run"), said), None
     own = outcome.judgement.findings.get(node, [])
     found = _verdict(own, ", ".join(tests))
     if found is not None:
-        return found
-    return Result.PASSED, f"{', '.join(tests)} passed", None
+        return found[0], _with(found[1], said), found[2]
+    return Result.PASSED, _with(f"{', '.join(tests)} passed", said), None
+
+
+def _with(detail: str, said: str) -> str:
+    """The outcome's detail and what it says of the fleet's medians, in one bounded line;
+    the figure first, so a bound cuts the note, never the evidence."""
+    return (f"{detail}; {said}" if said else detail)[:store.MAX_TEXT]
+
+
+def _fleet(config: Config, profile: str, tests: tuple[str, ...], now: float
+           ) -> tuple[dict[FleetKey, float], str]:
+    """The fleet's recent medians of the profile's tests (``qualify.medians_file``), and
+    what to say of them. A file missing, unreadable, hostile or stale is never the node's
+    fault: it is judged as without one (its floors, its own GPUs), and the note says why."""
+    where = config.section("qualify")["medians_file"]
+    if where is None:
+        return {}, ""
+    try:
+        saved = medians.read(Path(where))
+    except medians.MediansError as exc:
+        return {}, f"the fleet's medians not used: {exc}"
+    max_age = float(config.section("health")["medians_max_age_s"])
+    fresh, stale = medians.recent(saved, profile, tests, now, max_age)
+    if fresh:
+        return fresh, f"judged against the fleet's medians of {profile} too"
+    if stale:
+        oldest = max(now - m.at for m in stale)
+        return {}, (f"the fleet's medians not used: those of {profile} are not recent "
+                    f"({oldest / 86400:.0f} days old, over health.medians_max_age_s: "
+                    f"{max_age / 86400:g} days)")
+    return {}, f"the fleet's medians not used: {where} has none for {profile} " \
+        f"({', '.join(tests)})"

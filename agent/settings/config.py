@@ -158,6 +158,9 @@ SCHEMA: dict[str, Any] = {
         "validation_tries": ((int,), 3, (1, 100)),
         "on_validation_error": ((str,), "recheck"),
         "hold_down_s": ((dict,), {}),
+        # The fleet's medians (qualify.medians_file) older than this are not judged
+        # against: a minute to a year (hardware and drivers change over months).
+        "medians_max_age_s": (_NUM, 30 * MAX_SECONDS, (60.0, 365 * MAX_SECONDS)),
     },
     # /metrics labels (agent/daemon/metric_labels.py): matching the site's other exporters.
     "metrics": {
@@ -183,6 +186,9 @@ SCHEMA: dict[str, Any] = {
         "parallel_nodes": ((int,), 256, (1, 100_000)),
         "srun_mpi": ((str,), "auto"),  # srun --mpi= of the jobs between nodes
         "drift_pct": (_NUM, 10.0, _PCT),  # --baseline: a figure this far off warns
+        # The fleet's per-profile medians (agent/qualify/medians.py): qualify writes them
+        # (as --medians does), validate judges a node against them.
+        "medians_file": (_OPT_STR, None),
     },
     # Gathering many nodes and judging them together (reports/fleet/gather.py, cluster_checks/).
     "cluster": {

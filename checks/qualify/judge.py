@@ -51,6 +51,9 @@ CATALOG["qualify.logs"] = Action.INVESTIGATE  # a saved log qualify cannot read
 # an NCCL log (NCCL's own lines without nccl-tests' table).
 FIGURELESS = ("dcgmi", "nccl")
 CATALOG["qualify.inventory"] = Action.INVESTIGATE  # the node's GPUs could not be listed
+# A peer group: profile, test, kind of part, tool. The fleet's medians by it are peers
+# from outside the run (agent/qualify/medians.py): what a node judged alone is held to.
+FleetKey = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,19 @@ class Judged:
     peers: int = 0
     expectation: Expectation | None = None
     why: str = ""
+    fleet_median: float | None = None  # the fleet's recent median, where one was given
 
     @property
     def deficit_pct(self) -> float | None:
         if not self.median:
             return None
         return 100.0 * (1.0 - self.figure.value / self.median)
+
+    @property
+    def fleet_deficit_pct(self) -> float | None:
+        if not self.fleet_median:
+            return None
+        return 100.0 * (1.0 - self.figure.value / self.fleet_median)
 
     def to_dict(self) -> dict[str, Any]:
         exp = self.expectation
@@ -156,17 +166,20 @@ def judged_figures(runs: Iterable[ToolRun]) -> list[Figure]:
         per_gpu_d2d([f for f, pair in zip(figures, is_pair, strict=True) if pair])
 
 
-def _peer_key(f: Figure, profiles: Mapping[str, str]) -> tuple[str, str, str, str]:
+def _peer_key(f: Figure, profiles: Mapping[str, str]) -> FleetKey:
     return profiles.get(f.node, ""), f.test, component_kind(f.component), f.tool
 
 
 def grade(figures: list[Figure], profiles: Mapping[str, str],
-          expect: Mapping[str, Mapping[str, Expectation]], rule: StragglerRule
-          ) -> list[Judged]:
+          expect: Mapping[str, Mapping[str, Expectation]], rule: StragglerRule,
+          fleet: Mapping[FleetKey, float] | None = None) -> list[Judged]:
     """Each figure's status under the floor and the straggler rule (before confirmation).
     In a peer group that is slow as a whole (``uniformly_slow``) the floor convicts nobody:
-    the group is one cluster-level finding, and its members are judged against each other."""
-    groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    the group is one cluster-level finding, and its members are judged against each other.
+    ``fleet`` holds medians of the same groups measured elsewhere: a figure is held to its
+    group's by the same rule, so a node whose every part is slow alike (its own median
+    hides it) is still found."""
+    groups: dict[FleetKey, list[float]] = defaultdict(list)
     for f in figures:
         groups[_peer_key(f, profiles)].append(f.value)
     medians = {key: statistics.median(values) for key, values in groups.items()
@@ -176,7 +189,8 @@ def grade(figures: list[Figure], profiles: Mapping[str, str],
         profile = profiles.get(f.node, "")
         key = _peer_key(f, profiles)
         item = Judged(f, profile, expectation=expect.get(profile, {}).get(f.test),
-                      peers=len(groups[key]), median=medians.get(key))
+                      peers=len(groups[key]), median=medians.get(key),
+                      fleet_median=(fleet or {}).get(key))
         floor = item.expectation.floor if item.expectation else None
         if short_of_profile(item.median, item.expectation, rule) is not None:
             floor = None
@@ -187,8 +201,22 @@ def grade(figures: list[Figure], profiles: Mapping[str, str],
             item.status, item.why = Status.FAIL, f"more than {rule.fail_pct:g} % below peers"
         elif deficit is not None and deficit > rule.warn_pct:
             item.status, item.why = Status.WARN, f"more than {rule.warn_pct:g} % below peers"
+        _against_fleet(item, rule)
         out.append(item)
     return out
+
+
+def _against_fleet(item: Judged, rule: StragglerRule) -> None:
+    """The straggler rule once more, against the fleet's median: the worse verdict stands."""
+    deficit = item.fleet_deficit_pct
+    if deficit is None or item.status is Status.FAIL:
+        return
+    if deficit > rule.fail_pct:
+        item.status = Status.FAIL
+        item.why = f"more than {rule.fail_pct:g} % below the fleet's median"
+    elif deficit > rule.warn_pct and item.status is Status.PASS:
+        item.status = Status.WARN
+        item.why = f"more than {rule.warn_pct:g} % below the fleet's median"
 
 
 def short_of_profile(median: float | None, exp: Expectation | None, rule: StragglerRule
@@ -259,6 +287,8 @@ def _figure_finding(j: Judged, repeatable: bool) -> Finding:
     exp = j.expectation
     expected: dict[str, Any] = {"peers_median": None if j.median is None else round(j.median, 2),
                                 "unit": f.unit}
+    if j.fleet_median is not None:
+        expected["fleet_median"] = round(j.fleet_median, 2)
     if exp is not None:
         expected.update(expected_value=exp.expected, floor=exp.floor, source=exp.source)
     observed = {"value": round(f.value, 2), "runs": [round(v, 2) for v in f.values]}
@@ -364,13 +394,15 @@ def _attribute(findings: list[Finding]) -> list[Finding]:
 
 def judge(runs: list[ToolRun], profiles: Mapping[str, str],
           expect: Mapping[str, Mapping[str, Expectation]], rule: StragglerRule,
-          repeatable: bool = True) -> Judgement:
+          repeatable: bool = True, fleet: Mapping[FleetKey, float] | None = None
+          ) -> Judgement:
     """Findings per node (every test that ran yields at least one) and the judged figures.
-    ``runs`` holds each (node, test) once, with a repeat's figures already merged in."""
+    ``runs`` holds each (node, test) once, with a repeat's figures already merged in;
+    ``fleet``: the fleet's medians by peer group, judged against as well (``grade``)."""
     result = Judgement()
     screen(runs, profiles, expect)  # impossible figures become errors, never judged
     figures = judged_figures(runs)
-    graded = grade(figures, profiles, expect, rule)
+    graded = grade(figures, profiles, expect, rule, fleet)
     result.figures = graded
     result.cluster = uniformly_slow(graded, rule)
     by_test: dict[tuple[str, str], list[Judged]] = defaultdict(list)

@@ -186,7 +186,8 @@ def test_the_health_section_has_its_defaults_ranges_and_did_you_mean(tmp_path: P
     assert _load(tmp_path, "").section("health") == {
         "strikes": 3, "strike_window_s": 604800.0, "fleet_event_share": 0.1,
         "fleet_event_window_s": 600.0, "breaker_share": 0.2, "validation_tries": 3,
-        "on_validation_error": "recheck", "hold_down_s": {}}
+        "on_validation_error": "recheck", "hold_down_s": {},
+        "medians_max_age_s": 2592000.0}
     with pytest.raises(ConfigError, match=r"'health\.strike'.*did you mean 'health\.strikes'"):
         _load(tmp_path, "health:\n  strike: 2\n")
     with pytest.raises(ConfigError, match=r"'health\.breaker_share'"):
