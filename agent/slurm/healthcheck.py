@@ -30,11 +30,11 @@ from ..health.lifecycle import Health
 from ..run.runner import run_node
 from .agent_report import Cached, load_trusted
 from .entry import Inputs, Outcome, Run, decide, execute
-from .incidents import peers
+from .incidents import Gate, peers
 from .prolog import JOB_DEPENDENT, options
 from .reason import Lift, Reason, Verb, owned, parse, write
 from .scontrol import NodeState, Scontrol, SlurmError
-from .way_back import Do, Policy, Step, plan, rechecked
+from .way_back import Do, Policy, Step, plan, rechecked, unrecorded
 
 # The validation's own output, replaced at each start: one run's lines at most.
 VALIDATE_LOG = "validate.log"
@@ -154,6 +154,7 @@ def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Find
     try:
         health = store.load(state_dir)
         state = rejudge(run, scontrol, state, health, state_dir, clock())
+        health = record_unrecorded(run, scontrol, state, health, state_dir, clock)
         step = plan(state, health, fd is None, policy(run), clock())
         if step.do is Do.NOTHING and not step.changed:
             if health.open is not None or state.drained:
@@ -170,6 +171,20 @@ def way_back(run: Run, scontrol: Scontrol, state: NodeState, findings: list[Find
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def record_unrecorded(run: Run, scontrol: Scontrol, state: NodeState, health: Health,
+                      state_dir: Path, clock: Clock) -> Health:
+    """A drain of ours the lifecycle has not recorded (way_back.unrecorded: ``qualify
+    --drain`` drains from a head node, which cannot reach the node's state directory) is
+    recorded as the gate records its own, at the time Slurm set the reason: a strike, a
+    fleet event, or the hold of a repeat offender. Returns the lifecycle after it."""
+    reason = unrecorded(state, health)
+    if reason is None:
+        return health
+    at = state.reason_time if state.reason_time is not None else clock()
+    Gate(run, scontrol, NodeState(state.name, "IDLE", None), reason, lambda: at).drained()
+    return store.load(state_dir)
 
 
 def rejudge(run: Run, scontrol: Scontrol, state: NodeState, health: Health,

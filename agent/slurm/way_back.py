@@ -195,6 +195,26 @@ def plan(node: NodeState, health: Health, running: bool, policy: Policy, now: fl
     return _returned(health, policy, now)
 
 
+def validated(health: Health, reason: Reason) -> bool:
+    """Whether the node's lifecycle went healthy on a validation the health check started
+    for the drain ``reason`` names, and the node waits to be resumed."""
+    last, asked = health.last, health.asked
+    return last is not None and last.result is Result.PASSED and asked is not None \
+        and not asked.idle and last.at >= asked.at and bool(health.incidents) \
+        and _same(health.incidents[-1], reason)
+
+
+def unrecorded(node: NodeState, health: Health) -> Reason | None:
+    """The reason of a drain of ours naming a check that the lifecycle has not recorded
+    (a ``qualify --drain`` from a head node, a drain from before the lifecycle was kept),
+    to be recorded as the gate records its own: a strike, a fleet event or a hold."""
+    reason = parse(node.reason) if node.drained and node.reason else None
+    if reason is None or reason.check is None or reason.verb in (Verb.REPAIR, Verb.ERROR) \
+            or health.state is not State.HEALTHY or validated(health, reason):
+        return None
+    return reason
+
+
 def _drained(node: NodeState, reason: Reason, health: Health, running: bool, policy: Policy,
              now: float) -> Step:
     if reason.verb is Verb.REPAIR or health.state is State.HELD:
@@ -207,12 +227,10 @@ def _drained(node: NodeState, reason: Reason, health: Health, running: bool, pol
         return Step(Do.NOTHING, "a validation is running")
     changed = _killed(health, now)
     if health.state is State.HEALTHY:
-        last, asked = health.last, health.asked
-        if last is not None and last.result is Result.PASSED and asked is not None \
-                and not asked.idle and last.at >= asked.at and health.incidents \
-                and _same(health.incidents[-1], reason):
+        if validated(health, reason):
+            assert health.last is not None
             health.asked = None
-            return Step(Do.RESUME, f"validated: {last.detail}", changed=True)
+            return Step(Do.RESUME, f"validated: {health.last.detail}", changed=True)
         health.drain(incident_of(reason, now))
         return _start(health, False, now, "drained before its incident was recorded")
     assert health.open is not None

@@ -82,7 +82,8 @@ def test_a_node_slow_as_a_whole_passes_alone_and_fails_against_the_fleet(
     # the drain reason's figure names what convicted it: the fleet's median, above the
     # node's own GPUs' (which the slow node's figure is not below)
     reading = health.last.reading if health.last else None
-    assert reading is not None and reading.basis is Basis.FLEET, reading
+    assert reading is not None
+    assert reading.basis is Basis.FLEET, reading
     assert reading.observed < reading.expected == pytest.approx(median, rel=1e-3)
 
 

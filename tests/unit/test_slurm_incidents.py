@@ -15,7 +15,7 @@ import pytest
 
 from clusterdiag import checks
 from clusterdiag.agent.health import store
-from clusterdiag.agent.health.lifecycle import State
+from clusterdiag.agent.health.lifecycle import Health, Incident, Outcome, Result, State
 from clusterdiag.agent.settings.config import load_config
 from clusterdiag.agent.slurm import entry, healthcheck, incidents
 from clusterdiag.agent.slurm.reason import Lift, Reason, Verb, parse, write
@@ -260,3 +260,65 @@ def test_a_fleet_that_cannot_be_read_leaves_the_hold(tmp_path: Path) -> None:
     assert (store.load(tmp_path).state, slurm.nodes["n0"].reason) == (State.HELD, HELD)
     assert any(line.startswith("ERROR could not read the fleet from Slurm: the node's "
                                "recent drains") for line in run.lines)
+
+
+QUALIFY = Reason(Verb.QUALIFY, "gpu_compute", "gpu2", "43004 < 53568 Gflop/s (peers median)")
+
+
+def _qualify_drained(slurm: FakeSlurm, at: float) -> NodeState:
+    """n0 as ``qualify --drain`` leaves it: drained from a head node, which records
+    nothing in the node's lifecycle."""
+    slurm.nodes["n0"] = NodeState("n0", "IDLE+DRAIN", write(QUALIFY), at)
+    return slurm.nodes["n0"]
+
+
+def _closed(health: Health, at: float) -> None:
+    health.drain(Incident("qualify.gpu_compute", "qualify.gpu_compute", "gpu2", "slow", at))
+    health.start(at + 60)
+    health.finish(Outcome(Result.PASSED, "gpu_compute passed", at + 300))
+
+
+def test_a_qualify_drain_is_recorded_by_the_health_check_as_a_strike(tmp_path: Path) -> None:
+    slurm = FakeSlurm()
+    run = FakeRun(slurm, tmp_path, program="healthcheck")
+    node = _qualify_drained(slurm, T)
+    healthcheck.way_back(run, slurm, node, [],  # type: ignore[arg-type]
+                         clock=lambda: T + 120, start=lambda *_: 4242)
+    health = store.load(tmp_path)
+    assert [(i.check, i.at, i.fleet) for i in health.incidents] == [
+        ("qualify.gpu_compute", T, False)]
+    assert health.state is State.DRAINED
+    assert any(line.startswith("validation started") for line in run.lines)
+
+
+def test_a_third_qualify_drain_holds_the_node_for_repair(tmp_path: Path) -> None:
+    slurm = FakeSlurm()
+    run = FakeRun(slurm, tmp_path, program="healthcheck")
+    health = Health()
+    _closed(health, T - 2 * 86_400)
+    _closed(health, T - 86_400)
+    store.save(tmp_path, health)
+    started: list[int] = []
+    node = _qualify_drained(slurm, T)
+    healthcheck.way_back(run, slurm, node, [],  # type: ignore[arg-type]
+                         clock=lambda: T + 120, start=lambda *_: started.append(1) or 4242)
+    assert store.load(tmp_path).state is State.HELD
+    assert slurm.nodes["n0"].reason == \
+        "clusterdiag: repair qualify.gpu_compute gpu2 (3 drains in 7 d)"
+    assert not started
+
+
+def test_a_validated_node_is_resumed_not_recorded_again(tmp_path: Path) -> None:
+    slurm = FakeSlurm()
+    run = FakeRun(slurm, tmp_path, program="healthcheck")
+    node = _qualify_drained(slurm, T)
+    healthcheck.way_back(run, slurm, node, [],  # type: ignore[arg-type]
+                         clock=lambda: T + 120, start=lambda *_: 4242)
+    health = store.load(tmp_path)
+    health.start(T + 130)
+    health.finish(Outcome(Result.PASSED, "gpu_compute passed", T + 400))
+    store.save(tmp_path, health)
+    healthcheck.way_back(run, slurm, slurm.nodes["n0"], [],  # type: ignore[arg-type]
+                         clock=lambda: T + 600, start=lambda *_: 4242)
+    assert slurm.nodes["n0"].reason is None
+    assert len(store.load(tmp_path).incidents) == 1
