@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     Act = Callable[["Run", "Outcome", float], int]
 
 SCONTROL_CALLS = 2  # drain() and resume_if_ours(): show node, then update
+# Kept back from the budget for what follows the last scontrol call: the log line, the
+# interpreter's exit and the process's teardown, seconds on a loaded node. Slurm counts
+# them against PrologEpilogTimeout, and a prolog killed at it drains the node with
+# Slurm's generic "Prolog error".
+EXIT_S = 0.5
 
 
 class Inputs:
@@ -120,7 +125,7 @@ class Run:
         from .scontrol import DEFAULT_TIMEOUT_S, Scontrol
 
         return Scontrol(self.config.section("prolog").get("scontrol"),
-                        timeout_s=DEFAULT_TIMEOUT_S, deadline=self.deadline - 0.1)
+                        timeout_s=DEFAULT_TIMEOUT_S, deadline=self.deadline - EXIT_S)
 
     def collect_budget(self) -> float:
         """What is left for collecting once scontrol's timeouts are set aside: a drain or
@@ -128,7 +133,8 @@ class Run:
         and an update cut short leaves Slurm to drain with its generic "Prolog error"."""
         from .scontrol import DEFAULT_TIMEOUT_S  # scontrol's module only where Slurm is asked
 
-        return max(0.5, self.deadline - time.monotonic() - SCONTROL_CALLS * DEFAULT_TIMEOUT_S)
+        return max(0.5, self.deadline - time.monotonic() - SCONTROL_CALLS * DEFAULT_TIMEOUT_S
+                   - EXIT_S)
 
 
 
