@@ -29,6 +29,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from . import server_only  # noqa: F401  # isort: skip  (before aiohttp: no client)
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
