@@ -1,7 +1,9 @@
 """What the agent process imports, in a fresh interpreter: the daemon serves HTTP and never
 makes a request, so aiohttp's client (and the CA bundle its connector loads at import,
 agent/daemon/server_only.py) stays out, while any code that asks for the client in
-the same process still gets the real package."""
+the same process still gets the real package; and it writes /metrics itself
+(agent/daemon/exposition.py), so prometheus_client and the HTTP servers it imports stay
+out too."""
 
 from __future__ import annotations
 
@@ -15,13 +17,15 @@ from clusterdiag.agent.daemon.server_only import _version
 
 # aiohttp's client side: aiohttp/__init__.py imports these, aiohttp.web does not.
 CLIENT = ("aiohttp.client", "aiohttp.connector", "aiohttp.cookiejar", "aiohappyeyeballs")
+# prometheus_client, and what its exposition module imports for its own servers.
+PROMETHEUS_CLIENT = ("prometheus_client", "http.server", "wsgiref.simple_server",
+                     "socketserver")
 
 
-def _run(code: str) -> dict[str, object]:
+def _run(code: str) -> object:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=120)
-    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
-    return result
+    return json.loads(proc.stdout.splitlines()[-1])
 
 
 def test_the_agent_command_loads_no_http_client() -> None:
@@ -29,6 +33,13 @@ def test_the_agent_command_loads_no_http_client() -> None:
                "import clusterdiag.agent.cli.agent\n"
                f"print(json.dumps({{'client': [m for m in {CLIENT!r} if m in sys.modules]}}))")
     assert got == {"client": []}
+
+
+def test_the_agent_command_loads_no_prometheus_client() -> None:
+    got = _run("import json, sys\n"
+               "import clusterdiag.agent.cli.agent\n"
+               f"print(json.dumps([m for m in {PROMETHEUS_CLIENT!r} if m in sys.modules]))")
+    assert got == []
 
 
 def test_the_client_loads_when_the_same_process_asks_for_it() -> None:
