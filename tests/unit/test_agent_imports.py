@@ -3,7 +3,8 @@ makes a request, so aiohttp's client (and the CA bundle its connector loads at i
 agent/daemon/server_only.py) stays out, while any code that asks for the client in
 the same process still gets the real package; and it writes /metrics itself
 (agent/daemon/exposition.py), so prometheus_client and the HTTP servers it imports stay
-out too."""
+out too; its options name the line format's limits without the cluster report model and
+ClusterShell (reports/render/line_limits.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ CLIENT = ("aiohttp.client", "aiohttp.connector", "aiohttp.cookiejar", "aiohappye
 # prometheus_client, and what its exposition module imports for its own servers.
 PROMETHEUS_CLIENT = ("prometheus_client", "http.server", "wsgiref.simple_server",
                      "socketserver")
+# The cluster report model, its renderer and ClusterShell: the agent judges one node.
+CLUSTER_REPORT = ("ClusterShell", "clusterdiag.reports.model.cluster",
+                  "clusterdiag.reports.render.line")
 
 
 def _run(code: str) -> object:
@@ -39,6 +43,13 @@ def test_the_agent_command_loads_no_prometheus_client() -> None:
     got = _run("import json, sys\n"
                "import clusterdiag.agent.cli.agent\n"
                f"print(json.dumps([m for m in {PROMETHEUS_CLIENT!r} if m in sys.modules]))")
+    assert got == []
+
+
+def test_the_agent_command_loads_no_cluster_report() -> None:
+    got = _run("import json, sys\n"
+               "import clusterdiag.agent.cli.agent\n"
+               f"print(json.dumps([m for m in {CLUSTER_REPORT!r} if m in sys.modules]))")
     assert got == []
 
 
