@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ...reports.model.cluster import ClusterReport, fold
 from ...reports.render.html import render_html
-from ...reports.render.line import NPD_MAX_OUTPUT, cluster_line
+from ...reports.render.line import cluster_line
+from ...reports.render.line_limits import NPD_MAX_OUTPUT
 from ...reports.render.md import render_md
 from ...reports.render.terminal import render_terminal
 from ..base.errors import ExitCode

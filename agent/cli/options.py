@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ...checks.core.levels import LEVEL_NAMES
-from ...reports.render.line import MIN_BYTES, NPD_MAX_OUTPUT
+from ...reports.render.line_limits import MIN_BYTES, NPD_MAX_OUTPUT
 from ..base.errors import UsageError
 
 FORMATS = ("table", "json", "md", "html", "line")

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import generate_latest
 
 from ...checks.core.levels import Level, Mode
 from ...reports.model.node import NodeReport
@@ -78,7 +77,7 @@ class _Node:
 
     def metrics_body(self) -> bytes:
         view = AgentView(report=NodeReport.from_dict(self.report), collections=1)
-        return generate_latest(registry_for(lambda: view))
+        return registry_for(lambda: view).text()
 
     async def refresh(self) -> None:
         return None

@@ -23,8 +23,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import generate_latest
-
 from ...checks.core.levels import Level, Mode
 from ...reports.model.node import NodeReport
 from ..base.errors import ClusterdiagError, CollectError, ExitCode
@@ -185,7 +183,7 @@ class Agent:
         request (and the watchdog) if each rendered its own copy."""
         key = self.view.version()
         if self._metrics is None or self._metrics[0] != key:
-            self._metrics = (key, generate_latest(self.registry))
+            self._metrics = (key, self.registry.text())
         return self._metrics[1]
 
     async def refresh(self) -> None:

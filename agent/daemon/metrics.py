@@ -19,9 +19,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
-
 from ...checks.core.finding import Status, worst
 from ...reports.model.node import NodeReport
 from ..base.inert import shown
@@ -29,6 +26,7 @@ from ..health.lifecycle import Health, State
 from ..health.store import HealthFile
 from ..model import Snapshot
 from ..model.version import VERSION
+from .exposition import COUNTER, GAUGE, Family, text
 from .metric_labels import (
     IB_LABELS,
     IB_SETTING_FILES,
@@ -71,19 +69,23 @@ class AgentView:
                 self.settings, health)
 
 
-def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"clusterdiag_{name}", doc, labels=labels)
+def _gauge(name: str, doc: str, labels: list[str]) -> Family:
+    return Family(f"clusterdiag_{name}", doc, GAUGE, labels)
 
 
-class SnapshotCollector(Collector):
+class SnapshotCollector:
     def __init__(self, view: Callable[[], AgentView]) -> None:
         self.view = view
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         for metric in self._families():
             yield _inert(metric)
 
-    def _families(self) -> Iterator[Metric]:
+    def text(self) -> bytes:
+        """The /metrics body (exposition.py)."""
+        return text(self.collect())
+
+    def _families(self) -> Iterator[Family]:
         view = self.view()
         build = _gauge("build_info", "Always 1: the clusterdiag version serving these metrics.",
                        ["version", "python_version"])
@@ -105,7 +107,7 @@ class SnapshotCollector(Collector):
             yield from _health(view.health.current(), time.time())
 
     def _node_info(self, report: NodeReport, snap: Snapshot | None,
-                   settings: MetricSettings) -> Metric:
+                   settings: MetricSettings) -> Family:
         """One series to join per node (``on(instance) group_left(node)``): what it runs."""
         nvml = snap.nvml if snap is not None else None
         cuda = nvml.cuda_driver_version if nvml is not None else None
@@ -121,33 +123,33 @@ class SnapshotCollector(Collector):
         info.add_metric(list(labels.values()), 1)
         return info
 
-    def _xids(self, view: AgentView) -> Metric:
+    def _xids(self, view: AgentView) -> Family:
         settings = view.settings
         nvml = view.snapshot.nvml if view.snapshot is not None else None
         by_index = {g.index: g for g in nvml.gpus} if nvml is not None else {}
-        xid = CounterMetricFamily("clusterdiag_xid_events",
-                                  "NVML XID events the agent recorded, by GPU and code.",
-                                  labels=[*settings.gpu_label_names, "code"])
+        xid = Family("clusterdiag_xid_events",
+                     "NVML XID events the agent recorded, by GPU and code.",
+                     COUNTER, [*settings.gpu_label_names, "code"])
         for (gpu, code), n in sorted(view.xid_counts.items()):
             index = int(gpu) if gpu.isdigit() else None
             xid.add_metric([*gpu_label_values(index, by_index.get(index) if index is not None
                                               else None, settings), code], n)
         return xid
 
-    def _agent(self, view: AgentView) -> Iterator[Metric]:
-        runs = CounterMetricFamily("clusterdiag_collections", "Collections the agent ran.")
+    def _agent(self, view: AgentView) -> Iterator[Family]:
+        runs = Family("clusterdiag_collections", "Collections the agent ran.", COUNTER)
         runs.add_metric([], view.collections)
         yield runs
-        errs = CounterMetricFamily("clusterdiag_collection_errors",
-                                   "Collections that failed before producing a report.")
+        errs = Family("clusterdiag_collection_errors",
+                      "Collections that failed before producing a report.", COUNTER)
         errs.add_metric([], view.collection_errors)
         yield errs
-        calls = CounterMetricFamily("clusterdiag_nvml_calls", "NVML calls made by collections.")
+        calls = Family("clusterdiag_nvml_calls", "NVML calls made by collections.", COUNTER)
         calls.add_metric([], view.nvml_calls)
         yield calls
-        writes = CounterMetricFamily("clusterdiag_state_write_errors",
-                                     "State-directory writes that failed (disk full, "
-                                     "read-only); the agent serves from memory meanwhile.")
+        writes = Family("clusterdiag_state_write_errors",
+                        "State-directory writes that failed (disk full, "
+                        "read-only); the agent serves from memory meanwhile.", COUNTER)
         writes.add_metric([], view.state_write_errors)
         yield writes
         writable = _gauge("state_writable", "1 when the latest state-directory write "
@@ -164,7 +166,7 @@ class SnapshotCollector(Collector):
             last.add_metric([], view.last_success)
             yield last
 
-    def _checks(self, report: NodeReport) -> Iterator[Metric]:
+    def _checks(self, report: NodeReport) -> Iterator[Family]:
         ready = _gauge("node_ready", "1 when no check fails or errors (the prolog's verdict).",
                        [])
         ready.add_metric([], 0 if report.verdict in (Status.FAIL, Status.ERROR) else 1)
@@ -185,7 +187,7 @@ class SnapshotCollector(Collector):
             counts.add_metric([value], tally[value])
         yield counts
 
-    def _sources(self, snap: Snapshot) -> Iterator[Metric]:
+    def _sources(self, snap: Snapshot) -> Iterator[Family]:
         secs = _gauge("source_duration_seconds", "Time each source took in the latest collection.",
                       ["source"])
         up = _gauge("source_up", "1 when the source was collected (not timed out or errored).",
@@ -196,7 +198,7 @@ class SnapshotCollector(Collector):
         yield secs
         yield up
 
-    def _gpus(self, snap: Snapshot, settings: MetricSettings) -> Iterator[Metric]:
+    def _gpus(self, snap: Snapshot, settings: MetricSettings) -> Iterator[Family]:
         assert snap.nvml is not None
         labels = settings.gpu_label_names
         temp = _gauge("gpu_temperature_celsius", "GPU core temperature.", labels)
@@ -204,14 +206,14 @@ class SnapshotCollector(Collector):
                       labels)
         power = _gauge("gpu_power_watts", "GPU power draw.", labels)
         limit = _gauge("gpu_power_limit_watts", "Enforced GPU power limit.", labels)
-        ecc = CounterMetricFamily("clusterdiag_gpu_ecc_errors",
-                                  "ECC errors, volatile (since the driver loaded) and aggregate "
-                                  "(lifetime).", labels=[*labels, "type", "scope"])
+        ecc = Family("clusterdiag_gpu_ecc_errors",
+                     "ECC errors, volatile (since the driver loaded) and aggregate "
+                     "(lifetime).", COUNTER, [*labels, "type", "scope"])
         links_up = _gauge("gpu_nvlinks_active", "NVLinks up on the GPU.", labels)
         link_state = _gauge("gpu_nvlink_up", "1 when the NVLink is active.", [*labels, "link"])
-        link_err = CounterMetricFamily("clusterdiag_gpu_nvlink_errors",
-                                       "NVLink error counters, by NVML counter name.",
-                                       labels=[*labels, "link", "counter"])
+        link_err = Family("clusterdiag_gpu_nvlink_errors",
+                          "NVLink error counters, by NVML counter name.",
+                          COUNTER, [*labels, "link", "counter"])
         responsive = _gauge("gpu_responsive", "1 when every NVML call on the GPU returned.",
                             labels)
         for gpu in snap.nvml.gpus:
@@ -237,18 +239,17 @@ class SnapshotCollector(Collector):
                     _maybe(link_err, [*link_lab, name], value)
         yield from (responsive, temp, slow, power, limit, ecc, links_up, link_state, link_err)
 
-    def _ib(self, snap: Snapshot, settings: MetricSettings) -> Iterator[Metric]:
+    def _ib(self, snap: Snapshot, settings: MetricSettings) -> Iterator[Family]:
         labels = IB_LABELS
         up = _gauge("ib_port_active", "1 when the port is ACTIVE and LinkUp.", labels)
         rate = _gauge("ib_port_rate_bytes_per_second", "Negotiated port rate.", labels)
-        data = CounterMetricFamily("clusterdiag_ib_port_data_bytes",
-                                   "Bytes through the port (port_xmit_data/port_rcv_data).",
-                                   labels=[*labels, "direction"])
-        errors = CounterMetricFamily("clusterdiag_ib_port_events",
-                                     "Port counters (errors, packets, wait ticks) under the "
-                                     "kernel's file names; group port = counters/, hw = "
-                                     "hw_counters/.",
-                                     labels=[*labels, "group", "counter"])
+        data = Family("clusterdiag_ib_port_data_bytes",
+                      "Bytes through the port (port_xmit_data/port_rcv_data).",
+                      COUNTER, [*labels, "direction"])
+        errors = Family("clusterdiag_ib_port_events",
+                        "Port counters (errors, packets, wait ticks) under the "
+                        "kernel's file names; group port = counters/, hw = "
+                        "hw_counters/.", COUNTER, [*labels, "group", "counter"])
         directions = {"port_xmit_data": "transmit", "port_rcv_data": "receive"}
         for dev in snap.infiniband or []:
             for port in dev.ports:
@@ -270,7 +271,7 @@ class SnapshotCollector(Collector):
         yield from (up, rate, data, errors)
 
 
-def _health(health: Health, now: float) -> Iterator[Metric]:
+def _health(health: Health, now: float) -> Iterator[Family]:
     """The node's lifecycle (docs/return-to-service.md): its state one-hot, drains per
     fault family since the file began, and the time since the latest one."""
     state = _gauge("health_state", "1 for the node's lifecycle state (healthy, drained, "
@@ -278,9 +279,9 @@ def _health(health: Health, now: float) -> Iterator[Metric]:
     for value in State:
         state.add_metric([value.value], 1 if value is health.state else 0)
     yield state
-    incidents = CounterMetricFamily("clusterdiag_health_incidents",
-                                    "Drains recorded in the node's lifecycle, by fault family.",
-                                    labels=["family"])
+    incidents = Family("clusterdiag_health_incidents",
+                       "Drains recorded in the node's lifecycle, by fault family.",
+                       COUNTER, ["family"])
     for family, count in sorted(health.totals.items()):
         incidents.add_metric([family], count)
     yield incidents
@@ -296,7 +297,7 @@ def _maybe(family: Any, labels: list[str], value: float | int | None) -> None:
         family.add_metric(labels, value)
 
 
-def _inert(metric: Metric) -> Metric:
+def _inert(metric: Family) -> Family:
     """``metric`` with every label value shown inert: node names, profile and driver
     versions, GPU and port names come from the snapshot and the report, and the exposition
     format escapes only backslash, double quote and line feed in a label value
@@ -335,8 +336,7 @@ def gzipped(body: bytes) -> bytes:
     return gzip.compress(body, compresslevel=6, mtime=0)
 
 
-def registry_for(view: Callable[[], AgentView]) -> CollectorRegistry:
-    """A registry holding only our collector: every name it exposes is ours."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(view))
-    return registry
+def registry_for(view: Callable[[], AgentView]) -> SnapshotCollector:
+    """The families of what ``view`` returns at each scrape, all of them ours; its
+    ``collect`` is what ``prometheus_client.generate_latest`` reads of a registry."""
+    return SnapshotCollector(view)

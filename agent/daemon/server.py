@@ -29,11 +29,12 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from . import server_only  # noqa: F401  # isort: skip  (before aiohttp: no client)
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from .deadline import deadline
+from .exposition import CONTENT_TYPE
 from .gate import Gate
 from .metrics import accepts_gzip, gzipped
 from .security import token_matches
@@ -179,7 +180,7 @@ def _body(body: bytes | None) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     body = _api(request).metrics_body()
-    headers = {"Content-Type": CONTENT_TYPE_LATEST, "Vary": "Accept-Encoding"}
+    headers = {"Content-Type": CONTENT_TYPE, "Vary": "Accept-Encoding"}
     if accepts_gzip(request.headers.get("Accept-Encoding")):
         body = gzipped(body)
         headers["Content-Encoding"] = "gzip"

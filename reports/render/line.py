@@ -21,11 +21,8 @@ from ...checks.core.finding import Finding, Status
 from ..model.cluster import ClusterReport, fold
 from ..model.node import NodeReport
 from ..model.summary import NOT_READY
+from .line_limits import NPD_MAX_OUTPUT
 
-NPD_MAX_OUTPUT = 80
-# The smallest budget a line is written in: room for "NOT READY: " and a cut first problem
-# beside "; +99999 more".
-MIN_BYTES = 40
 _ORDER = (Status.FAIL, Status.ERROR)
 _CUT = "..."
 

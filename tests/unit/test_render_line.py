@@ -10,7 +10,8 @@ from clusterdiag.checks.core.finding import Finding, Status
 from clusterdiag.reports.cluster_checks import ClusterSettings, judge
 from clusterdiag.reports.model.node import NodeReport
 from clusterdiag.reports.model.summary import summarize
-from clusterdiag.reports.render.line import MIN_BYTES, cluster_line, fitted, node_line
+from clusterdiag.reports.render.line import cluster_line, fitted, node_line
+from clusterdiag.reports.render.line_limits import MIN_BYTES
 
 
 def _report(node: str, *problems: tuple[str, str, str]) -> NodeReport:
