@@ -278,12 +278,17 @@ def _closed(health: Health, at: float) -> None:
     health.finish(Outcome(Result.PASSED, "gpu_compute passed", at + 300))
 
 
-def test_a_qualify_drain_is_recorded_by_the_health_check_as_a_strike(tmp_path: Path) -> None:
+def _health_check_after_qualify(tmp_path: Path) -> tuple[FakeSlurm, FakeRun]:
+    """n0 drained by ``qualify --drain`` at T, and the health check two minutes later."""
     slurm = FakeSlurm()
     run = FakeRun(slurm, tmp_path, program="healthcheck")
-    node = _qualify_drained(slurm, T)
-    healthcheck.way_back(run, slurm, node, [],  # type: ignore[arg-type]
+    healthcheck.way_back(run, slurm, _qualify_drained(slurm, T), [],  # type: ignore[arg-type]
                          clock=lambda: T + 120, start=lambda *_: 4242)
+    return slurm, run
+
+
+def test_a_qualify_drain_is_recorded_by_the_health_check_as_a_strike(tmp_path: Path) -> None:
+    _, run = _health_check_after_qualify(tmp_path)
     health = store.load(tmp_path)
     assert [(i.check, i.at, i.fleet) for i in health.incidents] == [
         ("qualify.gpu_compute", T, False)]
@@ -309,11 +314,7 @@ def test_a_third_qualify_drain_holds_the_node_for_repair(tmp_path: Path) -> None
 
 
 def test_a_validated_node_is_resumed_not_recorded_again(tmp_path: Path) -> None:
-    slurm = FakeSlurm()
-    run = FakeRun(slurm, tmp_path, program="healthcheck")
-    node = _qualify_drained(slurm, T)
-    healthcheck.way_back(run, slurm, node, [],  # type: ignore[arg-type]
-                         clock=lambda: T + 120, start=lambda *_: 4242)
+    slurm, run = _health_check_after_qualify(tmp_path)
     health = store.load(tmp_path)
     health.start(T + 130)
     health.finish(Outcome(Result.PASSED, "gpu_compute passed", T + 400))
