@@ -10,6 +10,7 @@ every module would then sit in a circle with its package's ``__init__``.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +74,14 @@ def read_graph(root: Path, folders: tuple[str, ...] = FOLDERS) -> Graph:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             graph.imports.extend(_resolve(graph, name, package, node))
     return graph
+
+
+@functools.cache
+def project_graph() -> Graph:
+    """This checkout's graph, read once per process and only when a test first asks: read
+    at a test module's import it would cost every collection (each xdist worker collects
+    the whole suite) a second and more of parsing."""
+    return read_graph(Path(__file__).resolve().parents[1])
 
 
 def _resolve(graph: Graph, name: str, package: str, node: ast.AST) -> list[Import]:

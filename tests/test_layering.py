@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import REPO
-from tests.imports import circles, private_imports, read_graph
-
-GRAPH = read_graph(REPO)
+from tests.imports import circles, private_imports, project_graph, read_graph
 
 P = "clusterdiag"
 BASE, MODEL = f"{P}.agent.base", f"{P}.agent.model"
@@ -83,9 +81,10 @@ def _under(module: str, *prefixes: str) -> bool:
 
 
 def test_the_walk_sees_every_project_module_and_nested_imports() -> None:
-    assert "clusterdiag.agent.cli" in GRAPH.modules
-    assert "clusterdiag.checks.core.registry" in GRAPH.modules
-    edges = GRAPH.edges()
+    graph = project_graph()
+    assert "clusterdiag.agent.cli" in graph.modules
+    assert "clusterdiag.checks.core.registry" in graph.modules
+    edges = graph.edges()
     # A function-level import (agent/cli/run.py imports the runner inside run()).
     assert "clusterdiag.agent.run.runner" in edges["clusterdiag.agent.cli.run"]
     # A relative import three levels up (agent/cli/checks.py: from ... import checks).
@@ -106,15 +105,17 @@ def test_a_circle_through_a_type_checking_import_is_found(tmp_path: Path) -> Non
 
 
 def test_no_import_circles() -> None:
-    edges = GRAPH.edges()
+    graph = project_graph()
+    edges = graph.edges()
     found = ["  " + " <-> ".join(group) for group in circles(edges)]
     assert not found, "import circles (move the shared piece into its own module):\n" + \
         "\n".join(found)
 
 
 def test_no_private_name_is_imported_from_another_module() -> None:
-    found = [f"{GRAPH.where(i.source, i.target)}: {i.name} from {i.target}"
-             for i in private_imports(GRAPH)]
+    graph = project_graph()
+    found = [f"{graph.where(i.source, i.target)}: {i.name} from {i.target}"
+             for i in private_imports(graph)]
     assert not found, "private names imported across modules (make them public, or move " \
         "the code that needs them):\n" + "\n".join(found)
 
@@ -126,7 +127,8 @@ def test_the_top_of_each_code_folder_holds_only_entry_points_and_packages() -> N
 
 
 def test_every_folder_is_in_the_layer_map() -> None:
-    folders = {GRAPH.folder(m) for m in GRAPH.modules}
+    graph = project_graph()
+    folders = {graph.folder(m) for m in graph.modules}
     assert sorted(folders - set(LAYERS)) == [], "add the new folder to LAYERS"
     assert sorted(set(LAYERS) - folders) == [], "LAYERS names a folder that is gone"
 
@@ -136,7 +138,8 @@ def test_the_layer_map_has_no_circle() -> None:
 
 
 def test_no_folder_circles() -> None:
-    found = ["  " + " <-> ".join(group) for group in circles(GRAPH.folder_edges())]
+    graph = project_graph()
+    found = ["  " + " <-> ".join(group) for group in circles(graph.folder_edges())]
     assert not found, "folder-level import circles:\n" + "\n".join(found)
 
 
@@ -144,11 +147,12 @@ def test_each_folder_imports_only_the_layers_its_map_allows() -> None:
     """Families never import each other (each is judged from the snapshot alone), the
     collectors never import the checks, the simulator never imports the reports, and
     nothing below the CLI imports a layer above it."""
+    graph = project_graph()
     breaks = sorted(
-        f"{GRAPH.where(i.source, i.target)}: {i.source} imports {i.target}"
-        for i in GRAPH.imports
-        if GRAPH.folder(i.source) != GRAPH.folder(i.target)
-        and GRAPH.folder(i.target) not in LAYERS[GRAPH.folder(i.source)])
+        f"{graph.where(i.source, i.target)}: {i.source} imports {i.target}"
+        for i in graph.imports
+        if graph.folder(i.source) != graph.folder(i.target)
+        and graph.folder(i.target) not in LAYERS[graph.folder(i.source)])
     assert breaks == [], "imports the layer map does not allow:\n" + "\n".join(breaks)
 
 
@@ -170,7 +174,8 @@ def test_nothing_outside_the_cli_imports_it() -> None:
     the CLI sits on top and only its own modules and the entries that start it import it:
     the console script (agent/launch.py, which runs the Slurm entry points before click)
     and ``python -m``'s ``__main__``."""
+    graph = project_graph()
     cli = "clusterdiag.agent.cli"
     entries = (cli, "clusterdiag.agent.launch", "clusterdiag.agent.__main__")
-    assert sorted(f"{GRAPH.where(i.source, i.target)}: {i.source}" for i in GRAPH.imports
+    assert sorted(f"{graph.where(i.source, i.target)}: {i.source}" for i in graph.imports
                   if _under(i.target, cli) and not _under(i.source, *entries)) == []

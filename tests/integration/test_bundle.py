@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.bundles import Shelf, build
 from tests.integration.nspawn import booted, inside, require_nspawn
 
 BUILD = REPO / "deploy" / "bundle" / "build.py"
@@ -32,8 +32,8 @@ COPIED = ("agent", "checks", "reports", "systemd", "deploy", "pyproject.toml", "
 HEALTHZ = ("import urllib.request; "
            "print(urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=5).status)")
 
-# Every test here builds the project wheel (from a private copy of the sources, see
-# build.py); the wheel tests run one after another on one worker all the same.
+# The wheel tests share their builds (tests/integration/bundles.py): one after another on
+# one worker.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
@@ -46,14 +46,6 @@ def _pyenv_310() -> Path | None:
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
     found = sorted(root.glob("versions/3.10.*/bin/python3.10"))
     return found[-1].parents[1] if found else None
-
-
-def _build(source: Path, out: Path, *args: str) -> list[Path]:
-    proc = subprocess.run([sys.executable, str(source / "deploy/bundle/build.py"), "--out",
-                           str(out), *args], capture_output=True, text=True, check=False,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    return [Path(line.split()[0]) for line in proc.stdout.splitlines()]
 
 
 def _newer_source(tmp: Path) -> Path:
@@ -74,18 +66,18 @@ def _newer_source(tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def bundles(tmp_path_factory: pytest.TempPathFactory, bundle_shelf: Shelf) -> dict[str, Path]:
+    """The system Python's bundle (and pyenv's 3.10's) from the session's shelf, and the
+    upgrade beside them: the machine sees that one folder as /srv/bundles."""
     require_nspawn()
     tmp = tmp_path_factory.mktemp("bundles")
-    out = tmp / "out"
     minor = _minor(SYSTEM_PYTHON)
-    pythons = ["--python", minor] + (["--python", "3.10"] if _pyenv_310() else [])
-    built = {p.name: p for p in _build(REPO, out, "--arch", "x86_64", *pythons)}
-    (upgrade,) = _build(_newer_source(tmp), out, "--arch", "x86_64", "--python", minor)
-    found = {"system": next(p for n, p in built.items() if f"-py{minor.replace('.', '')}-" in n),
-             "upgrade": upgrade}
-    if _pyenv_310():
-        found["py310"] = next(p for n, p in built.items() if "-py310-" in n)
+    built = bundle_shelf.bundles("x86_64", minor, *(["3.10"] if _pyenv_310() else []))
+    (upgrade,) = build(_newer_source(tmp), bundle_shelf.out, "--arch", "x86_64",
+                       "--python", minor)
+    found = {"system": built[minor], "upgrade": upgrade}
+    if "3.10" in built:
+        found["py310"] = built["3.10"]
     return found
 
 
@@ -215,7 +207,7 @@ def test_the_310_bundle_installs_on_a_310_python(bundles: dict[str, Path],
 
 
 def test_aarch64_bundle_has_only_wheels_for_its_platform(tmp_path: Path) -> None:
-    (bundle,) = _build(REPO, tmp_path, "--arch", "aarch64", "--python", "3.10")
+    (bundle,) = build(REPO, tmp_path, "--arch", "aarch64", "--python", "3.10")
     assert bundle.name == f"clusterdiag-{_project_version()}-py310-aarch64.tar.gz"
     with tarfile.open(bundle) as tar:
         names = tar.getnames()

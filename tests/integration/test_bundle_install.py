@@ -4,13 +4,15 @@ wrapper and the default config name, and the installed wrapper runs the installe
 which drains a faulty node through ``scontrol`` as slurmd would run it. The install is
 pip's ``--no-index --require-hashes`` from the bundle's own wheels, pinned by the lock.
 
-The bundle is built once for this module (deploy/bundle/build.py downloads the lock's
-wheels: the package index, or pip's cache of them, must be reachable); every install is
-into this test's temporary directory, with no root, no user and no systemd."""
+The bundle is built once per session, and shared with test_bundle.py where it is the same
+(tests/integration/bundles.py; deploy/bundle/build.py downloads the lock's wheels: the
+package index, or pip's cache of them, must be reachable); every install is into this
+test's temporary directory, with no root, no user and no systemd."""
 
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -20,20 +22,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.integration.test_bundle import _build
+from tests.integration.bundles import Shelf
 from tests.integration.test_prolog_cli import SPEC, VERDICT_BUDGET_S, Slurm
 
-# Builds the project wheel, as the other wheel tests do: one after another on one worker.
+# Shares its bundle with the other wheel tests (tests/integration/bundles.py): one after
+# another on one worker.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This Python's bundle for this machine, unpacked."""
+def bundle(tmp_path_factory: pytest.TempPathFactory, bundle_shelf: Shelf) -> Path:
+    """This Python's bundle for this machine (build.py's default architecture is
+    ``platform.machine()``: deploy/bundle/build.py, ``_arguments``), unpacked."""
     tmp = tmp_path_factory.mktemp("bundle")
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    (built,) = _build(REPO, tmp / "out", "--python", python)
+    built = bundle_shelf.bundles(platform.machine(), python)[python]
     with tarfile.open(built) as tar:
         tar.extractall(tmp)  # our own build
     return tmp / built.name.removesuffix(".tar.gz")

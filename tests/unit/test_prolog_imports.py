@@ -20,10 +20,9 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.imports import read_graph
+from tests.imports import project_graph
 from tests.prolog_paths import measure, ours, pinned
 
-GRAPH = read_graph(REPO)
 RECORD = "clusterdiag.agent.model.record"
 REGENERATE = "python -m dev.regenerate"
 
@@ -122,7 +121,7 @@ def test_the_prolog_imports_only_the_allowed_modules(paths: dict[str, set[str]])
 
 
 def _is_module(name: str) -> bool:
-    if name in GRAPH.modules:
+    if name in project_graph().modules:
         return True
     if name.startswith("clusterdiag."):
         return False
@@ -139,7 +138,7 @@ def _lazy_imports() -> list[tuple[str, int, list[str], bool, bool]]:
     function) or in a package's module-level ``__getattr__`` (PEP 562), whose imports are
     lazy by design: they load what the package's own import must not)."""
     found = []
-    for module, path in GRAPH.modules.items():
+    for module, path in project_graph().modules.items():
         lines = path.read_text(encoding="utf-8").splitlines()
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         tree = ast.parse("\n".join(lines))
@@ -178,9 +177,9 @@ def test_records_and_the_typing_flag_stay_on_the_prolog_path() -> None:
     """``@record`` (agent/model/record.py) and ``TYPE_CHECKING = False`` are the prolog's
     speed: every other module uses ``@dataclass`` and ``typing.TYPE_CHECKING``."""
     on_path = pinned()
-    record_users = {i.source for i in GRAPH.imports if i.target == RECORD}
+    record_users = {i.source for i in project_graph().imports if i.target == RECORD}
     assert sorted(record_users - on_path["no report"] - {RECORD}) == []
-    flagged = {m for m, path in GRAPH.modules.items()
+    flagged = {m for m, path in project_graph().modules.items()
                if "\nTYPE_CHECKING = False" in path.read_text(encoding="utf-8")}
     assert sorted(flagged - on_path["fresh"] - on_path["launcher"]) == []
 
@@ -193,7 +192,7 @@ def test_every_import_inside_a_function_says_why_and_keeps_a_module_off_a_path(
     lazy ``__getattr__``."""
     silent, needless = [], []
     for module, line, targets, said, exempt in _lazy_imports():
-        where = f"{GRAPH.modules[module].relative_to(REPO)}:{line}"
+        where = f"{project_graph().modules[module].relative_to(REPO)}:{line}"
         if not said:
             silent.append(where)
         on = [name for name, loaded in paths.items() if name != "bare" and module in loaded]
