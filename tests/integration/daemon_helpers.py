@@ -33,12 +33,13 @@ def write_yaml(path: Path, data: Any) -> Path:
 
 
 class AgentProc:
-    """A running agent: its state dir, its base URL once it listens, its stderr lines."""
+    """A running agent: its state dir (``tmp``/state unless ``state`` names another, as a
+    node's own), its base URL once it listens, its stderr lines."""
 
     def __init__(self, tmp: Path, *args: str, config: dict[str, Any] | None = None,
                  spec: dict[str, Any] | str = "dgx-h100", interval: float = 1.0,
-                 listen: str = "127.0.0.1:0") -> None:
-        self.state = tmp / "state"
+                 listen: str = "127.0.0.1:0", state: Path | None = None) -> None:
+        self.state = state or tmp / "state"
         self.stderr_path = tmp / f"agent-{time.monotonic_ns()}.log"
         simulate = spec if isinstance(spec, str) else str(write_yaml(tmp / "spec.yaml", spec))
         argv = [sys.executable, "-m", "clusterdiag.agent", "agent", "--simulate", simulate,
