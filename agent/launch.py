@@ -1,10 +1,13 @@
-"""The ``clusterdiag`` console script: Slurm's entry points start before click is imported.
+"""The ``clusterdiag`` console script: Slurm's entry points and the agent start before click.
 
 ``prolog``, ``epilog`` and ``healthcheck`` run on every node for every job, so their start
 is paid cluster-wide (docs/design.md §3: the prolog runs inside Slurm's MessageTimeout). With only
 the source flags (docs/design.md §3) on the command line they go straight to ``agent/slurm/``:
-no click, and none of the other commands' modules. Anything else (another command,
-``--help``, a flag or value this parser does not know) goes to the click CLI, which
+no click, and none of the other commands' modules. ``agent`` is the daemon that stays
+resident on every node: with only the flags its unit passes (the source flags, ``--listen``,
+``--interval``, ``--state-dir``) it goes straight to ``agent/daemon/``, and click's ~0.9 MiB
+never loads into it (docs/agent.md, Memory). Anything else (another command, ``--help``,
+``agent --clear``, a flag or value this parser does not know) goes to the click CLI, which
 parses and answers exactly as before, usage errors included.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import os
 import sys
 
 from .base.errors import ClusterdiagError, ExitCode
@@ -22,18 +26,25 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 SLURM_PROGRAMS = ("prolog", "epilog", "healthcheck")
-_PATH_FLAGS = {"--config": "config_path", "--root": "root", "--kernel-log": "kernel_log"}
-_TEXT_FLAGS = {"--simulate": "simulate", "--node": "node", "--profile": "profile",
-               "--level": "level"}
+AGENT = "agent"
+# Each flag and the keyword its value is passed by: the parameter names of the click options
+# (agent/cli/options.py source_options, agent/cli/agent.py), which are those of
+# slurm.entry.Inputs and daemon.main.start; tests/unit/test_launch_agent.py keeps them equal.
+SOURCE_FLAGS = {"--config": "config_path", "--root": "root", "--kernel-log": "kernel_log",
+                "--simulate": "simulate", "--node": "node", "--profile": "profile",
+                "--level": "level"}
+AGENT_FLAGS = {**SOURCE_FLAGS, "--listen": "listen", "--interval": "interval",
+               "--state-dir": "state_path"}
+AGENT_PATHS = frozenset({"config_path", "root", "kernel_log", "state_path"})
 # checks.core.levels.LEVEL_NAMES, spelled out: the launcher imports nothing it can do without
 # (tests/unit/test_prolog_imports.py); tests/unit/test_levels.py keeps the two equal.
 LEVEL_NAMES = ("quick", "full")
 
 
-def slurm_flags(args: list[str]) -> dict[str, object] | None:
-    """The source flags as ``Inputs`` fields, or None when click should parse ``args``.
-    Paths stay strings: ``pathlib`` is not needed on the prolog's fast path."""
-    values: dict[str, object] = {}
+def _flags(args: list[str], known: dict[str, str]) -> dict[str, str] | None:
+    """``--flag VALUE`` and ``--flag=VALUE`` of the ``known`` flags, by keyword (the last
+    of a repeated flag wins, as in click); None for anything else, an empty value included."""
+    values: dict[str, str] = {}
     rest = list(args)
     while rest:
         flag, has_value, value = rest.pop(0).partition("=")
@@ -41,15 +52,46 @@ def slurm_flags(args: list[str]) -> dict[str, object] | None:
             if not rest:
                 return None
             value = rest.pop(0)
-        if not value or (flag == "--level" and value not in LEVEL_NAMES):
+        if not value or flag not in known or (flag == "--level" and value not in LEVEL_NAMES):
             return None
-        if flag in _PATH_FLAGS:
-            values[_PATH_FLAGS[flag]] = value
-        elif flag in _TEXT_FLAGS:
-            values[_TEXT_FLAGS[flag]] = value
-        else:
-            return None
+        values[known[flag]] = value
     return values
+
+
+def slurm_flags(args: list[str]) -> dict[str, object] | None:
+    """The source flags as ``Inputs`` fields, or None when click should parse ``args``.
+    Paths stay strings: ``pathlib`` is not needed on the prolog's fast path."""
+    return _flags(args, SOURCE_FLAGS)  # type: ignore[return-value]
+
+
+def _readable_or_absent(path: str) -> bool:
+    """What ``click.Path()`` accepts with its defaults (``readable=True``, ``exists=False``):
+    a path that does not exist, or one this process may read (click/types.py,
+    ``Path.convert``: ``os.stat``, then ``os.access(rv, os.R_OK)``)."""
+    try:
+        os.stat(path)
+    except OSError:
+        return True
+    return os.access(path, os.R_OK)
+
+
+def agent_flags(args: list[str]) -> dict[str, object] | None:
+    """The agent's flags as ``daemon.main.start`` keywords, converted as click converts them
+    (``click.Path(path_type=Path)``, ``type=float``: ``float(value)``, click/types.py), or
+    None when click should parse ``args`` and say what is wrong with them."""
+    values = _flags(args, AGENT_FLAGS)
+    if values is None or not all(_readable_or_absent(values[k]) for k in AGENT_PATHS & set(values)):
+        return None
+    from pathlib import Path  # the daemon imports it anyway; the prolog's path does not
+
+    flags: dict[str, object] = dict.fromkeys(AGENT_FLAGS.values())
+    flags.update({k: Path(v) if k in AGENT_PATHS else v for k, v in values.items()})
+    if "interval" in values:
+        try:
+            flags["interval"] = float(values["interval"])
+        except ValueError:
+            return None
+    return flags
 
 
 def _run_slurm(program: str, flags: dict[str, object]) -> NoReturn:
@@ -79,11 +121,44 @@ def _run_slurm(program: str, flags: dict[str, object]) -> NoReturn:
     sys.exit(code)
 
 
+def _say(message: str) -> None:
+    """One line on stderr as the click CLI writes it (``click.echo(err=True)``, which drops
+    terminal escape sequences when stderr is not a terminal): the agent's start errors read
+    the same either way. click loads here only when the agent exits."""
+    import click  # the line is the last thing the process does: click costs no resident memory
+
+    click.echo(message, err=True)
+
+
+def _run_agent(flags: dict[str, object]) -> NoReturn:
+    """``daemon.main.start`` with the answers the click CLI gives around it (agent/cli/
+    __init__.py ``main``): a ClusterdiagError is one line and its exit code; an interrupt
+    before the daemon's own signal handlers is a blank line (click/core.py
+    ``BaseCommand.main``: it closes the terminal's ``^C`` echo) and ``aborted``, exit 130.
+    The daemon writes only through ``logging``, whose handlers never raise on a closed
+    stream (``Handler.handleError``), so click's quiet exit on a broken pipe has no
+    counterpart here."""
+    try:
+        from .daemon import main as daemon  # the daemon's modules only when the agent runs
+
+        code = daemon.start(**flags)  # type: ignore[arg-type]
+    except ClusterdiagError as exc:
+        _say(f"clusterdiag: {exc}")
+        sys.exit(exc.exit_code)
+    except (EOFError, KeyboardInterrupt):
+        _say("")
+        _say("clusterdiag: aborted")
+        sys.exit(ExitCode.INTERRUPTED)
+    sys.exit(code)
+
+
 def _dispatch(args: list[str]) -> None:
     if args and args[0] in SLURM_PROGRAMS:
         flags = slurm_flags(args[1:])
         if flags is not None:
             _run_slurm(args[0], flags)
+    if args and args[0] == AGENT and (agent := agent_flags(args[1:])) is not None:
+        _run_agent(agent)
     from .cli import main as cli_main  # click and every command only when no Slurm program runs
 
     cli_main()

@@ -69,7 +69,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
                        f"{P}.agent.settings", f"{P}.agent.run", f"{P}.agent.capture",
                        f"{P}.agent.daemon", f"{P}.agent.slurm", f"{P}.agent.cluster",
                        f"{P}.agent.qualify", f"{P}.agent.health"),
-    f"{P}.agent": (BASE, MODEL, f"{P}.agent.slurm", f"{P}.agent.cli"),
+    f"{P}.agent": (BASE, MODEL, f"{P}.agent.slurm", f"{P}.agent.daemon", f"{P}.agent.cli"),
 }
 # What the top of each code folder may hold besides packages: the entry points.
 ENTRY_MODULES = {"agent": {"__init__.py", "__main__.py", "launch.py"},

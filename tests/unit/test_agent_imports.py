@@ -4,7 +4,8 @@ agent/daemon/server_only.py) stays out, while any code that asks for the client 
 the same process still gets the real package; and it writes /metrics itself
 (agent/daemon/exposition.py), so prometheus_client and the HTTP servers it imports stay
 out too; its options name the line format's limits without the cluster report model and
-ClusterShell (reports/render/line_limits.py)."""
+ClusterShell (reports/render/line_limits.py); and the console script starts it without click
+(agent/launch.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
+
 from clusterdiag.agent.daemon.server_only import _version
+from tests.integration.daemon_helpers import AgentProc
 
 # aiohttp's client side: aiohttp/__init__.py imports these, aiohttp.web does not.
 CLIENT = ("aiohttp.client", "aiohttp.connector", "aiohttp.cookiejar", "aiohappyeyeballs")
@@ -85,3 +89,23 @@ def test_an_init_without_its_version_line_falls_back(tmp_path: Path) -> None:
     assert _version(tmp_path / "absent.py") is None
     init.write_text('__version__ = "3.9.5"\n\nfrom . import hdrs\n')
     assert _version(init) == "3.9.5"
+
+
+def test_the_running_agent_never_imports_click(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started as its unit starts it (``python -m clusterdiag.agent`` runs the console
+    script's launcher), through its first collection and report: Python's ``-X importtime``
+    log (PYTHONPROFILEIMPORTTIME, docs.python.org/3/using/cmdline.html) names every module
+    the process imported, those loaded late included."""
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
+    agent = AgentProc(tmp_path)
+    try:
+        agent.wait_ready()
+    finally:
+        agent.stop()
+    # "import time: self [us] | cumulative | imported package", one line per import
+    imported = {line.rsplit("|", 1)[-1].strip() for line in agent.log().splitlines()
+                if line.startswith("import time:")}
+    assert "clusterdiag.agent.daemon.loop" in imported  # the log holds the agent's imports
+    assert {m for m in imported if m.split(".")[0] == "click"} == set()
+    assert {m for m in imported if m.startswith("clusterdiag.agent.cli")} == set()
