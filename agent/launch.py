@@ -121,13 +121,17 @@ def _run_slurm(program: str, flags: dict[str, object]) -> NoReturn:
     sys.exit(code)
 
 
-def _say(message: str) -> None:
+def _die(message: str, code: int, blank: bool = False) -> NoReturn:
     """One line on stderr as the click CLI writes it (``click.echo(err=True)``, which drops
-    terminal escape sequences when stderr is not a terminal): the agent's start errors read
-    the same either way. click loads here only when the agent exits."""
+    terminal escape sequences when stderr is not a terminal), after a blank one when
+    ``blank``, and exit with ``code``: the agent's start errors read the same either way.
+    click loads here only when the agent exits."""
     import click  # the line is the last thing the process does: click costs no resident memory
 
-    click.echo(message, err=True)
+    if blank:
+        click.echo("", err=True)
+    click.echo(f"clusterdiag: {message}", err=True)
+    sys.exit(code)
 
 
 def _run_agent(flags: dict[str, object]) -> NoReturn:
@@ -143,12 +147,9 @@ def _run_agent(flags: dict[str, object]) -> NoReturn:
 
         code = daemon.start(**flags)  # type: ignore[arg-type]
     except ClusterdiagError as exc:
-        _say(f"clusterdiag: {exc}")
-        sys.exit(exc.exit_code)
+        _die(str(exc), exc.exit_code)
     except (EOFError, KeyboardInterrupt):
-        _say("")
-        _say("clusterdiag: aborted")
-        sys.exit(ExitCode.INTERRUPTED)
+        _die("aborted", ExitCode.INTERRUPTED, blank=True)
     sys.exit(code)
 
 
