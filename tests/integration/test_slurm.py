@@ -41,7 +41,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slur
 NODES = ("n1", "n2", "n3", "n4")
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sbatch", "srun", "sinfo")
 HEALTH_INTERVAL_S = 5
-HOLD_DOWN_S = 15
+# Long enough that a health check sees the validation wait out the hold-down: the first
+# validation starts a health check after the drain and takes seconds of interpreter
+# start and checks on a loaded machine (15 s was crossed before the wait was seen).
+HOLD_DOWN_S = 30
 REASON = "clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"
 OPERATOR = "op: bad fan [ticket 12]"
 SPECS = {
