@@ -61,7 +61,9 @@ def options(run: Run, patterns: tuple[str, ...] = ()) -> RunOptions:
 
 def check_node(run: Run) -> Outcome:
     if lock.running(run.config.section("agent")["state_dir"]):
-        return validation_running(run)
+        refused = validation_running(run)
+        if refused is not None:
+            return refused
     run.config = job_config(run.config, run.job)
     cached = load_trusted(run.config, run.node)
     if cached.report is None:
@@ -77,19 +79,20 @@ def check_node(run: Run) -> Outcome:
     return Outcome(findings, cached.why, extra)
 
 
-def validation_running(run: Run) -> Outcome:
+def validation_running(run: Run) -> Outcome | None:
     """A validation holds the lock (agent/health/lock.py): an operator returned the node
     half-way through it. The job is refused, the node drained for the incident under
     validation, so the burn and the job never share the GPUs and the health check resumes
     the node when the validation passes. A lock held with no incident open is the health
-    check deciding, for a moment, that there is nothing to validate: the job runs."""
+    check deciding, for a moment, that there is nothing to validate: None, and the node
+    is judged as on any job (a held lock never stands in for the checks)."""
     from pathlib import Path  # pathlib and the lifecycle only while a validation runs
 
     from ..health.store import HealthFile
 
     incident = HealthFile(Path(run.config.section("agent")["state_dir"])).current().open
     if incident is None:
-        return Outcome([], "validation lock held, no incident open")
+        return None
     return Outcome([Finding(Status.FAIL, incident.component, "a validation is running",
                             check=incident.check)], "validation lock")
 

@@ -388,6 +388,25 @@ def test_a_job_on_a_node_under_validation_is_refused_for_its_incident(
                                 "running"]]
 
 
+def test_a_lock_held_with_no_incident_open_never_stands_in_for_the_checks(
+        site: tuple[Path, Slurm]) -> None:
+    """The validation lock held while nothing is under validation (a health check
+    deciding; anyone who can write the state directory): the prolog judges the node as on
+    any job, and n2's NVLink fault still fails it."""
+    root, slurm = site
+    slurm.node("n2", "ALLOCATED")
+    (root / "state").mkdir()
+    fd = lock.take(root / "state")
+    assert fd is not None
+    try:
+        proc = slurm_run("prolog", root, "n2")
+    finally:
+        os.close(fd)
+    assert proc.returncode == 1, proc.stderr
+    assert slurm.updates() == [["update", "NodeName=n2", "State=DRAIN",
+                                "Reason=clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"]]
+
+
 @pytest.mark.parametrize("reason", ["op: bad fan [ticket 12]", "Prolog error"])
 def test_healthcheck_never_resumes_a_drain_that_is_not_ours(site: tuple[Path, Slurm],
                                                             reason: str) -> None:
