@@ -22,6 +22,14 @@ SHARED = REPO.parent / "shared"
 # by git; not PYTHONPYCACHEPREFIX, which would hide the standard library's and the
 # installed packages' bytecode from every process). Python checks each .pyc against its
 # source's mtime and size, so a module edited later is compiled afresh.
+#
+# The same holds for pytest's assertion rewriting of the test modules (pytest's
+# assertion/rewrite.py ``exec_module``: it writes its cached, rewritten .pyc only when
+# ``sys.dont_write_bytecode`` is false, and reads one whatever the flag says). Rewriting is
+# about two thirds of a collection's CPU, and every xdist worker collects the whole
+# suite, so the controller has the test modules it was given rewritten once, before the
+# workers start: one collection per core, each over a share of the files, in processes
+# that may write bytecode (where this hook returns at once).
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or not sys.dont_write_bytecode:
         return  # an xdist worker (the controller compiled), or Python writes it anyway
@@ -29,13 +37,38 @@ def pytest_configure(config: pytest.Config) -> None:
 
     for package in ("agent", "checks", "reports"):
         compileall.compile_dir(REPO / package, quiet=1)
+    if getattr(config.option, "numprocesses", None):
+        _rewrite_test_modules(config.invocation_params.dir, config.args)
+
+
+def _rewrite_test_modules(where: Path, args: list[str]) -> None:
+    """pytest's rewritten .pyc of every test module under ``args`` that has none newer than
+    its source (named as pytest names it: ``PYTEST_TAG``), written by one
+    ``--collect-only`` per core; a module that fails to import is left for the run to say."""
+    tag = f"{sys.implementation.cache_tag}-pytest-{pytest.__version__}"
+    files: list[Path] = []
+    for arg in args:
+        path = where / arg.split("::", 1)[0]
+        for module in sorted(path.rglob("test_*.py")) if path.is_dir() else [path]:
+            cached = module.parent / "__pycache__" / f"{module.stem}.{tag}.pyc"
+            if not cached.exists() or cached.stat().st_mtime < module.stat().st_mtime:
+                files.append(module)
+    shares = [files[i::os.cpu_count() or 1] for i in range(os.cpu_count() or 1)]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    collections = [subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-p", "no:cacheprovider",
+         *map(str, share)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        cwd=REPO) for share in shares if share]
+    for collection in collections:
+        collection.wait()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: the suite mostly waits (on child processes, sockets and deadlines), so
-    twice as many workers as cores keep the CPU busy; ``CLUSTERDIAG_TEST_WORKERS`` overrides."""
+    three workers per core keep the CPU busy (on this 2-core machine kind two per core left
+    it a third idle); ``CLUSTERDIAG_TEST_WORKERS`` overrides."""
     given = os.environ.get("CLUSTERDIAG_TEST_WORKERS")
-    return int(given) if given else 2 * (os.cpu_count() or 1)
+    return int(given) if given else 3 * (os.cpu_count() or 1)
 
 
 def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None,

@@ -80,12 +80,14 @@ def test_the_simulated_fault_trips_its_test(tmp_path: Path, test: str) -> None:
     spec.write_text(json.dumps({"nodes": nodes, "faults": [fault]}))
     config = Config()
     if kind.kind == "tool_hang":
-        # A hang is found at its deadline: make that soon. Each of the node's ~20 runs hangs
-        # until it, one after another, so 1 s, the least a run is started with
-        # (agent/qualify/run.py run_step); test_qualify.py's hung-tool test checks the kill.
+        # A hang is found at its deadline: make that soon. Each of the node's ~20 runs, and
+        # its inventory's probes, hang until it, one after another, so 1 s, the least a run
+        # is started with (agent/qualify/run.py run_step); test_qualify.py's hung-tool test
+        # checks the kill.
         config.section("qualify").update(
-            deadline_s={r: 1.0 for r in ("allreduce", "allreduce_ring", "allreduce_net",
-                                         "nvbandwidth", "gpu_compute", "nic", "dcgm")},
+            deadline_s={r: 1.0 for r in ("inventory", "allreduce", "allreduce_ring",
+                                         "allreduce_net", "nvbandwidth", "gpu_compute", "nic",
+                                         "dcgm")},
             burn_s=0.5)
     report = run(Request(simulate=str(spec), tests=tests), config)
     trips = _trips(report, declared.check_id)
