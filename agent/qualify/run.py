@@ -194,7 +194,11 @@ def _fall_back(step: Step, node: str, runner: ToolRunner, deadline: float, run: 
 
 
 CONNECT_S = 15.0  # how long a client keeps trying to reach its server
-_RETRY_S = 0.5
+# The client's pause before each new attempt: short at first, since a server is usually a
+# moment from listening, then doubling up to the most, so a server slow to open its device
+# is not asked several times a second for 15 s.
+_RETRY_FIRST_S = 0.05
+_RETRY_MOST_S = 0.5
 
 
 def _client(step: Step, node: str, runner: ToolRunner, env: Mapping[str, str], left: float,
@@ -206,13 +210,15 @@ def _client(step: Step, node: str, runner: ToolRunner, env: Mapping[str, str], l
     last attempt's output stands, which the parser reads as a set-up error, not the rail's."""
     started = time.monotonic()
     until = started + min(CONNECT_S, left / 2)
+    pause = _RETRY_FIRST_S
     while True:
         result = runner(node, list(step.argv), env, max(1.0, left - (time.monotonic() - started)))
         refused = result.returncode not in (0, None) and "Couldn't connect to" in (
             result.stdout + result.stderr)
-        if not refused or not server.is_alive() or time.monotonic() + _RETRY_S >= until:
+        if not refused or not server.is_alive() or time.monotonic() + pause >= until:
             return result
-        time.sleep(_RETRY_S)
+        time.sleep(pause)
+        pause = min(2 * pause, _RETRY_MOST_S)
 
 
 def _merge_repeat(first: ToolRun, again: ToolRun) -> ToolRun:
