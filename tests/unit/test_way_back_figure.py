@@ -49,7 +49,7 @@ def _failed(incident: Incident, reading: Reading, reason: str) -> str:
      "clusterdiag: qualify hbm gpu5 GPU memory copy bandwidth more than 10 % below peers: "
      "1159 < 1449 GB/s (peers median)"),
     ("nic", "mlx5_4/1", {"kind": "rail_slow", "hca": "mlx5_4"},
-     "clusterdiag: qualify nic mlx5_4/1 314 < 380 Gb/s (floor)"),
+     "clusterdiag: qualify nic mlx5_4/1 321 < 380 Gb/s (floor)"),
     ("allreduce", "node", {"kind": "nvlink_slow", "gpu": 3},
      "clusterdiag: qualify allreduce node 381 < 460 GB/s (floor)")])
 def test_a_failed_validations_figure_is_in_the_reason_whole(
