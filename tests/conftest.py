@@ -71,6 +71,28 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return int(given) if given else 3 * (os.cpu_count() or 1)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests that need a resource to themselves share an ``xdist_group``; xdist's loadgroup
+    marks each such test's node id with its group, on the workers, after collection. A
+    pytest whose node ids xdist cannot mark runs them on any worker, at once, silently
+    (pytest-dev/pytest-xdist#1386): each such test fails saying so, the rest run."""
+    if getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid \
+            and item.get_closest_marker("xdist_group"):
+        pytest.fail(f"xdist did not run this test in its xdist_group: pytest "
+                    f"{pytest.__version__} and this xdist do not work together; install the "
+                    "versions pyproject.toml's test extra allows", pytrace=False)
+
+
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """A parameter too long to read in a test's id (a megabyte of garbage) is named by its
+    type and length: pytest spells a bytes or str value out whole, and the id reaches every
+    child process's environment (``PYTEST_CURRENT_TEST``), where one string may not pass
+    the kernel's MAX_ARG_STRLEN (128 KiB, include/uapi/linux/binfmts.h): E2BIG."""
+    if isinstance(val, (bytes, str)) and len(val) > 200:
+        return f"{type(val).__name__}-of-{len(val)}"
+    return None
+
+
 def run_cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
