@@ -73,7 +73,7 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def python_baseline() -> tuple[float, float]:
-    """RSS (MB) and CPU seconds of ``python3 -c pass``."""
+    """RSS (MiB) and CPU seconds of ``python3 -c pass``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -340,34 +340,34 @@ def main() -> None:
         figures += [
             Figure(f"agent CPU idle ({how}; {window})", round(cpu[p.name], 3), "% of one core",
                    "<= 0.5 %", anchor, None if not base else cpu[p.name] / base),
-            Figure(f"agent RSS peak ({how})", round(p.peak_mb, 1), "MB",
-                   "<= 40 MB", anchor or "python3 -c pass",
+            Figure(f"agent RSS peak ({how})", round(p.peak_mb, 1), "MiB",
+                   "<= 40 MiB", anchor or "python3 -c pass",
                    p.peak_mb / base_mb)]
     if exporter and base is not None:
         ne = procs[2]
         figures += [Figure(f"node_exporter {_exporter_version(exporter)} CPU (default "
                            f"collectors, same window)", round(base, 3), "% of one core"),
-                    Figure("node_exporter RSS peak", round(ne.peak_mb, 1), "MB")]
+                    Figure("node_exporter RSS peak", round(ne.peak_mb, 1), "MiB")]
     else:
-        figures.append(Figure("node_exporter (not installed here): RSS", math.nan, "MB"))
+        figures.append(Figure("node_exporter (not installed here): RSS", math.nan, "MiB"))
     latencies = procs[0].latencies
     median = statistics.median(latencies)
     p99 = sorted(latencies)[max(0, int(len(latencies) * 0.99) - 1)]
     figures += [
         Figure(f"agent CPU during an XID storm of {STORM_PER_S}/s ({storm_s} s, {events} events "
                "recorded; --simulate)", round(storm_cpu, 2), "% of one core"),
-        Figure("agent RSS peak during the storm", round(storm[0].peak_mb, 1), "MB"),
+        Figure("agent RSS peak during the storm", round(storm[0].peak_mb, 1), "MiB"),
         Figure(f"agent RSS after {hour} collections (real host path; an hour at the default "
                f"{DEFAULT_INTERVAL_S} s is {HOUR_COLLECTIONS}, run at {HOUR_INTERVAL_S:g} s)",
-               round(hour_rss[-1], 1), "MB", "<= 40 MB", anchor or "python3 -c pass",
+               round(hour_rss[-1], 1), "MiB", "<= 40 MiB", anchor or "python3 -c pass",
                hour_rss[-1] / base_mb),
-        Figure(f"agent RSS peak over the {hour} collections", round(hour_peak, 1), "MB"),
+        Figure(f"agent RSS peak over the {hour} collections", round(hour_peak, 1), "MiB"),
         Figure(f"agent RSS slope over the last {len(hour_rss) - len(hour_rss) // 2} of them",
                round(slope_kib(hour_rss), 1), "KiB per collection", "~0 (no leak)"),
         Figure("python3 with aiohttp.web imported (aiohttp's __init__, its client too)",
-               round(floor_mb, 1), "MB"),
+               round(floor_mb, 1), "MiB"),
         Figure("python3 with the agent's server imported (aiohttp.web without its client)",
-               round(server_mb, 1), "MB"),
+               round(server_mb, 1), "MiB"),
         Figure(f"/metrics latency median ({requests} requests, agent --root)",
                round(median * 1000, 2), "ms", "", "python3 -c pass", median / start_s),
         Figure(f"/metrics latency p99 ({requests} requests, agent --root)",
