@@ -121,7 +121,10 @@ def parse_spec(data: Any, where: str) -> ClusterSpec:
             raise _bad(where, f"more than {MAX_NODES} nodes in all")
     if not nodes:
         raise _bad(where, "names no nodes")
-    for fault in data.get("faults") or []:
+    faults = data.get("faults") or []
+    if not isinstance(faults, list):
+        raise _bad(where, "'faults' is not a list")
+    for fault in faults:
         _add_fault(nodes, fault, where)
     return ClusterSpec(nodes, where)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from clusterdiag.agent.base.errors import UsageError
@@ -61,6 +61,7 @@ def _load(path: Path) -> ClusterSpec | UsageError:
 
 @SETTINGS
 @given(doc=specs)
+@example(doc={"nodes": [{"names": "n1", "profile": "dgx-h100"}], "faults": 1})
 def test_spec_loads_or_says_why_in_one_line(tmp_path: Path, doc: object) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(doc))
