@@ -367,6 +367,16 @@ def test_healthcheck_drains_a_failing_node_and_resumes_it_once_its_validation_pa
     assert slurm.updates()[-1] == ["update", "NodeName=n1", "State=RESUME"], proc.stderr
 
 
+def _prolog_holding_the_lock(root: Path, node: str) -> subprocess.CompletedProcess[str]:
+    """The prolog on ``node`` while the validation lock in the state directory is held."""
+    fd = lock.take(root / "state")
+    assert fd is not None
+    try:
+        return slurm_run("prolog", root, node)
+    finally:
+        os.close(fd)
+
+
 def test_a_job_on_a_node_under_validation_is_refused_for_its_incident(
         site: tuple[Path, Slurm]) -> None:
     """An operator resumed the node half-way through its validation: the prolog refuses
@@ -376,12 +386,7 @@ def test_a_job_on_a_node_under_validation_is_refused_for_its_incident(
     health = Health()
     health.drain(Incident("fabric.manager", "fabric.manager", "node", "failed", time.time()))
     store.save(root / "state", health)
-    fd = lock.take(root / "state")
-    assert fd is not None
-    try:
-        proc = slurm_run("prolog", root, "n1")
-    finally:
-        os.close(fd)
+    proc = _prolog_holding_the_lock(root, "n1")
     assert proc.returncode == 1, proc.stderr
     assert slurm.updates() == [["update", "NodeName=n1", "State=DRAIN",
                                 "Reason=clusterdiag: fabric.manager node a validation is "
@@ -396,12 +401,7 @@ def test_a_lock_held_with_no_incident_open_never_stands_in_for_the_checks(
     root, slurm = site
     slurm.node("n2", "ALLOCATED")
     (root / "state").mkdir()
-    fd = lock.take(root / "state")
-    assert fd is not None
-    try:
-        proc = slurm_run("prolog", root, "n2")
-    finally:
-        os.close(fd)
+    proc = _prolog_holding_the_lock(root, "n2")
     assert proc.returncode == 1, proc.stderr
     assert slurm.updates() == [["update", "NodeName=n2", "State=DRAIN",
                                 "Reason=clusterdiag: nvlink.links_up gpu3 17/18 (down: 7)"]]
