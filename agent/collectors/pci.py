@@ -17,13 +17,13 @@ from typing import NamedTuple
 
 from ..model.pci import MELLANOX_VENDOR, NVIDIA_VENDOR, PciDevice, normalize_bdf
 from ..model.snapshot import SourceStats
+from ..read.pci_config import read_acs_ctrl
 from ..read.sources import SourceEnv
 from ..read.sysfs import (
     FileCounter,
     bdf_path,
     link_target,
     list_present,
-    open_regular,
     parse_int,
     read_int,
     read_text,
@@ -129,37 +129,9 @@ def read_device(root: Path, bdf: str, counter: FileCounter, with_config: bool,
             elif reason not in ("missing", None):
                 unknown[f"aer.{kind}"] = reason
     if with_config:
-        dev.acs_ctrl = read_acs_ctrl(Path(base, "config"), unknown)
+        dev.acs_ctrl = read_acs_ctrl(f"{base}/config", unknown)
     dev.unknown = unknown
     return dev
-
-
-def read_acs_ctrl(config: Path, unknown: dict[str, str]) -> int | None:
-    """The ACS Control register of a bridge, from extended config space (needs root).
-
-    An unprivileged read of ``config`` returns only the first 64 bytes, so the
-    extended capability list (offset 0x100 on) is simply absent then.
-    """
-    try:
-        with open_regular(config) as handle:
-            data = handle.read()
-    except OSError as exc:
-        unknown["acs"] = exc.strerror or "unreadable"
-        return None
-    if len(data) <= 0x100:
-        unknown["acs"] = "extended config space not readable (needs root)"
-        return None
-    offset = 0x100
-    for _ in range(64):
-        header = int.from_bytes(data[offset:offset + 4], "little")
-        if header in (0, 0xFFFFFFFF):
-            return None
-        if header & 0xFFFF == 0x000D:  # ACS extended capability
-            return int.from_bytes(data[offset + 6:offset + 8], "little")
-        offset = header >> 20
-        if offset < 0x100 or offset + 8 > len(data):
-            return None
-    return None
 
 
 def read_topology(root: Path, bdf: str, counter: FileCounter, vendor_read: Read,
@@ -175,7 +147,7 @@ def read_topology(root: Path, bdf: str, counter: FileCounter, vendor_read: Read,
         unknown["vendor"] = why or "unreadable"
     dev = PciDevice(bdf=normalize_bdf(bdf) or bdf, vendor=vendor or 0, device=0, pci_class=0)
     if with_config:
-        dev.acs_ctrl = read_acs_ctrl(Path(base, "config"), unknown)
+        dev.acs_ctrl = read_acs_ctrl(f"{base}/config", unknown)
     else:
         dev.pci_class = read_int(f"{base}/class", counter, 16)[0] or 0
         try:
@@ -196,7 +168,10 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
     vendors: dict[str, Read] = {}
     for bdf in list_present(devices_dir):
         if time.monotonic() > deadline:
-            break
+            # Judged as the whole bus, part of it would read as GPUs gone: the source
+            # is our deadline's, not the node's (the runner drops a timed-out source).
+            stats.status, stats.error = "timeout", "the PCI listing was not read by the deadline"
+            return []
         base = f"{devices_dir}/{bdf}"
         vendor, why = kept("pci.vendor", base, partial(read_int, f"{base}/vendor", counter, 16),
                            lambda read: read[0] is not None)

@@ -12,7 +12,7 @@ from clusterdiag.agent.collectors.nccl_host import (
     read_iommu,
     read_limits,
 )
-from clusterdiag.agent.collectors.pci import read_acs_ctrl
+from clusterdiag.agent.read.pci_config import read_acs_ctrl
 from clusterdiag.agent.read.sysfs import FileCounter
 from tests.checks.nccl.factory import PROPRIETARY
 
@@ -105,3 +105,14 @@ def test_shm_default_is_half_of_ram_and_logind_defaults_to_remove(tmp_path: Path
     limits = read_limits(tmp_path, FileCounter())
     assert limits.shm_bytes == 1000000 * 1024 // 2
     assert (limits.remove_ipc, limits.remove_ipc_source) == (True, "systemd default")
+
+
+def test_acs_next_pointer_keeps_only_its_offset_bits(tmp_path: Path) -> None:
+    """The low two bits of a header's next field are reserved (pci_regs.h
+    ``PCI_EXT_CAP_NEXT``: ``& 0xffc``): a device setting them still has its ACS found."""
+    data = bytearray(4096)
+    data[0x100:0x104] = (0x0001 | 1 << 16 | (0x140 | 0x3) << 20).to_bytes(4, "little")
+    data[0x140:0x144] = (0x000D | 1 << 16).to_bytes(4, "little")
+    data[0x146:0x148] = (0x04).to_bytes(2, "little")
+    (tmp_path / "config").write_bytes(bytes(data))
+    assert read_acs_ctrl(tmp_path / "config", {}) == 0x04

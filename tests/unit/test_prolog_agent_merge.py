@@ -183,6 +183,14 @@ def test_the_lean_rerun_reads_of_pci_only_what_nccl_acs_judges(
     assert not both.pci_topology_only
 
 
+def test_a_pci_listing_cut_by_the_deadline_is_a_timeout_never_a_smaller_bus() -> None:
+    """Part of the bus judged as the whole would read as GPUs gone: the deadline is ours."""
+    stats = SourceStats()
+    assert pci.collect(env_for(NodeSpec("n1", "dgx-h100")), stats, time.monotonic() - 1) == []
+    assert stats.status == "timeout"
+    assert "deadline" in (stats.error or "")
+
+
 def test_log_lines_are_key_value_and_quote_what_needs_it() -> None:
     line = format_line("prolog", "FAIL", {"job": "7", "user": None,
                                           "reason": 'clusterdiag: a "b" c=d'})
