@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..base.boot import boot_id
 from ..model.record import record
 from ..model.snapshot import Snapshot, SourceStats
 from ..read.sources import SourceEnv
@@ -65,18 +66,6 @@ SOURCES: dict[str, SourceSpec] = {
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def boot_id() -> str | None:
-    """Which boot of this machine its boot clock counts from; None where unreadable.
-
-    The clock that times the samples is this machine's, whatever source the node is read
-    from (a captured tree, the simulator), so this is always the live machine's."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read(64).strip() or None
-    except (OSError, ValueError):
-        return None
 
 
 def collect_snapshot(env: SourceEnv, names: Iterable[str], deadline: float,
