@@ -12,13 +12,14 @@ associated with an open file description"). The file itself holds nothing.
 
 The prolog asks ``running`` on every job: one ``open`` that fails with ENOENT on a node
 that never validated, else one ``flock`` and a ``close``. So this module imports only
-``os`` and ``fcntl`` (tests/unit/test_prolog_imports.py pins the prolog's imports).
+``os``, and ``fcntl`` (an extension module: a ``dlopen``, a millisecond of the prolog's
+start) only where there is a lock file to ask (tests/unit/test_prolog_imports.py pins
+the prolog's imports).
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 
@@ -36,6 +37,8 @@ def path(state_dir: str | Path) -> str:
 def take(state_dir: str | Path) -> int | None:
     """A descriptor holding the lock, or None when a validation holds it. The file is
     created when missing, never through a link, and must be a regular file (OSError)."""
+    import fcntl  # see the module's docstring
+
     fd = os.open(path(state_dir), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
                  | os.O_CLOEXEC, 0o600)
     try:
@@ -55,6 +58,8 @@ def adopt(state_dir: str | Path, fd: int) -> int:
     """The lock a health check took and handed to this validation as ``fd``: checked to be
     this directory's lock file (same device and inode) and held (flock on a description
     that already holds the lock only confirms it). OSError when it is not."""
+    import fcntl  # see the module's docstring
+
     info, there = os.fstat(fd), os.stat(path(state_dir), follow_symlinks=False)
     if (info.st_dev, info.st_ino) != (there.st_dev, there.st_ino):
         raise OSError(errno.EBADF, f"descriptor {fd} is not the validation lock",
@@ -71,6 +76,8 @@ def running(state_dir: str | Path) -> bool:
                      | os.O_CLOEXEC)
     except OSError:
         return False
+    import fcntl  # only where there is a lock file: see the module's docstring
+
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
