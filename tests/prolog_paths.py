@@ -21,7 +21,7 @@ from clusterdiag.agent.read import nvml_library
 from tests.conftest import REPO
 
 PINNED = REPO / "tests/fixtures/prolog_imports.json"
-PATHS = ("launcher", "fresh", "lean", "no report")
+PATHS = ("launcher", "fresh", "lean", "recorded", "no report")
 
 # Each probe prints the modules loaded as a Python literal: importing json to write them
 # would count json as loaded.
@@ -79,9 +79,10 @@ def measure() -> dict[str, set[str]]:
     """Every module (ours, the standard library's, third parties') each path has loaded when
     it ends, a bare interpreter's included (``bare``): the launcher alone, the prolog with a
     fresh agent report (where NVML's library is missing: that is the path it pins; absent
-    elsewhere), with one that skipped nccl.acs (re-run with gpu.processes on the lean path,
-    on an empty tree; absent where NVML's library loads too) and without one (its widest
-    path: every quick check on an empty tree)."""
+    elsewhere), with one that skipped nccl.acs (re-run on the lean path on an empty tree,
+    gpu.processes skipping for NVML; absent where NVML's library loads too), the same again
+    (the re-run's record standing) and without one (its widest path: every quick check on
+    an empty tree)."""
     with tempfile.TemporaryDirectory(prefix="clusterdiag-paths-") as work:
         tmp = Path(work)
         (tmp / "links").mkdir()
@@ -104,6 +105,9 @@ def measure() -> dict[str, set[str]]:
             config.write_text(json.dumps({"agent": {"state_dir": str(tmp / "skipped")},
                                           "prolog": {"drain": False}}))
             found["lean"] = _modules(env, _PROLOG, str(tmp), str(config), cache, "--node", "n1")
+            # The next job's: nccl.acs as the first one recorded it (slurm/rerun_record.py).
+            found["recorded"] = _modules(env, _PROLOG, str(tmp), str(config), cache,
+                                         "--node", "n1")
         config.write_text(json.dumps({"agent": {"state_dir": str(tmp / "nothing")},
                                       "prolog": {"drain": False}}))
         found["no report"] = _modules(env, _PROLOG, str(tmp), str(config), str(tmp / "cache"))
@@ -127,7 +131,7 @@ def generated(measured: dict[str, set[str]] | None = None) -> dict[Path, str]:
     fresh-report and lean paths are not the ones pinned: their committed sets are kept."""
     measured = measured if measured is not None else measure()
     sets = {path: sorted(ours(measured, path)) for path in PATHS if path in measured}
-    for path in ("fresh", "lean"):
+    for path in ("fresh", "lean", "recorded"):
         if path not in sets and PINNED.is_file():
             sets[path] = sorted(pinned()[path])
     body = json.dumps({path: sets[path] for path in PATHS}, indent=1) + "\n"

@@ -25,14 +25,6 @@ if TYPE_CHECKING:
     from ..settings.config import Config
 
 
-# The checks that read of the PCI source only what ``collectors/pci.py`` ``read_topology``
-# reads: nccl.acs (checks/nccl/pcie.py ``acs``) reads a function's vendor, class and the
-# bridges above it (``topology.gpus``, ``topology.pci_nics``), and a bridge's ACS control
-# or why it was unreadable. When every check re-run that needs PCI is one of these, the
-# PCI source reads a third of its files.
-PCI_TOPOLOGY_ONLY = frozenset({"nccl.acs"})
-
-
 def suits(entries: list[index.Entry], level: str) -> bool:
     """Whether the lean path judges these as the runner would: one sample is enough (no
     rate check, no active test) and none needs detection's sources."""
@@ -50,7 +42,7 @@ def run_checks(env: SourceEnv, config: Config, checks: list[str], profile_name: 
     specs = index.specs(entries)
     env.params = {s.id: config.check_params(s.id, s.params) for s in specs}
     names = {n for s in specs for n in s.needs} & set(SOURCES)
-    env.pci_topology_only = all(s.id in PCI_TOPOLOGY_ONLY for s in specs if "pci" in s.needs)
+    env.pci_topology_only = all(s.id in index.PCI_TOPOLOGY_ONLY for s in specs if "pci" in s.needs)
     snap = collect_snapshot(env, names, deadline, Level.QUICK)
     for spec in specs:
         try:

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 
     from ..read.sources import SourceEnv
     from ..settings.config import Config
-    from ..settings.config_cache import ConfigCache
+    from ..settings.config_cache import RootStore
     from .runner import RunOptions
 
 
-def load(config_path: str | Path | None, cache: ConfigCache | None = None) -> Config:
+def load(config_path: str | Path | None, cache: RootStore | None = None) -> Config:
     """The config file (or the defaults), validated against the check catalog, and the
     site profiles it points at registered; a ``profile:`` file becomes its name. ``cache``:
     the prolog's validated copy of a YAML file (settings/config_cache.py)."""

@@ -45,7 +45,7 @@ from ...checks.core.levels import LEVEL_NAMES
 from ..base.errors import ConfigError
 from ..base.plain import plain_copy
 from ..base.safefile import read_regular
-from .config_cache import ConfigCache, digest
+from .config_cache import RootStore, digest
 
 TYPE_CHECKING = False  # typing stays off the fresh-report prolog path (test_prolog_imports)
 if TYPE_CHECKING:
@@ -639,7 +639,7 @@ def read_yaml(path: str | Path, where: str) -> Any:
     return _document(_read(path, where), where)
 
 
-def _document(text: str, where: str, cache: ConfigCache | None = None,
+def _document(text: str, where: str, cache: RootStore | None = None,
               key: str | None = None) -> Any:
     """The document ``text`` holds (see ``read_yaml``); with ``cache``, the copy stored
     under ``key`` stands in for parsing YAML (config_cache.py)."""
@@ -668,7 +668,7 @@ def _document(text: str, where: str, cache: ConfigCache | None = None,
 
 def load_config(path: str | Path | None,
                 catalog: Mapping[str, Mapping[str, Mapping[str, Any]]],
-                cache: ConfigCache | None = None) -> Config:
+                cache: RootStore | None = None) -> Config:
     """Load ``path`` (or the default file when it exists); defaults when neither.
     ``catalog`` is every check's parameter schema by id (``session.check_schemas``).
     With ``cache`` (the prolog's), a YAML file is parsed only when it changed since its

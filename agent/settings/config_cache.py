@@ -12,6 +12,9 @@ user's: its StateDirectory and RuntimeDirectory are /var/lib/clusterdiag and
 /run/clusterdiag, systemd/clusterdiag-agent.service), a regular file owned by root, mode
 0600, one link. Anything else is refused with the reason and the YAML parsed, as is
 everything when the process is not root.
+
+The same store, under another name, keeps the prolog's record of the privileged checks it
+re-ran as root (slurm/rerun_record.py): ``RootStore`` is what both are.
 """
 
 from __future__ import annotations
@@ -66,56 +69,60 @@ def untrusted(info: os.stat_result, *, directory: bool) -> str | None:
     return None
 
 
-class ConfigCache:
-    """The copy in ``directory``; ``why`` says, for the log, why it was not used or not
-    written (None when it was)."""
+class RootStore:
+    """One JSON document under a key, in the file ``name`` of ``directory``, trusted only
+    where root alone could have written it; ``why`` says, for the log, why it was not used
+    or not written (None when it was). ``what`` names it in those lines."""
 
-    __slots__ = ("directory", "why")
+    __slots__ = ("directory", "name", "what", "why")
 
-    def __init__(self, directory: str | None = None) -> None:
+    def __init__(self, directory: str | None = None, name: str = NAME,
+                 what: str = "config cache") -> None:
         self.directory = DIRECTORY if directory is None else directory
+        self.name, self.what = name, what
         self.why: str | None = None
 
     def _trusted_dir(self) -> bool:
         if os.geteuid() != ROOT:
-            self.why = "not root: the config cache is root's alone"
+            self.why = f"not root: the {self.what} is root's alone"
             return False
         try:
             info = os.lstat(self.directory)
         except FileNotFoundError:
-            self.why = f"no config cache at {self.directory}"
+            self.why = f"no {self.what} at {self.directory}"
             return False
         except OSError as exc:
-            self.why = f"config cache {self.directory}: {exc.strerror or exc}"
+            self.why = f"{self.what} {self.directory}: {exc.strerror or exc}"
             return False
         problem = untrusted(info, directory=True)
         if problem:
-            self.why = f"config cache {self.directory} refused: {problem}"
+            self.why = f"{self.what} {self.directory} refused: {problem}"
         return problem is None
 
     def get(self, key: str) -> Any:
-        """The document stored under ``key`` (a ``digest``), or None."""
+        """The document stored under ``key`` (the config's: the ``digest`` of its YAML), or
+        None."""
         if not self._trusted_dir():
             return None
-        path = os.path.join(self.directory, NAME)
+        path = os.path.join(self.directory, self.name)
         try:
             fd = open_regular_fd(path)
         except OSError as exc:
-            self.why = f"config cache {path}: {exc.strerror or exc}"
+            self.why = f"{self.what} {path}: {exc.strerror or exc}"
             return None
         try:
             problem = untrusted(os.fstat(fd), directory=False)
             if problem:
-                self.why = f"config cache {path} refused: {problem}"
+                self.why = f"{self.what} {path} refused: {problem}"
                 return None
             stored = json.loads(read_fd(fd, MAX_BYTES, path))
         except (OSError, ValueError, RecursionError) as exc:
-            self.why = f"config cache {path} unreadable: {type(exc).__name__}"
+            self.why = f"{self.what} {path} unreadable: {type(exc).__name__}"
             return None
         finally:
             os.close(fd)
-        if not isinstance(stored, dict) or stored.get("sha256") != key:
-            self.why = "config changed since it was cached"
+        if not isinstance(stored, dict) or stored.get("key") != key:
+            self.why = f"{self.what}: changed since it was kept"
             return None
         self.why = None
         return stored.get("document")
@@ -125,12 +132,12 @@ class ConfigCache:
         renamed over the old, so a reader sees one or the other. A document JSON would
         change (a number as a mapping's key) is not stored."""
         try:
-            text = json.dumps({"sha256": key, "document": document}, allow_nan=False)
+            text = json.dumps({"key": key, "document": document}, allow_nan=False)
         except (TypeError, ValueError):
-            self.why = "config not cached: not plain JSON data"
+            self.why = f"not kept in the {self.what}: not plain JSON data"
             return
         if json.loads(text)["document"] != document:
-            self.why = "config not cached: JSON would change it"
+            self.why = f"not kept in the {self.what}: JSON would change it"
             return
         if os.geteuid() == ROOT:
             try:
@@ -139,25 +146,25 @@ class ConfigCache:
             except FileExistsError:
                 pass
             except OSError as exc:
-                self.why = f"config cache {self.directory}: {exc.strerror or exc}"
+                self.why = f"{self.what} {self.directory}: {exc.strerror or exc}"
                 return
         if not self._trusted_dir():
             return
         try:
             self._write(text)
         except OSError as exc:
-            self.why = f"config cache {self.directory} not written: {exc.strerror or exc}"
+            self.why = f"{self.what} {self.directory} not written: {exc.strerror or exc}"
 
     def _write(self, text: str) -> None:
         dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        temp = f".{NAME}.{os.getpid()}"
+        temp = f".{self.name}.{os.getpid()}"
         try:
             try:
                 fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
                              0o600, dir_fd=dir_fd)
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(text.encode("utf-8"))
-                os.replace(temp, NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                os.replace(temp, self.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except OSError:
                 try:  # noqa: SIM105 - contextlib's import is off the prolog's path
                     os.unlink(temp, dir_fd=dir_fd)

@@ -19,7 +19,7 @@ import time
 from ...checks.core.finding import Status
 from ..base.errors import ClusterdiagError, ExitCode
 from ..run import session
-from ..settings.config_cache import ConfigCache
+from ..settings.config_cache import RootStore
 from .job import JobEnv, seconds_since_process_start
 from .log import Log
 from .reason import Lift, Verb, from_error, from_findings, owned, parse, write
@@ -93,6 +93,8 @@ class Run:
         self.deadline = deadline  # monotonic; the whole program, scontrol included
         self.inputs = inputs
         self._env = env
+        # Checks whose verdict the prolog recorded and found standing (rerun_record.py).
+        self.unchanged: set[str] = set()
 
     @property
     def env(self) -> SourceEnv:
@@ -107,6 +109,13 @@ class Run:
         else the node's counters are not read at all, and the report they would fill in
         is never written by a Slurm program (SourceEnv.counters)."""
         return (self.inputs.level or "quick") != "quick"
+
+    def host_root(self) -> str | None:
+        """The tree the node is read from (``/`` or ``--root``), without making the
+        sources; None when they are the simulator's."""
+        if self._env is None:
+            return str(self.inputs.root or "/")
+        return None if self._env.simulated else str(self._env.root)
 
     def uses_real_nvml(self) -> bool:
         """Whether NVML is read through the real pynvml (not the simulator's)."""
@@ -145,7 +154,7 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
     job = JobEnv.from_environ()
     log = Log(program, job=job.job_id, user=job.user, node=inputs.node or job.node)
     log("start")
-    cache = ConfigCache() if program == "prolog" else None
+    cache = RootStore() if program == "prolog" else None
     try:
         config, node, env = _setup(inputs, job, cache)
     except ClusterdiagError as exc:
@@ -165,7 +174,7 @@ def execute(program: str, inputs: Inputs, body: Body, act: Act | None = None) ->
     return (act or decide)(run, outcome, time.monotonic() - started)
 
 
-def _setup(inputs: Inputs, job: JobEnv, cache: ConfigCache | None = None
+def _setup(inputs: Inputs, job: JobEnv, cache: RootStore | None = None
            ) -> tuple[Config, str, SourceEnv | None]:
     """The config (a YAML file through the prolog's ``cache``), the node's name, and the
     simulator's sources when simulating (else the sources are made when a check needs

@@ -75,7 +75,8 @@ def check_node(run: Run) -> Outcome:
     findings, rerun = from_agent(run.config, cached.report)
     if rerun:
         findings.extend(rerun_findings(run, cached.report, rerun))
-    extra = {"reran": ",".join(sorted(rerun)) or None}
+    extra = {"reran": ",".join(sorted(rerun)) or None,
+             "unchanged": ",".join(sorted(run.unchanged)) or None}
     return Outcome(findings, cached.why, extra)
 
 
@@ -98,44 +99,87 @@ def validation_running(run: Run) -> Outcome | None:
 
 
 def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Finding]:
-    """The checks the prolog runs on top of the agent's report. When they all need NVML
-    and its library cannot be loaded, each would skip pointing at gpu.responsive (the
-    runner's rule, ``index.nvml_down_skip``): said without importing pynvml and the
-    collectors (agent/read/nvml_library.py). Else, under a known profile and at ``quick``,
-    the lean path judges them (agent/run/lean.py: their families and their sources'
-    collectors only); the runner only where detection or a second sample is needed."""
+    """The checks the prolog runs on top of the agent's report. Where NVML's library cannot
+    be loaded, each that needs NVML skips pointing at gpu.responsive (the runner's rule,
+    ``index.nvml_down_skip``), said without importing pynvml and the collectors
+    (agent/read/nvml_library.py). The rest, under a known profile and at ``quick``: PCI
+    checks whose verdict the prolog recorded on the same bus and bridges are not judged
+    again (``rerun_record``); else the lean path judges them (agent/run/lean.py: their
+    families and their sources' collectors only); the runner only where detection or a
+    second sample is needed."""
     known = index.known()
     entries = [known[c] for c in sorted(checks)]
-    nvml_only = all("nvml" in e.needs and e.id not in index.NVML_DOWN_JUDGES for e in entries)
-    if nvml_only and run.uses_real_nvml() and nvml_library.missing():
-        return [index.nvml_down_skip(e.id, nvml_library.NOT_FOUND) for e in entries]
+    findings: list[Finding] = []
+    nvml_judged = [e for e in entries
+                   if "nvml" in e.needs and e.id not in index.NVML_DOWN_JUDGES]
+    if nvml_judged and run.uses_real_nvml() and nvml_library.missing():
+        findings = [index.nvml_down_skip(e.id, nvml_library.NOT_FOUND) for e in nvml_judged]
+        entries = [e for e in entries if e not in nvml_judged]
+        if not entries:
+            return findings
+    ids = [e.id for e in entries]
     profile = rerun_profile(run, report)
     level = run.inputs.level or "quick"
+    from . import rerun_record  # the record only where the agent's report left checks over
+
+    root = run.host_root()
+    if profile != "auto" and level == "quick" and root is not None \
+            and rerun_record.suits(entries):
+        return [*findings, *recorded_rerun(run, entries, profile, root)]
     from ..run import lean  # the lean re-run only for checks the agent could not judge
 
     if profile != "auto" and lean.suits(entries, level):
-        return lean.run_checks(run.env, run.config, sorted(checks), profile, run.program,
-                               run.collect_budget())
+        return [*findings, *lean.run_checks(run.env, run.config, ids, profile, run.program,
+                                            run.collect_budget())]
     from ..model.record import replace  # records are off the fresh-report prolog path
     from ..run.runner import run_node  # the runner only where profile or level need it
 
-    opts = replace(options(run, tuple(sorted(checks))), profile=profile)
-    return run_node(run.env, run.config, opts).findings
+    opts = replace(options(run, tuple(ids)), profile=profile)
+    return [*findings, *run_node(run.env, run.config, opts).findings]
+
+
+def recorded_rerun(run: Run, entries: list[index.Entry], profile: str, root: str
+                   ) -> list[Finding]:
+    """PCI checks judged on the bus and the bridges' config (``rerun_record``) of the tree
+    at ``root``: their recorded verdict while those read as root now are as they were,
+    else judged on the lean path and recorded."""
+    from .rerun_record import RerunRecord  # loaded by rerun_findings already
+
+    record = RerunRecord(root, entries, profile, run.program)
+    kept = record.findings()
+    if kept is not None:
+        run.unchanged.update(e.id for e in entries)
+        return kept
+    run.log("judging again", checks=",".join(e.id for e in entries), why=record.why)
+    from ..run import lean  # the lean re-run only when the bus or a bridge changed
+
+    env = run.env
+    env.config_reads = []
+    judged = lean.run_checks(env, run.config, [e.id for e in entries], profile, run.program,
+                             run.collect_budget())
+    record.keep(judged, env.config_reads)
+    if record.why:
+        run.log("re-run record not kept", why=record.why)
+    return judged
 
 
 def rerun_profile(run: Run, report: AgentReport) -> str:
     """The profile the re-run checks judge under: the flag's or the config's, else (for
     ``auto``) the agent's resolved one. Detecting it again would collect PCI and host
     data too, where gpu.processes needs NVML alone; ``auto`` only when the agent names
-    none this install knows."""
-    # Profiles are off the fresh-report prolog path.
-    from ...checks.profiles.profile import UnknownProfileError, load_profile
-
+    none this install knows (a built-in one is known without loading the profiles)."""
     given = run.inputs.profile
     chosen = session.site_profile(run.config, given) if given else run.config.data["profile"]
     name = report.profile.get("name") if isinstance(report.profile, dict) else None
     if chosen != "auto" or not isinstance(name, str):
         return str(chosen)
+    from ...checks.catalogs.profile_data import PROFILES  # the built-in ones, as data
+
+    if name in PROFILES:
+        return name
+    # The profiles' loader only for a name that is not a built-in one.
+    from ...checks.profiles.profile import UnknownProfileError, load_profile
+
     try:
         load_profile(name)
     except UnknownProfileError:

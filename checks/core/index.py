@@ -157,6 +157,13 @@ def plan(patterns: Iterable[str], enabled: Mapping[str, bool] | None, level: str
 # at them, so a node without a working driver shows one clear failure, not thirty errors.
 NVML_DOWN_JUDGES = frozenset({"gpu.responsive", "gpu.count"})
 
+# The checks that read of the PCI source only what agent/collectors/pci.py ``read_topology``
+# reads: nccl.acs (checks/nccl/pcie.py ``acs``) reads a function's vendor, class and the
+# bridges above it (``topology.gpus``, ``topology.pci_nics``), and a bridge's ACS control
+# or why it was unreadable. When every check re-run that needs PCI is one of these, the
+# PCI source reads a third of its files.
+PCI_TOPOLOGY_ONLY = frozenset({"nccl.acs"})
+
 
 def nvml_down_skip(check_id: str, down: str) -> Finding:
     """What a check that needs NVML (other than ``NVML_DOWN_JUDGES``) says while NVML is

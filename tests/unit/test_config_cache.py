@@ -12,7 +12,7 @@ import pytest
 
 from clusterdiag.agent.base.errors import ConfigError
 from clusterdiag.agent.settings.config import load_config
-from clusterdiag.agent.settings.config_cache import NAME, ConfigCache, digest, untrusted
+from clusterdiag.agent.settings.config_cache import NAME, RootStore, digest, untrusted
 from clusterdiag.checks.core.index import schemas
 
 YAML = "prolog:\n  drain: false\n  scontrol: /usr/bin/scontrol\n"
@@ -42,22 +42,22 @@ def test_only_what_root_alone_can_write_is_trusted(info: os.stat_result, directo
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> tuple[Path, ConfigCache]:
+def setup(tmp_path: Path) -> tuple[Path, RootStore]:
     path = tmp_path / "config.yaml"
     path.write_text(YAML)
-    return path, ConfigCache(str(tmp_path / "cache"))
+    return path, RootStore(str(tmp_path / "cache"))
 
 
-def _stored(cache: ConfigCache) -> dict[str, object]:
+def _stored(cache: RootStore) -> dict[str, object]:
     data: dict[str, object] = json.loads(Path(cache.directory, NAME).read_text())
     return data
 
 
-def test_the_copy_is_written_then_used(setup: tuple[Path, ConfigCache]) -> None:
+def test_the_copy_is_written_then_used(setup: tuple[Path, RootStore]) -> None:
     path, cache = setup
     first = load_config(path, schemas(), cache)
     assert cache.why is None
-    assert _stored(cache)["sha256"] == digest(path.read_bytes())
+    assert _stored(cache)["key"] == digest(path.read_bytes())
     assert stat.S_IMODE(os.lstat(cache.directory).st_mode) == 0o700
     assert stat.S_IMODE(os.lstat(Path(cache.directory, NAME)).st_mode) == 0o600
     # What is read next comes from the copy, not the YAML: planted there, it shows.
@@ -71,15 +71,15 @@ def test_the_copy_is_written_then_used(setup: tuple[Path, ConfigCache]) -> None:
 
 
 def test_a_changed_yaml_is_parsed_and_the_copy_rebuilt(
-        setup: tuple[Path, ConfigCache]) -> None:
+        setup: tuple[Path, RootStore]) -> None:
     path, cache = setup
     load_config(path, schemas(), cache)
     path.write_text(YAML.replace("false", "true"))
     assert load_config(path, schemas(), cache).section("prolog")["drain"] is True
-    assert _stored(cache)["sha256"] == digest(path.read_bytes())
+    assert _stored(cache)["key"] == digest(path.read_bytes())
 
 
-def test_the_copy_is_validated_as_the_yaml_would_be(setup: tuple[Path, ConfigCache]) -> None:
+def test_the_copy_is_validated_as_the_yaml_would_be(setup: tuple[Path, RootStore]) -> None:
     path, cache = setup
     load_config(path, schemas(), cache)
     stored = _stored(cache)
@@ -91,7 +91,7 @@ def test_the_copy_is_validated_as_the_yaml_would_be(setup: tuple[Path, ConfigCac
 
 @pytest.mark.parametrize("mode", [0o755, 0o770])
 def test_a_directory_others_may_write_is_refused_and_the_yaml_parsed(
-        setup: tuple[Path, ConfigCache], mode: int) -> None:
+        setup: tuple[Path, RootStore], mode: int) -> None:
     path, cache = setup
     load_config(path, schemas(), cache)
     stored = _stored(cache)
@@ -104,7 +104,7 @@ def test_a_directory_others_may_write_is_refused_and_the_yaml_parsed(
     assert _stored(cache)["document"] == {"prolog": {"drain": True}}  # not rewritten
 
 
-def test_a_file_others_may_write_is_refused(setup: tuple[Path, ConfigCache]) -> None:
+def test_a_file_others_may_write_is_refused(setup: tuple[Path, RootStore]) -> None:
     path, cache = setup
     load_config(path, schemas(), cache)
     os.chmod(Path(cache.directory, NAME), 0o666)
@@ -114,7 +114,7 @@ def test_a_file_others_may_write_is_refused(setup: tuple[Path, ConfigCache]) -> 
     assert "mode 0666" in cache.why
 
 
-def test_a_file_of_another_owner_is_refused(setup: tuple[Path, ConfigCache]) -> None:
+def test_a_file_of_another_owner_is_refused(setup: tuple[Path, RootStore]) -> None:
     path, cache = setup
     load_config(path, schemas(), cache)
     os.chown(Path(cache.directory, NAME), 12345, 12345)
@@ -126,7 +126,7 @@ def test_a_file_of_another_owner_is_refused(setup: tuple[Path, ConfigCache]) -> 
 def test_a_json_config_is_read_without_a_copy(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps({"prolog": {"drain": False}}))
-    cache = ConfigCache(str(tmp_path / "cache"))
+    cache = RootStore(str(tmp_path / "cache"))
     load_config(path, schemas(), cache)
     assert not Path(cache.directory).exists()
 

@@ -75,22 +75,21 @@ def test_a_yaml_config_already_validated_is_read_without_pyyaml(
     assert ours(paths, "yaml cached") == ours(paths, "fresh")
 
 
-# What the lean re-run of nccl.acs and gpu.processes may load of the check families: the two
-# checks' modules and the helpers they import, no other check's module.
+# What the lean re-run of nccl.acs may load of the check families: the check's module and
+# the helpers it imports, no other check's module.
 LEAN_FAMILY_MODULES = frozenset({
-    "clusterdiag.checks.gpu", "clusterdiag.checks.gpu.helpers",
-    "clusterdiag.checks.gpu.processes", "clusterdiag.checks.nccl",
-    "clusterdiag.checks.nccl.helpers", "clusterdiag.checks.nccl.pcie"})
+    "clusterdiag.checks.nccl", "clusterdiag.checks.nccl.helpers",
+    "clusterdiag.checks.nccl.pcie"})
 FAMILY_PACKAGES = tuple(f"clusterdiag.checks.{family}" for family in
                         ("fabric", "gpu", "host", "ib", "nccl", "nvlink", "nvswitch"))
 
 
 def test_the_lean_rerun_imports_its_checks_modules_and_runs_no_tool(
         paths: dict[str, set[str]]) -> None:
-    """The unprivileged agent's report skips nccl.acs: the prolog re-runs it with
-    gpu.processes (agent/run/lean.py) on every node for every job, importing those two
-    checks' modules, not their families, and no module for running tools: neither the PCI
-    nor the NVML source runs one."""
+    """The unprivileged agent's report skips nccl.acs: the prolog re-runs it
+    (agent/run/lean.py) where its record does not stand, importing that check's module, not
+    its family, and no module for running tools: the PCI source runs none. gpu.processes,
+    re-run too, skips for NVML's missing library without the NVML source."""
     if "lean" not in paths:
         pytest.skip("NVML's library loads here (see the fresh-report test)")
     got, want = ours(paths, "lean"), pinned()["lean"]
@@ -98,11 +97,30 @@ def test_the_lean_rerun_imports_its_checks_modules_and_runs_no_tool(
     families = {m for m in got if m.startswith(FAMILY_PACKAGES)}
     assert families == LEAN_FAMILY_MODULES
     assert {m for m in got if m.startswith("clusterdiag.agent.collectors.")} <= {
-        "clusterdiag.agent.collectors.pci", "clusterdiag.agent.collectors.nvml",
-        "clusterdiag.agent.collectors.nvml_budget", "clusterdiag.agent.collectors.nvml_read",
-        "clusterdiag.agent.collectors.gpu_files", "clusterdiag.agent.collectors.kept"}
+        "clusterdiag.agent.collectors.pci", "clusterdiag.agent.collectors.kept"}
     assert (paths["lean"] - paths["bare"]) & {
         "subprocess", "socket", "selectors", "yaml", "pynvml", "click"} == set()
+
+
+# What the re-run's record costs the prolog beyond the fresh-report path: itself, the boot
+# id's reader and the ACS reader it shares with the PCI source, and the built-in profiles'
+# names.
+RECORD_MODULES = frozenset({
+    "clusterdiag.agent.slurm.rerun_record", "clusterdiag.agent.base.boot",
+    "clusterdiag.agent.read.pci_config", "clusterdiag.checks.catalogs.profile_data"})
+
+
+def test_a_standing_record_spares_the_next_job_the_lean_rerun(
+        paths: dict[str, set[str]]) -> None:
+    """The next job's prolog finds nccl.acs's record standing (slurm/rerun_record.py): it
+    loads the fresh-report path and the record's few modules, none of the lean path's
+    (no collector, no check family, no snapshot model, no typing or pathlib)."""
+    if "recorded" not in paths:
+        pytest.skip("NVML's library loads here (see the fresh-report test)")
+    got, want = ours(paths, "recorded"), pinned()["recorded"]
+    assert got == want, _pinned_message("recorded re-run", got, want)
+    assert got == ours(paths, "fresh") | RECORD_MODULES
+    assert (paths["recorded"] - paths["bare"]) & NOT_ON_THE_FRESH_PATH == set()
 
 
 def test_the_prolog_imports_only_the_allowed_modules(paths: dict[str, set[str]]) -> None:
@@ -175,13 +193,14 @@ def _lazy_imports() -> list[tuple[str, int, list[str], bool, bool]]:
 
 def test_records_and_the_typing_flag_stay_on_the_prolog_path() -> None:
     """``@record`` (agent/model/record.py) and ``TYPE_CHECKING = False`` are the prolog's
-    speed: every other module uses ``@dataclass`` and ``typing.TYPE_CHECKING``."""
+    speed (its fresh-report path and its re-run's record): every other module uses
+    ``@dataclass`` and ``typing.TYPE_CHECKING``."""
     on_path = pinned()
     record_users = {i.source for i in project_graph().imports if i.target == RECORD}
     assert sorted(record_users - on_path["no report"] - {RECORD}) == []
     flagged = {m for m, path in project_graph().modules.items()
                if "\nTYPE_CHECKING = False" in path.read_text(encoding="utf-8")}
-    assert sorted(flagged - on_path["fresh"] - on_path["launcher"]) == []
+    assert sorted(flagged - on_path["fresh"] - on_path["recorded"] - on_path["launcher"]) == []
 
 
 def test_every_import_inside_a_function_says_why_and_keeps_a_module_off_a_path(
