@@ -79,8 +79,11 @@ GOAL_ROWS: tuple[tuple[str, str, str], ...] = (
      "prolog --root (prebuilt dgx-h100 tree), with a fresh agent report",
      "python3 -c pass (this install's interpreter)"),
     ("prolog as on a real node: YAML config, the unprivileged agent's report (nccl.acs "
-     "skipped), nccl.acs and gpu.processes re-run, same tree",
-     "prolog --root (prebuilt dgx-h100 tree), YAML config, the unprivileged agent's",
+     "skipped), nccl.acs and gpu.processes re-run, nccl.acs's record standing, same tree",
+     "prolog --root (prebuilt dgx-h100 tree), YAML config, the unprivileged agent's report:",
+     "python3 -c pass (this install's interpreter)"),
+    ("same, the first job after the bus changed: nccl.acs judged again (lean path)",
+     "prolog --root (prebuilt dgx-h100 tree), YAML config, the unprivileged agent's report,",
      "python3 -c pass (this install's interpreter)"),
     ("prolog with no agent report, same tree",
      "prolog --root (prebuilt dgx-h100 tree), without a fresh agent report",
