@@ -143,6 +143,9 @@ def _run_agent(flags: dict[str, object]) -> NoReturn:
     stream (``Handler.handleError``), so click's quiet exit on a broken pipe has no
     counterpart here."""
     try:
+        from .daemon import openssl  # before anything the daemon imports loads OpenSSL
+
+        openssl.keep_out_unless_tls(flags["config_path"])  # type: ignore[arg-type]
         from .daemon import main as daemon  # the daemon's modules only when the agent runs
 
         code = daemon.start(**flags)  # type: ignore[arg-type]

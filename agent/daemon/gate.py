@@ -53,11 +53,13 @@ import errno
 import logging
 import resource
 import socket
-import ssl
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ssl
 
 log = logging.getLogger("clusterdiag.agent")
 
@@ -297,8 +299,9 @@ class Gate:
                 await loop.connect_accepted_socket(
                     counted, conn.sock, ssl=self.tls,
                     ssl_handshake_timeout=HANDSHAKE_S if self.tls is not None else None)
-            except (OSError, asyncio.TimeoutError, ssl.SSLError, asyncio.CancelledError):
-                # a handshake that failed, timed out or was evicted: no protocol saw it
+            except (OSError, asyncio.TimeoutError, asyncio.CancelledError):
+                # a handshake that failed (ssl.SSLError is an OSError), timed out or was
+                # evicted: no protocol saw it
                 conn.release()
                 with contextlib.suppress(OSError):
                     conn.sock.close()

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError
 from ..base.tokenfile import read_token
+
+if TYPE_CHECKING:
+    import ssl
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
         return None
     if not cert or not key:
         raise ConfigError("agent: TLS needs both tls_cert and tls_key")
+    import ssl  # OpenSSL only where TLS is configured (daemon/openssl.py)
+
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:

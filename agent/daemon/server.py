@@ -25,9 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import server_only  # noqa: F401  # isort: skip  (before aiohttp: no client)
 from aiohttp import web
@@ -39,6 +38,9 @@ from .gate import Gate
 from .metrics import accepts_gzip, gzipped
 from .security import token_matches
 from .state import ID_RE
+
+if TYPE_CHECKING:
+    import ssl
 
 KEEPALIVE_S = 5.0
 REQUEST_TIMEOUT_S = 15.0

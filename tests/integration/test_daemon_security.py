@@ -3,6 +3,7 @@ TLS works, and request size, header count and slow senders are cut off."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import ssl
@@ -158,6 +159,42 @@ def test_tls(tmp_path: Path, cert: tuple[Path, Path]) -> None:
         assert b"clusterdiag_node_ready" in body
         plain = _raw(url.replace("https://", "http://"), b"GET /healthz HTTP/1.1\r\n\r\n", 3)
         assert b"200 OK" not in plain
+        assert _openssl_mapped(agent.proc.pid) == _OPENSSL_MODULES
+    finally:
+        agent.stop()
+
+
+# OpenSSL's two CPython modules where this build has them as extension modules (files a
+# process maps when it imports them).
+_OPENSSL_MODULES = {name for name in ("_ssl", "_hashlib")
+                    if (spec := importlib.util.find_spec(name)) is not None
+                    and (spec.origin or "").endswith(".so")}
+
+
+def _openssl_mapped(pid: int) -> set[str]:
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {name for name in _OPENSSL_MODULES if f"/{name}." in maps}
+
+
+def test_an_agent_without_tls_loads_no_openssl_and_still_serves(tmp_path: Path) -> None:
+    """Without tls_cert/tls_key the agent keeps OpenSSL's modules out (agent/daemon/
+    openssl.py): none is mapped into it, and it serves, hashes and checks its token as
+    with them."""
+    if not _OPENSSL_MODULES:
+        pytest.skip("this Python has no OpenSSL extension modules to keep out")
+    token = _token_file(tmp_path)
+    agent = AgentProc(tmp_path, config={"agent": {"token_file": str(token)}}, interval=30)
+    try:
+        url = agent.wait_ready()
+        assert _openssl_mapped(agent.proc.pid) == set()
+        status, body, _ = get(f"{url}/v1/report", token=TOKEN)
+        assert status == 200
+        assert json.loads(body)["schema"] == "clusterdiag/node-report/v1"
+        assert get(f"{url}/v1/report")[0] == 401
+        assert get(f"{url}/v1/report", token=TOKEN[:-1] + "x")[0] == 401
+        status, body, _ = get(f"{url}/metrics", token=TOKEN)
+        assert status == 200
+        assert b"clusterdiag_node_ready" in body
     finally:
         agent.stop()
 
