@@ -102,11 +102,12 @@ def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Find
     """The checks the prolog runs on top of the agent's report. Where NVML's library cannot
     be loaded, each that needs NVML skips pointing at gpu.responsive (the runner's rule,
     ``index.nvml_down_skip``), said without importing pynvml and the collectors
-    (agent/read/nvml_library.py). The rest, under a known profile and at ``quick``: PCI
-    checks whose verdict the prolog recorded on the same bus and bridges are not judged
-    again (``rerun_record``); else the lean path judges them (agent/run/lean.py: their
-    families and their sources' collectors only); the runner only where detection or a
-    second sample is needed."""
+    (agent/read/nvml_library.py). The rest, under a known profile and at ``quick``: each
+    PCI check whose verdict the prolog recorded on the same bus and bridges is not judged
+    again (``rerun_record``), whatever else is re-run beside it (gpu.processes on a GPU
+    node); the others the lean path judges (agent/run/lean.py: their families and their
+    sources' collectors only); the runner only where detection or a second sample is
+    needed."""
     known = index.known()
     entries = [known[c] for c in sorted(checks)]
     findings: list[Finding] = []
@@ -117,15 +118,19 @@ def rerun_findings(run: Run, report: AgentReport, checks: set[str]) -> list[Find
         entries = [e for e in entries if e not in nvml_judged]
         if not entries:
             return findings
-    ids = [e.id for e in entries]
     profile = rerun_profile(run, report)
     level = run.inputs.level or "quick"
     from . import rerun_record  # the record only where the agent's report left checks over
 
     root = run.host_root()
-    if profile != "auto" and level == "quick" and root is not None \
-            and rerun_record.suits(entries):
-        return [*findings, *recorded_rerun(run, entries, profile, root)]
+    if profile != "auto" and level == "quick" and root is not None:
+        recordable = [e for e in entries if rerun_record.suits([e])]
+        if recordable:
+            findings += recorded_rerun(run, recordable, profile, root)
+            entries = [e for e in entries if e not in recordable]
+            if not entries:
+                return findings
+    ids = [e.id for e in entries]
     from ..run import lean  # the lean re-run only for checks the agent could not judge
 
     if profile != "auto" and lean.suits(entries, level):

@@ -205,3 +205,21 @@ def test_the_gpu_processes_skip_needs_no_nvml_collector_beside_a_recorded_acs(
     assert {f.check: f.status for f in said} == {"gpu.processes": Status.SKIP,
                                                  "nccl.acs": Status.PASS}
     assert "gpu.responsive" in next(f.message for f in said if f.check == "gpu.processes")
+
+
+def test_the_record_stands_beside_a_check_collected_for_the_job(
+        tree: Path, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU node NVML's library loads and gpu.processes is collected for every job:
+    nccl.acs's record stands beside it all the same."""
+    from clusterdiag.agent.read import nvml_library
+
+    monkeypatch.setattr(nvml_library, "missing", lambda: False)
+    both = {"nccl.acs", "gpu.processes"}
+    first = _run(tree)
+    judged = rerun_findings(first, REPORT, both)
+    second = _run(tree)
+    again = rerun_findings(second, REPORT, both)
+    assert (first.unchanged, second.unchanged) == (set(), {"nccl.acs"})
+    assert {f.check for f in again} == both
+    assert [f for f in again if f.check == "nccl.acs"] == [
+        f for f in judged if f.check == "nccl.acs"]
