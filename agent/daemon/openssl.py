@@ -3,7 +3,7 @@
 The agent stays resident on every node, so its memory is paid fleet-wide. Python's ``ssl``
 maps libssl and libcrypto into the process, and hashlib's OpenSSL binding (``_hashlib``)
 libcrypto; asyncio and aiohttp import them at their own import, whether or not a connection
-is ever encrypted: 4.7 MiB of the agent's resident memory on this project's machines
+is ever encrypted: about 4.6 MiB of the agent's resident memory on this project's machines
 (bench/agent_load.py prints the agent's RSS). CPython and aiohttp are written to run on a
 Python built without OpenSSL: hashlib then uses CPython's own hash modules (Lib/hashlib.py:
 ``except ImportError: _hashlib = None``, ``__get_builtin_constructor``), hmac its own HMAC
