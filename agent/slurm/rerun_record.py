@@ -11,8 +11,11 @@ for a verdict that changes when the bus or a bridge's ACS control does. What suc
 
 - which functions the bus has and where: each one's vendor, class and the bridges above
   it. These are fixed while the function exists, and a function found again is a new
-  entry of /sys/bus/pci/devices, which kernfs gives a new inode (collectors/kept.py). So
-  the record holds every entry of that directory with its inode, read in one listing;
+  entry of /sys/bus/pci/devices, which kernfs gives a new inode (collectors/kept.py;
+  fs/kernfs/dir.c ``__kernfs_new_node`` numbers nodes cyclically, ``idr_alloc_cyclic``
+  or in later kernels ``xa_alloc_cyclic``, so a number is not handed out again soon).
+  So the record holds every entry of that directory with its inode, read in one
+  listing;
 - each bridge's ACS Control register, which ``setpci`` may change at any time: every
   prolog reads each one again, as root, with the collector's own reader
   (agent/read/pci_config.py: a few dwords of config space each), and compares.
