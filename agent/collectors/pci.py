@@ -192,8 +192,9 @@ def collect(env: SourceEnv, stats: SourceStats, deadline: float) -> list[PciDevi
             base = f"{devices_dir}/{bdf}"
             vendor_read = vendors.get(bdf) or read_int(f"{base}/vendor", counter, 16)
             wanted[bdf] = read_topology(env.root, bdf, counter, vendor_read, with_config=True)
-            if env.config_reads is not None:
-                env.config_reads.append(f"{base}/config")
+            if env.acs_read is not None:
+                env.acs_read.append([f"{base}/config", wanted[bdf].acs_ctrl,
+                                     wanted[bdf].unknown.get("acs")])
         else:
             wanted[bdf] = read_device(env.root, bdf, counter, with_config=True,
                                       with_aer=env.counters)

@@ -407,9 +407,10 @@ class SourceEnv:
     # vendor, class and the bridges above it, a bridge's ACS control:
     # collectors/pci.py ``read_topology``): the prolog's lean re-run of nccl.acs.
     pci_topology_only: bool = False
-    # Where a list, the PCI source adds the path of each bridge ``config`` it reads where
-    # ``pci_topology_only``: what the prolog's re-run record keys on (run/rerun_record.py).
-    config_reads: list[str] | None = None
+    # Where a list, the PCI source adds each bridge's ACS control as it read it where
+    # ``pci_topology_only`` (``[config path, value, why unreadable]``): what the prolog's
+    # re-run record holds its verdict against (slurm/rerun_record.py).
+    acs_read: list[list[object]] | None = None
     # Called before each sample is collected: the simulator brings files that stand for
     # moving hardware counters up to date (real sysfs files are live on their own).
     before_sample: list[Callable[[], None]] = field(default_factory=list)

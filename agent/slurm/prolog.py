@@ -159,10 +159,10 @@ def recorded_rerun(run: Run, entries: list[index.Entry], profile: str, root: str
     from ..run import lean  # the lean re-run only when the bus or a bridge changed
 
     env = run.env
-    env.config_reads = []
+    env.acs_read = []
     judged = lean.run_checks(env, run.config, [e.id for e in entries], profile, run.program,
                              run.collect_budget())
-    record.keep(judged, env.config_reads)
+    record.keep(judged, env.acs_read)
     if record.why:
         run.log("re-run record not kept", why=record.why)
     return judged

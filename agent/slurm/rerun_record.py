@@ -151,9 +151,11 @@ class RerunRecord:
             self.why = f"{WHAT}: a finding it holds is not one"
             return None
 
-    def keep(self, findings: list[Finding], config_reads: list[str]) -> None:
-        """Record ``findings``, judged on the config spaces at ``config_reads``; never a
-        verdict with an error in it (our trouble, not the node's)."""
+    def keep(self, findings: list[Finding], acs_read: list[list[object]]) -> None:
+        """Record ``findings`` with the ACS control they were judged on, as the PCI source
+        read it (``SourceEnv.acs_read``: never read again here, where a change since would
+        be recorded beside a verdict on the value before it); never a verdict with an
+        error in it (our trouble, not the node's)."""
         if self.key is None:
             return
         if not findings or any(f.status is Status.ERROR for f in findings):
@@ -161,7 +163,7 @@ class RerunRecord:
             return
         records = {k: v for k, v in self._records().items() if k != self.key}
         kept = dict(list(records.items())[-(MAX_RECORDS - 1):])
-        kept[self.key] = {"files": config_reads, "acs": _acs_controls(config_reads),
+        kept[self.key] = {"files": [str(read[0]) for read in acs_read], "acs": acs_read,
                           "findings": [f.to_dict() for f in findings]}
         self.store.put(FORMAT, kept)
         self.why = self.store.why

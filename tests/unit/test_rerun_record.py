@@ -131,6 +131,19 @@ def test_a_function_found_again_or_a_new_one_is_a_new_bus(tree: Path, store: Pat
     assert _rerun(tree)[1].unchanged == set()
 
 
+def test_the_record_holds_the_acs_control_judged_not_one_read_after(
+        tree: Path, store: Path) -> None:
+    """A register that changed between the judging and the keeping: the record holds the
+    value judged, so the next prolog sees the change instead of the old verdict."""
+    bridge = _bridge_above_a_gpu(tree)
+    verdict = [Finding.passed("node", "no ACS redirect").replace(check="nccl.acs")]
+    _set_acs(bridge, 0x1D)  # turned on after the PCI source read 0
+    RerunRecord(str(tree), ACS, "dgx-h100", "prolog").keep(verdict, [[str(bridge), 0, None]])
+    assert RerunRecord(str(tree), ACS, "dgx-h100", "prolog").findings() is None
+    _set_acs(bridge, 0)
+    assert RerunRecord(str(tree), ACS, "dgx-h100", "prolog").findings() == verdict
+
+
 def test_an_error_is_never_recorded(tree: Path, store: Path) -> None:
     record = RerunRecord(str(tree), ACS, "dgx-h100", "prolog")
     record.keep([Finding.error("node", "source not collected (pci: timeout)").replace(
