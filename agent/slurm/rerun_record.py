@@ -21,8 +21,8 @@ for a verdict that changes when the bus or a bridge's ACS control does. What suc
   (agent/read/pci_config.py: a few dwords of config space each), and compares.
 
 Beside them the key holds the boot (inodes are per boot), the tree read (``--root``), the
-code (the size and mtime of the checks' modules and of the PCI readers: an upgrade or
-an edit rewrites them), the checks, the profile and the mode. A check with
+code (the size and mtime of the checks' modules and of the PCI readers: an upgrade
+rewrites them), the checks, the profile and the mode. A check with
 parameters is never recorded: their values would belong in the key. Anything different,
 and the checks are re-run (agent/run/lean.py) and the record rewritten. A record holds
 only verdicts on what was read: a run with an error finding (our own trouble: a source
@@ -107,12 +107,13 @@ class RerunRecord:
     """The record for one prolog: ``findings`` when the checks need not run again, else
     None with ``why``; ``keep`` stores a fresh verdict."""
 
-    __slots__ = ("key", "store", "why")
+    __slots__ = ("_stored", "key", "store", "why")
 
     def __init__(self, root: str | None, entries: list[index.Entry], profile: str, mode: str,
                  directory: str | None = None) -> None:
         self.store = RootStore(directory, NAME, WHAT)
         self.why: str | None = None
+        self._stored: dict[str, Any] | None = None
         real_root = os.path.abspath(root or "/")
         bus = _bus(real_root)
         boot = boot_id()
@@ -125,9 +126,13 @@ class RerunRecord:
              bus]).encode())
 
     def _records(self) -> dict[str, Any]:
-        stored = self.store.get(FORMAT)
-        self.why = self.store.why
-        return stored if isinstance(stored, dict) else {}
+        """The store's records, read once: a prolog that judged again keeps its verdict
+        beside the others it read."""
+        if self._stored is None:
+            stored = self.store.get(FORMAT)
+            self.why = self.store.why
+            self._stored = stored if isinstance(stored, dict) else {}
+        return self._stored
 
     def findings(self) -> list[Finding] | None:
         """The recorded verdict, when the bus and every bridge's config are as they were."""
@@ -137,12 +142,13 @@ class RerunRecord:
         if not isinstance(record, dict):
             self.why = self.why or f"{WHAT}: none for this bus, boot and code"
             return None
-        files, found = record.get("files"), record.get("findings")
-        if not isinstance(files, list) or not all(isinstance(p, str) for p in files) \
-                or not isinstance(found, list) or not found:
+        acs, found = record.get("acs"), record.get("findings")
+        if not isinstance(acs, list) or not isinstance(found, list) or not found \
+                or not all(isinstance(read, list) and read and isinstance(read[0], str)
+                           for read in acs):
             self.why = f"{WHAT}: not a record"
             return None
-        if _acs_controls(files) != record.get("acs"):
+        if _acs_controls([read[0] for read in acs]) != acs:
             self.why = f"{WHAT}: a bridge's ACS control changed"
             return None
         try:
@@ -163,7 +169,6 @@ class RerunRecord:
             return
         records = {k: v for k, v in self._records().items() if k != self.key}
         kept = dict(list(records.items())[-(MAX_RECORDS - 1):])
-        kept[self.key] = {"files": [str(read[0]) for read in acs_read], "acs": acs_read,
-                          "findings": [f.to_dict() for f in findings]}
+        kept[self.key] = {"acs": acs_read, "findings": [f.to_dict() for f in findings]}
         self.store.put(FORMAT, kept)
         self.why = self.store.why

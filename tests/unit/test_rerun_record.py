@@ -81,7 +81,7 @@ def _bridge_above_a_gpu(tree: Path) -> Path:
 
 def _recorded_files(store: Path) -> list[str]:
     (kept,) = json.loads((store / rerun_record.NAME).read_text())["document"].values()
-    return list(kept["files"])
+    return [read[0] for read in kept["acs"]]
 
 
 def _set_acs(config: Path, value: int) -> None:
@@ -187,11 +187,11 @@ def test_a_store_others_may_write_is_never_read(tree: Path, store: Path, mode: i
 
 
 @pytest.mark.parametrize("hostile", [
-    {"files": "x", "acs": [], "findings": [{"status": "pass"}]},
-    {"files": [], "acs": [], "findings": [{"status": "no such", "component": "node",
-                                           "message": "m"}]},
-    {"files": [], "acs": [], "findings": []},
-    {"files": [1], "acs": [], "findings": [{}]},
+    {"acs": "x", "findings": [{"status": "pass"}]},
+    {"acs": [], "findings": [{"status": "no such", "component": "node", "message": "m"}]},
+    {"acs": [], "findings": []},
+    {"acs": [[1, 0, None]], "findings": [{}]},
+    {"acs": [[]], "findings": [{"status": "pass", "component": "node", "message": "m"}]},
     "not a record",
 ])
 def test_a_record_that_is_not_one_is_judged_again(tree: Path, store: Path,
